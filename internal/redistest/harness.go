@@ -1,0 +1,218 @@
+// Package redistest runs real redis-server processes for tests: one shared
+// single-node server and one shared 3-master Redis Cluster per test binary,
+// started on first use, plus dedicated servers for tests that kill or
+// restart them.
+//
+// Every server listens on 127.0.0.1 on a free port, keeps no data on disk,
+// and lives in its own temporary directory, which also holds its log. A test
+// binary that uses this package should hand its TestMain to Main so the
+// servers are stopped and their directories removed at the end:
+//
+//	func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+//
+// Tests never skip for a missing redis-server: Single, Cluster and NewServer
+// fail the test with ErrNotInstalled, which names the install command.
+//
+// Shared servers are shared by every test of the binary, parallel ones
+// included, so tests must keep to their own keys (see Name) and must not
+// Kill, Restart or Stop them; NewServer is for that.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ErrNotInstalled is returned by Binary, and reported by Single, Cluster and
+// NewServer, when redis-server is not on PATH.
+var ErrNotInstalled = errors.New("redistest: redis-server not found on PATH; " +
+	"install it with: apt-get update && apt-get install -y redis-server")
+
+const (
+	// readyTimeout bounds how long a server may take to answer PING, and a
+	// cluster client to load its slot map.
+	readyTimeout = 10 * time.Second
+	// clusterTimeout bounds how long the cluster nodes may take to agree.
+	clusterTimeout = 30 * time.Second
+	// pollInterval is the pause between readiness checks.
+	pollInterval = 20 * time.Millisecond
+)
+
+// Binary reports the path of redis-server on PATH, or ErrNotInstalled.
+func Binary() (string, error) {
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", ErrNotInstalled
+	}
+	return path, nil
+}
+
+// Main runs the tests of a package and then stops every server the harness
+// started, shared or dedicated, removing their directories. It returns the
+// exit code of m.Run. Use it as:
+//
+//	func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+//
+// Without Main the servers still die with the test binary on Linux (see
+// proc_linux.go), but their temporary directories are left behind.
+func Main(m *testing.M) int {
+	code := m.Run()
+	stopAll()
+	return code
+}
+
+var single struct {
+	once sync.Once
+	srv  *Server
+	err  error
+}
+
+// Single returns the shared single-node server of this test binary, starting
+// it on first use; concurrent callers wait for that start. If the start
+// fails, Single calls t.Fatal, and so does every later call in the binary,
+// with the same error, without trying again.
+func Single(t testing.TB) *Server {
+	t.Helper()
+	single.once.Do(func() { single.srv, single.err = startServer(false) })
+	if single.err != nil {
+		t.Fatal(single.err)
+	}
+	return single.srv
+}
+
+var cluster struct {
+	once sync.Once
+	c    *RedisCluster
+	err  error
+}
+
+// Cluster returns the shared 3-master Redis Cluster (no replicas) of this
+// test binary, starting it on first use; concurrent callers wait. When it
+// returns, all 16384 slots are assigned, every node reports cluster_state:ok
+// and every node's CLUSTER SLOTS shows the same three masters. If the start
+// fails, Cluster calls t.Fatal, and so does every later call in the binary.
+func Cluster(t testing.TB) *RedisCluster {
+	t.Helper()
+	cluster.once.Do(func() { cluster.c, cluster.err = startCluster() })
+	if cluster.err != nil {
+		t.Fatal(cluster.err)
+	}
+	return cluster.c
+}
+
+// NewServer starts a single-node server for the calling test alone, for tests
+// that Kill, Restart or Stop it. It is stopped in t.Cleanup. If the start
+// fails, NewServer calls t.Fatal.
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	s, err := startServer(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Name returns a name unique to this call, for tests to build their keys
+// from: the test's name with every byte other than ASCII letters, digits,
+// '_', '-' and '.' replaced by '_', then '-' and 12 random hex digits. It
+// holds no ':' and no braces, so callers may add separators and cluster hash
+// tags of their own.
+func Name(t testing.TB) string {
+	var suffix [6]byte
+	rand.Read(suffix[:]) // never fails; see crypto/rand.Read
+	base := strings.Map(func(r rune) rune {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9',
+			r == '_', r == '-', r == '.':
+			return r
+		}
+		return '_'
+	}, t.Name())
+	// Long subtest names would make every key long; the suffix keeps
+	// truncated names unique.
+	const maxBase = 80
+	if len(base) > maxBase {
+		base = base[:maxBase]
+	}
+	return base + "-" + hex.EncodeToString(suffix[:])
+}
+
+// live holds every server started and not yet stopped, for Main to stop.
+var live struct {
+	sync.Mutex
+	servers map[*Server]struct{}
+}
+
+func track(s *Server) {
+	live.Lock()
+	defer live.Unlock()
+	if live.servers == nil {
+		live.servers = make(map[*Server]struct{})
+	}
+	live.servers[s] = struct{}{}
+}
+
+func untrack(s *Server) {
+	live.Lock()
+	defer live.Unlock()
+	delete(live.servers, s)
+}
+
+func stopAll() {
+	live.Lock()
+	servers := make([]*Server, 0, len(live.servers))
+	for s := range live.servers {
+		servers = append(servers, s)
+	}
+	live.Unlock()
+	// Stop untracks, so it runs without the lock held.
+	for _, s := range servers {
+		s.Stop()
+	}
+}
+
+// errAborted is returned by waitFor when its abort channel closes.
+var errAborted = errors.New("aborted")
+
+// checkTimeout bounds one readiness check, so that a hung check is retried
+// and the timeout error reports a real cause rather than the deadline.
+const checkTimeout = time.Second
+
+// waitFor calls check every pollInterval until check returns nil, abort is
+// closed, or timeout has passed; it may overrun timeout by one checkTimeout.
+// It returns nil, errAborted, or check's last error wrapped with the timeout.
+func waitFor(timeout time.Duration, abort <-chan struct{}, check func(context.Context) error) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-abort:
+			return errAborted
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+		err := check(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("not ready after %v: %w", timeout, err)
+		}
+		select {
+		case <-abort:
+			return errAborted
+		case <-tick.C:
+		}
+	}
+}
