@@ -1,0 +1,84 @@
+// Package model holds small, deterministic, pure-Go reference models of the
+// synchronizers in this module, with explicit logical time.
+//
+// A model is the specification of its primitive (DESIGN.md, decision 9): the
+// Redis implementation must give the same reply as the model for every
+// operation, and state-machine tests drive both with the same operations and
+// compare every reply. To make that possible a model
+//
+//   - never reads a real clock: every operation takes the current logical
+//     time, a [Time], and the caller decides how time moves;
+//   - has no goroutines and no randomness: the same calls always give the same
+//     replies;
+//   - never blocks: an operation that the real primitive would wait on (Lock)
+//     is modelled by its single non-blocking attempt (TryLock), which is what
+//     one script run does on the server.
+//
+// Misuse that only a buggy test could commit, such as time going backwards, an
+// empty owner or a non-positive lease, panics. Outcomes that the real
+// primitive reports to its caller, such as releasing a lock one does not hold,
+// are replies or errors.
+//
+// Models are not safe for concurrent use; a test that drives one from several
+// goroutines must serialize the calls, exactly as the Redis server serializes
+// scripts.
+package model
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Time is a logical instant in milliseconds. Models compare times only with
+// each other and with leases given in milliseconds, so the origin is
+// arbitrary; tests usually start at 0.
+//
+// Expiry follows Redis PEXPIRE: something with a lease of d milliseconds
+// granted at time s exists at every time t with t < s+d and is gone at s+d.
+type Time int64
+
+// ErrNotOwner is returned when an owner releases a hold it does not have: the
+// lock is free, its hold has expired, or someone else holds it. The model is
+// left unchanged.
+var ErrNotOwner = errors.New("model: lock not held by this owner")
+
+// clock keeps the latest time a model has been told about and rejects calls
+// that go back in time. Every model embeds one and calls observe first in
+// every exported method, queries included, so a test that reorders its calls
+// by mistake fails loudly instead of comparing replies from two timelines.
+//
+// The zero value accepts any first time.
+type clock struct {
+	now     Time
+	started bool
+}
+
+// observe records now as the current time. It panics if now is before the
+// latest time already observed; equal times are fine (several operations may
+// happen in the same millisecond).
+func (c *clock) observe(op string, now Time) {
+	if c.started && now < c.now {
+		panic(fmt.Sprintf("model: %s at time %d, before the already observed time %d", op, now, c.now))
+	}
+	c.now, c.started = now, true
+}
+
+// deadline returns now+lease, panicking if lease is not positive or the sum
+// overflows: both are bugs in the test that drives the model.
+func deadline(op string, now Time, lease int64) Time {
+	if lease <= 0 {
+		panic(fmt.Sprintf("model: %s with non-positive lease %d ms", op, lease))
+	}
+	at := now + Time(lease)
+	if at < now {
+		panic(fmt.Sprintf("model: %s: time %d + lease %d ms overflows", op, now, lease))
+	}
+	return at
+}
+
+// checkOwner panics on the empty owner, which the models use to mean "nobody".
+func checkOwner(op, owner string) {
+	if owner == "" {
+		panic(fmt.Sprintf("model: %s with empty owner", op))
+	}
+}
