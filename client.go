@@ -1,0 +1,114 @@
+// Package aqs is a library of distributed synchronizers on Redis: a reentrant lock
+// (package reentrant), with a fair lock, a read-write lock and semaphores to come, all sharing
+// one Client runtime.
+//
+// A Client carries what the primitives share: a random client id from which owner ids are
+// made, the script loader, one pub/sub hub and one lease watchdog. Create one per process and
+// per Redis deployment, and Close it at shutdown.
+//
+// Owner identity travels in the context. A successful Lock returns a held context that carries
+// the owner; a Lock on the same lock with that context (or one derived from it) re-enters, and
+// locks taken with it belong to the same owner. Calls that start from unrelated contexts are
+// different owners, so one lock value may be shared by many goroutines. The held context is
+// cancelled, with cause ErrLockLost, as soon as the lease can no longer be trusted, so work done
+// under it stops before another owner can get in. Read the cause with context.Cause.
+package aqs
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs/internal/core"
+)
+
+// Client is the runtime shared by every primitive of a process. It is safe for concurrent use.
+type Client struct {
+	rt *core.Runtime
+}
+
+func init() {
+	core.ClientRuntime = func(c any) (*core.Runtime, error) {
+		cl, _ := c.(*Client)
+		if cl == nil || cl.rt == nil {
+			return nil, core.Invalid("nil aqs client")
+		}
+		return cl.rt, nil
+	}
+}
+
+// New returns a Client on rdb, which may be a *redis.Client, a *redis.ClusterClient (sharded
+// pub/sub is then used) or a *redis.FailoverClient (Sentinel). It loads every script on every
+// master, so an unreachable server or a bad option is reported here, with nothing left
+// running. The Client does not close rdb.
+func New(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Client, error) {
+	cfg := core.DefaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	rt, err := core.NewRuntime(ctx, rdb, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{rt: rt}, nil
+}
+
+// Close stops lease renewals and subscriptions. Held contexts are cancelled with a cause that
+// matches both ErrLockLost and ErrClosed, since their leases are no longer renewed. Close does
+// not delete held locks: they expire at the end of their lease. Every call after Close fails
+// with ErrClosed. Close is idempotent and always returns nil.
+func (c *Client) Close() error { return c.rt.Close() }
+
+// ID returns the Client's random id, the stem of every owner id it issues.
+func (c *Client) ID() string { return c.rt.ID }
+
+// Option configures a Client.
+type Option func(*core.Config) error
+
+// WithWatchdogTimeout sets the lease of holds taken without WithLease. The watchdog renews
+// such holds every third of it; a holder whose process dies keeps the lock at most this long.
+// It must be at least 30ms. The default is 30s.
+func WithWatchdogTimeout(d time.Duration) Option {
+	return func(c *core.Config) error {
+		if d < 30*time.Millisecond {
+			return core.Invalid("watchdog timeout %v is below 30ms", d)
+		}
+		c.WatchdogTimeout = d
+		return nil
+	}
+}
+
+// WithKeyPrefix sets the prefix of every key and channel: "<prefix>:{<name>}…". It must be
+// non-empty and contain no brace. The default is "aqs".
+func WithKeyPrefix(prefix string) Option {
+	return func(c *core.Config) error {
+		if err := core.ValidPrefix(prefix); err != nil {
+			return err
+		}
+		c.Prefix = prefix
+		return nil
+	}
+}
+
+// WithLogger sets where the Client reports lost leases and failed renewals. The default
+// discards everything.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *core.Config) error {
+		if l == nil {
+			return core.Invalid("nil logger")
+		}
+		c.Logger = l
+		return nil
+	}
+}
+
+// FencingToken returns the fencing token of the innermost lock held by ctx (a context returned
+// by a successful Lock, or derived from one). Every exclusive acquisition of a lock name gets a
+// token strictly greater than every earlier token of that name, also after the lock's key
+// expired and was created again; a re-entry keeps its hold's token. A resource that remembers
+// the highest token it has seen and refuses lower ones cannot be written by a stale holder.
+func FencingToken(ctx context.Context) (int64, bool) { return core.Token(ctx) }

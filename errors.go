@@ -1,0 +1,29 @@
+package aqs
+
+import "github.com/redaqs/aqs/internal/core"
+
+// Errors. Compare with errors.Is; a *WrongTypeError also matches ErrWrongType.
+var (
+	// ErrClosed is returned by every call made after Client.Close.
+	ErrClosed = core.ErrClosed
+	// ErrLockLost is the cause (see context.Cause) of a held context cancelled because its
+	// lease can no longer be trusted: the renewal was refused, the key was deleted or taken by
+	// another owner, a fixed lease ran out, or renewals kept failing until the local lease
+	// deadline minus a safety margin. Unlock of such a hold returns an error matching it.
+	ErrLockLost = core.ErrLockLost
+	// ErrReleased is the cause of a held context whose acquisition was given back by Unlock.
+	ErrReleased = core.ErrReleased
+	// ErrNotOwner is returned by Unlock when the context does not hold the lock: a context that
+	// never acquired it, one whose acquisition was already released (one Unlock too many), or
+	// one whose hold was lost. Nothing is changed.
+	ErrNotOwner = core.ErrNotOwner
+	// ErrInvalidArgument is wrapped by every error about a bad argument or option. Nothing is
+	// changed.
+	ErrInvalidArgument = core.ErrInvalidArgument
+	// ErrWrongType is matched by *WrongTypeError.
+	ErrWrongType = core.ErrWrongType
+)
+
+// WrongTypeError reports that a key a primitive needs already holds a value of another type.
+// Nothing was written.
+type WrongTypeError = core.WrongTypeError

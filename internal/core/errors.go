@@ -1,0 +1,57 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The sentinel errors of aqs. The root package re-exports each of them under the same name;
+// they live here so that every internal package can return them without an import cycle.
+var (
+	// ErrClosed is returned by every call made after Client.Close.
+	ErrClosed = errors.New("aqs: client closed")
+	// ErrLockLost is the cause of a held context that was cancelled because the lease can no
+	// longer be trusted: the renewal was refused, the key was deleted or taken over, the lease
+	// ran out, or renewals kept failing until the local lease deadline.
+	ErrLockLost = errors.New("aqs: lock lost")
+	// ErrReleased is the cause of a held context whose acquisition was released by Unlock.
+	ErrReleased = errors.New("aqs: lock released")
+	// ErrNotOwner is returned by Unlock when the caller's context does not hold the lock, and
+	// nothing was changed.
+	ErrNotOwner = errors.New("aqs: lock not held by this owner")
+	// ErrInvalidArgument is wrapped by every error about a bad argument or option.
+	ErrInvalidArgument = errors.New("aqs: invalid argument")
+	// ErrWrongType is matched by a *WrongTypeError.
+	ErrWrongType = errors.New("aqs: key holds another type")
+)
+
+// WrongTypeError reports that a key the primitive needs already holds a value of another
+// type. Nothing was written.
+type WrongTypeError struct {
+	Key string
+}
+
+func (e *WrongTypeError) Error() string {
+	return fmt.Sprintf("aqs: key %q holds a value of another type; nothing was changed", e.Key)
+}
+
+// Is makes errors.Is(err, ErrWrongType) true.
+func (e *WrongTypeError) Is(target error) bool { return target == ErrWrongType }
+
+// Invalid returns an error wrapping ErrInvalidArgument.
+func Invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// RedisError wraps an error from Redis for the given key, turning WRONGTYPE into a
+// *WrongTypeError.
+func RedisError(key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if strings.Contains(err.Error(), "WRONGTYPE") {
+		return &WrongTypeError{Key: key}
+	}
+	return fmt.Errorf("aqs: redis: %w", err)
+}

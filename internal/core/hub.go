@@ -1,0 +1,396 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The pub/sub hub.
+//
+// Waiters never poll. A waiter registers with the hub for the primitive's channel before the
+// attempt whose failure makes it wait, and Wait returns only once Redis has confirmed the
+// subscription: a release that happens after that attempt is published to a channel we are
+// already subscribed to, so no wakeup can be lost between "attempt failed" and "start waiting".
+//
+// One subscription per channel per Client serves every local waiter of it, and one
+// connection serves every channel (on Redis Cluster, one per hash slot, with sharded pub/sub, so
+// a message travels only inside its shard). Messages carry who to wake:
+//
+//	"1"       wake one waiter: the longest-waiting local one that has no wakeup pending. A waiter
+//	          that leaves with an unused wakeup passes it on, so a release is never swallowed by a
+//	          waiter that gave up.
+//	"*"       wake every local waiter of the channel (e.g. all readers).
+//	anything  wake the waiters registered with that tag (e.g. the owner a lock was handed to).
+//
+// When the connection breaks, every waiter on it is woken to re-check (it may have missed a
+// message), and go-redis resubscribes on reconnect; a subscription confirmed again also wakes
+// every waiter of the channel. Beyond that, each waiter's only fallback is a timer bounded by
+// the remaining lease its last attempt reported.
+//
+// A channel stays subscribed for Config.Linger after its last waiter left, so that a lock
+// contended in bursts does not pay a SUBSCRIBE round trip each time; then it is unsubscribed,
+// and a connection with no channel left is closed.
+
+type chanState int
+
+const (
+	subscribing chanState = iota
+	subscribed
+	unsubscribing
+)
+
+// Hub shares subscriptions among the local waiters of one Client.
+type Hub struct {
+	rt     *Runtime
+	mu     sync.Mutex
+	conns  map[int]*hubConn
+	chans  map[string]*hubChan
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type hubConn struct {
+	ps     *redis.PubSub
+	slot   int
+	chans  int
+	closed bool
+}
+
+type hubChan struct {
+	name    string
+	conn    *hubConn
+	state   chanState
+	ready   chan struct{} // closed once the subscription is confirmed
+	waiters []*Waiter
+	idle    *time.Timer
+}
+
+// Waiter is one local waiter registered on a channel. C receives its wakeups.
+type Waiter struct {
+	hub  *Hub
+	ch   *hubChan
+	tag  string
+	C    chan struct{}
+	done bool
+}
+
+func newHub(rt *Runtime) *Hub {
+	return &Hub{rt: rt, conns: make(map[int]*hubConn), chans: make(map[string]*hubChan)}
+}
+
+// Wait registers a waiter on channel with the given tag (may be empty) and returns once the
+// subscription is confirmed by Redis. On error (ctx done, Client closed) nothing stays
+// registered. The caller must Close the waiter.
+func (h *Hub) Wait(ctx context.Context, channel, tag string) (*Waiter, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c := h.chans[channel]
+	var subscribe, start *hubConn
+	if c == nil {
+		conn, isNew := h.connFor(channel)
+		c = &hubChan{name: channel, conn: conn, state: subscribing, ready: make(chan struct{})}
+		h.chans[channel] = c
+		conn.chans++
+		subscribe = conn
+		if isNew {
+			start = conn
+		}
+	}
+	if c.idle != nil {
+		c.idle.Stop()
+		c.idle = nil
+	}
+	w := &Waiter{hub: h, ch: c, tag: tag, C: make(chan struct{}, 1)}
+	c.waiters = append(c.waiters, w)
+	ready := c.ready
+	h.mu.Unlock()
+
+	if subscribe != nil {
+		// An error here is a broken connection: go-redis keeps the channel in its set and
+		// subscribes again on reconnect, and the confirmation then arrives as usual.
+		_ = h.subscribe(ctx, subscribe, channel)
+	}
+	if start != nil {
+		h.wg.Add(1)
+		go h.receive(start)
+	}
+	select {
+	case <-ready:
+		return w, nil
+	case <-ctx.Done():
+		w.Close()
+		return nil, ctx.Err()
+	case <-h.rt.closed:
+		w.Close()
+		return nil, ErrClosed
+	}
+}
+
+// Close unregisters the waiter, passing on a wakeup it did not use. Idempotent.
+func (w *Waiter) Close() {
+	h := w.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.done {
+		return
+	}
+	w.done = true
+	c := w.ch
+	for i, x := range c.waiters {
+		if x == w {
+			c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+			break
+		}
+	}
+	select {
+	case <-w.C:
+		c.wakeOne()
+	default:
+	}
+	if len(c.waiters) == 0 && c.state == subscribed && !h.closed {
+		h.startIdle(c)
+	}
+}
+
+// connFor returns the connection for channel's slot, creating its PubSub (not yet connected).
+func (h *Hub) connFor(channel string) (*hubConn, bool) {
+	slot := 0
+	if h.rt.Sharded {
+		slot = Slot(channel)
+	}
+	if c := h.conns[slot]; c != nil {
+		return c, false
+	}
+	var ps *redis.PubSub
+	if h.rt.Sharded {
+		ps = h.rt.Redis.SSubscribe(h.rt.ctx)
+	} else {
+		ps = h.rt.Redis.Subscribe(h.rt.ctx)
+	}
+	c := &hubConn{ps: ps, slot: slot}
+	h.conns[slot] = c
+	return c, true
+}
+
+func (h *Hub) subscribe(ctx context.Context, conn *hubConn, channel string) error {
+	ctx = context.WithoutCancel(ctx)
+	if h.rt.Sharded {
+		return conn.ps.SSubscribe(ctx, channel)
+	}
+	return conn.ps.Subscribe(ctx, channel)
+}
+
+func (h *Hub) unsubscribe(conn *hubConn, channel string) error {
+	if h.rt.Sharded {
+		return conn.ps.SUnsubscribe(h.rt.ctx, channel)
+	}
+	return conn.ps.Unsubscribe(h.rt.ctx, channel)
+}
+
+// receive reads one connection until it is closed.
+func (h *Hub) receive(conn *hubConn) {
+	defer h.wg.Done()
+	backoff := 10 * time.Millisecond
+	for {
+		msg, err := conn.ps.Receive(h.rt.ctx)
+		h.mu.Lock()
+		if conn.closed || h.closed {
+			h.mu.Unlock()
+			return
+		}
+		if err != nil {
+			again := h.connBroken(conn)
+			h.mu.Unlock()
+			for _, ch := range again {
+				_ = h.subscribe(h.rt.ctx, conn, ch)
+			}
+			select {
+			case <-time.After(backoff):
+			case <-h.rt.closed:
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 10 * time.Millisecond
+		var resubscribe string
+		switch m := msg.(type) {
+		case *redis.Message:
+			if c := h.chans[m.Channel]; c != nil && c.conn == conn {
+				c.deliver(m.Payload)
+			}
+		case *redis.Subscription:
+			resubscribe = h.confirmed(conn, m)
+		}
+		closeConn := conn.chans == 0
+		if closeConn {
+			conn.closed = true
+			delete(h.conns, conn.slot)
+		}
+		h.mu.Unlock()
+		if resubscribe != "" {
+			_ = h.subscribe(h.rt.ctx, conn, resubscribe)
+		}
+		if closeConn {
+			_ = conn.ps.Close()
+			return
+		}
+	}
+}
+
+// confirmed handles a (un)subscribe confirmation; it returns a channel to subscribe again.
+func (h *Hub) confirmed(conn *hubConn, m *redis.Subscription) (resubscribe string) {
+	c := h.chans[m.Channel]
+	if c == nil || c.conn != conn {
+		return ""
+	}
+	switch m.Kind {
+	case "subscribe", "ssubscribe":
+		switch c.state {
+		case subscribing:
+			c.state = subscribed
+			close(c.ready)
+			if len(c.waiters) == 0 {
+				h.startIdle(c)
+			}
+		case subscribed:
+			// Subscribed again after a reconnect: a message may have been missed.
+			c.wakeAll()
+		}
+	case "unsubscribe", "sunsubscribe":
+		if c.state != unsubscribing {
+			return ""
+		}
+		if len(c.waiters) > 0 {
+			c.state = subscribing
+			return c.name
+		}
+		h.drop(c)
+	}
+	return ""
+}
+
+// connBroken wakes every waiter on a broken connection to re-check. A channel that was being
+// unsubscribed is no longer in go-redis's set, so it is not subscribed again on reconnect: it
+// is dropped, or, when waiters came back meanwhile, returned to be subscribed afresh.
+func (h *Hub) connBroken(conn *hubConn) (resubscribe []string) {
+	for _, c := range h.chans {
+		if c.conn != conn {
+			continue
+		}
+		c.wakeAll()
+		if c.state == unsubscribing {
+			if len(c.waiters) > 0 {
+				c.state = subscribing
+				resubscribe = append(resubscribe, c.name)
+			} else {
+				h.drop(c)
+			}
+		}
+	}
+	return resubscribe
+}
+
+func (h *Hub) drop(c *hubChan) {
+	delete(h.chans, c.name)
+	c.conn.chans--
+}
+
+func (h *Hub) startIdle(c *hubChan) {
+	c.idle = time.AfterFunc(h.rt.Cfg.Linger, func() {
+		h.mu.Lock()
+		if h.closed || h.chans[c.name] != c || len(c.waiters) > 0 || c.state != subscribed {
+			h.mu.Unlock()
+			return
+		}
+		c.state = unsubscribing
+		c.ready = make(chan struct{})
+		c.idle = nil
+		h.mu.Unlock()
+		_ = h.unsubscribe(c.conn, c.name)
+	})
+}
+
+func (h *Hub) close() {
+	h.mu.Lock()
+	h.closed = true
+	conns := make([]*hubConn, 0, len(h.conns))
+	for _, c := range h.conns {
+		c.closed = true
+		conns = append(conns, c)
+	}
+	for _, c := range h.chans {
+		if c.idle != nil {
+			c.idle.Stop()
+		}
+	}
+	h.conns = map[int]*hubConn{}
+	h.chans = map[string]*hubChan{}
+	h.mu.Unlock()
+	for _, c := range conns {
+		_ = c.ps.Close()
+	}
+	h.wg.Wait()
+}
+
+// Channels reports how many channels the hub is subscribed to or subscribing (for tests).
+func (h *Hub) Channels() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.chans)
+}
+
+func (c *hubChan) deliver(payload string) {
+	switch payload {
+	case "1":
+		c.wakeOne()
+	case "*":
+		c.wakeAll()
+	default:
+		for _, w := range c.waiters {
+			if w.tag == payload {
+				w.wake()
+			}
+		}
+	}
+}
+
+func (c *hubChan) wakeOne() {
+	for _, w := range c.waiters {
+		select {
+		case w.C <- struct{}{}:
+			return
+		default:
+		}
+	}
+}
+
+func (c *hubChan) wakeAll() {
+	for _, w := range c.waiters {
+		w.wake()
+	}
+}
+
+func (w *Waiter) wake() {
+	select {
+	case w.C <- struct{}{}:
+	default:
+	}
+}
+
+// Waiters reports how many local waiters are registered (for tests).
+func (h *Hub) Waiters() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.chans {
+		n += len(c.waiters)
+	}
+	return n
+}

@@ -1,0 +1,28 @@
+package core
+
+import "time"
+
+// LockConfig is the result of a call's lock options.
+type LockConfig struct {
+	Lease time.Duration // 0: watchdog
+	Wait  time.Duration // 0: no wait (TryLock)
+	Err   error
+}
+
+// LockOption configures one lock call.
+type LockOption func(*LockConfig)
+
+// ApplyLockOptions applies opts and returns the first invalid one's error.
+func ApplyLockOptions(opts []LockOption) (LockConfig, error) {
+	var c LockConfig
+	for _, o := range opts {
+		if o == nil {
+			return c, Invalid("nil lock option")
+		}
+		o(&c)
+		if c.Err != nil {
+			return c, c.Err
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,177 @@
+// Package core is the runtime that every aqs primitive shares: owner identity, the script
+// loader, the pub/sub hub, the lease watchdog and the bookkeeping of held locks. The root
+// package aqs wraps it as Client; the primitives reach it through ClientRuntime.
+package core
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs/internal/scripts"
+)
+
+// Config is the Client's configuration after its options were applied.
+type Config struct {
+	WatchdogTimeout time.Duration
+	Prefix          string
+	Logger          *slog.Logger
+	// Linger is how long the hub stays subscribed to a channel after its last local waiter
+	// left, so that a lock contended in bursts does not subscribe and unsubscribe every cycle.
+	Linger time.Duration
+}
+
+// DefaultConfig returns the defaults documented on the options.
+func DefaultConfig() Config {
+	return Config{
+		WatchdogTimeout: 30 * time.Second,
+		Prefix:          "aqs",
+		Logger:          slog.New(slog.DiscardHandler),
+		Linger:          2 * time.Second,
+	}
+}
+
+// FenceRetention is how long an exclusive lock's hash keeps its last fencing token after the
+// lock was released. Tokens stay strictly increasing across that gap by the retained counter,
+// and beyond it by server time (see lock_acquire.lua).
+const FenceRetention = 10 * time.Minute
+
+// Runtime is one Client's shared machinery.
+type Runtime struct {
+	Redis   redis.UniversalClient
+	Cfg     Config
+	ID      string
+	Sharded bool // Redis Cluster: sharded pub/sub (SSUBSCRIBE/SPUBLISH)
+	Hub     *Hub
+
+	seq atomic.Uint64
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	ctx       context.Context // cancelled by Close; bounds the runtime's own calls
+	cancel    context.CancelFunc
+
+	holdsMu sync.Mutex
+	holds   map[holdKey]*Hold
+	dogWake chan struct{}
+	dogNext atomic.Int64 // unix nanos of the watchdog's next wake-up
+	dogDone chan struct{}
+
+	bg sync.WaitGroup // background clean-ups; Close waits for them
+}
+
+// Go runs f in the background with the runtime's context (cancelled by Close, which waits for
+// f to return).
+func (rt *Runtime) Go(f func(ctx context.Context)) {
+	rt.bg.Add(1)
+	go func() {
+		defer rt.bg.Done()
+		f(rt.ctx)
+	}()
+}
+
+// ClientRuntime returns the runtime of an *aqs.Client. The root package sets it at init;
+// it fails for a nil client.
+var ClientRuntime func(client any) (*Runtime, error)
+
+// NewRuntime validates cfg, preloads every script on every master and starts the watchdog.
+// On error nothing is left running.
+func NewRuntime(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Runtime, error) {
+	if rdb == nil {
+		return nil, Invalid("nil redis client")
+	}
+	if err := ValidPrefix(cfg.Prefix); err != nil {
+		return nil, err
+	}
+	if cfg.WatchdogTimeout < 30*time.Millisecond {
+		return nil, Invalid("watchdog timeout %v is below 30ms", cfg.WatchdogTimeout)
+	}
+	if cfg.Logger == nil {
+		return nil, Invalid("nil logger")
+	}
+	if err := scripts.Load(ctx, rdb); err != nil {
+		return nil, fmt.Errorf("aqs: preload scripts: %w", err)
+	}
+	_, sharded := rdb.(*redis.ClusterClient)
+	rctx, cancel := context.WithCancel(context.Background())
+	rt := &Runtime{
+		Redis:   rdb,
+		Cfg:     cfg,
+		ID:      uuid.NewString(),
+		Sharded: sharded,
+		closed:  make(chan struct{}),
+		ctx:     rctx,
+		cancel:  cancel,
+		holds:   make(map[holdKey]*Hold),
+		dogWake: make(chan struct{}, 1),
+		dogDone: make(chan struct{}),
+	}
+	rt.Hub = newHub(rt)
+	go rt.watchdog()
+	return rt, nil
+}
+
+// Close stops the watchdog and every subscription, and cancels every held context with a
+// cause matching both ErrLockLost and ErrClosed: the leases are no longer renewed, so they can
+// no longer be trusted. Held locks are not deleted; they expire. Close is idempotent.
+func (rt *Runtime) Close() error {
+	rt.closeOnce.Do(func() {
+		close(rt.closed)
+		rt.cancel()
+		<-rt.dogDone
+		rt.Hub.close()
+		rt.bg.Wait()
+		cause := fmt.Errorf("%w: %w", ErrLockLost, ErrClosed)
+		rt.holdsMu.Lock()
+		holds := make([]*Hold, 0, len(rt.holds))
+		for _, h := range rt.holds {
+			holds = append(holds, h)
+		}
+		rt.holdsMu.Unlock()
+		for _, h := range holds {
+			h.lose(cause)
+		}
+	})
+	return nil
+}
+
+// Done is closed by Close.
+func (rt *Runtime) Done() <-chan struct{} { return rt.closed }
+
+// Check returns ErrClosed after Close.
+func (rt *Runtime) Check() error {
+	select {
+	case <-rt.closed:
+		return ErrClosed
+	default:
+		return nil
+	}
+}
+
+// NewOwner returns a fresh owner id: the client id and a sequence number. Owner ids are never
+// reused, so a hold of one owner can never be taken for another's.
+func (rt *Runtime) NewOwner() string {
+	return rt.ID + ":" + strconv.FormatUint(rt.seq.Add(1), 10)
+}
+
+// PublishCommand is the command scripts use to notify waiters: SPUBLISH on Redis Cluster (the
+// message goes to the slot's shard only), PUBLISH elsewhere.
+func (rt *Runtime) PublishCommand() string {
+	if rt.Sharded {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
+}
+
+// Key returns the base key of a primitive's name under this Client's prefix.
+func (rt *Runtime) Key(name string) (string, error) { return BaseKey(rt.Cfg.Prefix, name) }
+
+// Logger is the Client's logger.
+func (rt *Runtime) Logger() *slog.Logger { return rt.Cfg.Logger }

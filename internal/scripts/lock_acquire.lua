@@ -1,0 +1,49 @@
+-- lock_acquire: take an exclusive, reentrant lock, or re-enter it.
+--
+-- KEYS[1]  lock hash: o = owner id, n = hold count, t = fencing token. After a release the
+--          hash keeps only t (with a TTL) so that tokens stay monotonic.
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in ms for a new hold (> 0)
+-- ARGV[3]  expected token when the caller re-enters a hold it believes it has, or "" to take
+--          the lock (or re-enter it when this owner already holds it)
+-- ARGV[4]  lease in ms for a re-entry: 0 leaves the expiry alone, > 0 extends the lease to at
+--          least this (a re-entry never shortens a lease)
+--
+-- Replies:
+--   {1, token, count}  acquired: a new hold (count 1) or a re-entry (count > 1)
+--   {0, pttl}          held by another owner; pttl is its remaining lease in ms
+--   {-1}               ARGV[3] was given and this owner no longer holds the lock with that
+--                      token: the hold was lost
+--
+-- Every time comes from the server (TIME); the caller sends only durations.
+local h = KEYS[1]
+local cur = redis.call('HMGET', h, 'o', 't')
+if cur[1] == ARGV[1] and (ARGV[3] == '' or cur[2] == ARGV[3]) then
+  local n = redis.call('HINCRBY', h, 'n', 1)
+  local lease = tonumber(ARGV[4])
+  if lease > 0 and redis.call('PTTL', h) < lease then
+    redis.call('PEXPIRE', h, lease)
+  end
+  return {1, cur[2], n}
+end
+if ARGV[3] ~= '' then
+  return {-1}
+end
+if cur[1] then
+  return {0, redis.call('PTTL', h)}
+end
+-- The lock is free. The token is one more than the last token the hash retained, or, when
+-- nothing was retained, the server time in microseconds: strictly increasing while the
+-- retained t lives, and still increasing after it expired, because time has moved on by more
+-- than any lead t had over the clock.
+local token = tonumber(cur[2])
+if token then
+  token = token + 1
+else
+  local now = redis.call('TIME')
+  token = tonumber(now[1]) * 1000000 + tonumber(now[2])
+end
+token = string.format('%d', token)
+redis.call('HSET', h, 'o', ARGV[1], 'n', 1, 't', token)
+redis.call('PEXPIRE', h, ARGV[2])
+return {1, token, 1}

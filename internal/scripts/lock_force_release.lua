@@ -1,0 +1,16 @@
+-- lock_force_release: free an exclusive lock whoever holds it (administration).
+--
+-- KEYS[1]  lock hash (see lock_acquire.lua)
+-- ARGV[1]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[2]  channel to notify
+-- ARGV[3]  how long (ms) the hash keeps the last fencing token
+--
+-- Replies: 1 if the lock was held and is now free (a waiter was notified), 0 if it was free.
+local h = KEYS[1]
+if redis.call('HEXISTS', h, 'o') == 0 then
+  return 0
+end
+redis.call('HDEL', h, 'o', 'n')
+redis.call('PEXPIRE', h, ARGV[3])
+redis.call(ARGV[1], ARGV[2], '1')
+return 1

@@ -1,0 +1,396 @@
+// Package reentrant is a distributed reentrant lock on Redis, the counterpart of Redisson's
+// RLock and of sync.Mutex across processes.
+//
+// One Lock value may be shared by any number of goroutines. The owner is carried by the
+// context: Lock returns a held context, and a Lock on the same lock with that context (or any
+// context derived from it) re-enters the hold instead of waiting for it. Two calls that start
+// from unrelated contexts are different owners and exclude each other, as two goroutines do
+// with sync.Mutex. Pass the held context down the call stack; do not hand it to a goroutine
+// that must be excluded from the caller.
+//
+// Ordering: the lock is not fair. A release wakes one waiter in each Client that has waiters;
+// among the waiters of one Client the longest-waiting one is woken first, but a newcomer may
+// take the lock before it. Use package fair for first-come first-served.
+//
+// Leases: a hold taken without WithLease is renewed by the Client's watchdog, and it expires
+// within the watchdog timeout when its process dies. A hold taken WithLease(d) expires d after
+// it was taken. Either way the held context is cancelled with cause aqs.ErrLockLost as soon as
+// the lease can no longer be trusted.
+package reentrant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/scripts"
+)
+
+// Lock is a distributed reentrant lock. Create it with New; it is safe for concurrent use.
+type Lock struct {
+	rt      *core.Runtime
+	name    string
+	key     string // the lock hash: o = owner, n = hold count, t = fencing token
+	channel string // release notifications
+}
+
+// New returns the lock of the given name. Any bytes make a valid name, but it must not be
+// empty. Creating a Lock touches no key.
+func New(c *aqs.Client, name string) (*Lock, error) {
+	rt, err := core.ClientRuntime(c)
+	if err != nil {
+		return nil, err
+	}
+	key, err := rt.Key(name)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{rt: rt, name: name, key: key, channel: key + ":ch"}, nil
+}
+
+// Name returns the lock's name.
+func (l *Lock) Name() string { return l.name }
+
+// Key returns the Redis key of the lock's hash.
+func (l *Lock) Key() string { return l.key }
+
+// Lock blocks until the lock is acquired or ctx is done, and returns the held context: a child
+// of ctx that carries the owner and the fencing token. If ctx already holds this lock, Lock
+// re-enters at once (or fails with aqs.ErrLockLost if that hold was lost).
+//
+// The held context is done when ctx is done, when this acquisition is released (cause
+// aqs.ErrReleased) and when the lease can no longer be trusted (cause aqs.ErrLockLost).
+//
+// On failure Lock returns ctx's error (or the Redis error) and leaves the lock unchanged: a
+// lock won in the same instant as the cancellation is released again. Options: WithLease.
+func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
+	cfg, err := core.ApplyLockOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Wait > 0 {
+		return nil, core.Invalid("Lock takes no wait bound; use TryLock with WithWait")
+	}
+	held, _, err := l.acquire(ctx, cfg, true)
+	return held, err
+}
+
+// TryLock makes one attempt to take the lock, or, with WithWait(d), waits up to d for it.
+// Not getting the lock is a result, not an error: it returns (nil, false, nil) and leaves
+// nothing behind. On success it returns the held context as Lock does. An error (ctx done,
+// Redis failing, bad option) leaves the lock unchanged.
+func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Context, bool, error) {
+	cfg, err := core.ApplyLockOptions(opts)
+	if err != nil {
+		return nil, false, err
+	}
+	return l.acquire(ctx, cfg, false)
+}
+
+// attempt is the reply of one lock_acquire call.
+type attempt struct {
+	acquired bool
+	lost     bool
+	token    string
+	pttl     time.Duration
+}
+
+func (l *Lock) try(ctx context.Context, owner string, cfg core.LockConfig, expectToken string) (attempt, error) {
+	lease := cfg.Lease
+	if lease == 0 {
+		lease = l.rt.Cfg.WatchdogTimeout
+	}
+	res, err := scripts.LockAcquire.Run(ctx, l.rt.Redis, []string{l.key},
+		owner, lease.Milliseconds(), expectToken, cfg.Lease.Milliseconds()).Slice()
+	if err != nil {
+		return attempt{}, core.RedisError(l.key, err)
+	}
+	switch res[0].(int64) {
+	case 1:
+		return attempt{acquired: true, token: fmt.Sprint(res[1])}, nil
+	case -1:
+		return attempt{lost: true}, nil
+	default:
+		return attempt{pttl: time.Duration(res[1].(int64)) * time.Millisecond}, nil
+	}
+}
+
+func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
+	if err := l.rt.Check(); err != nil {
+		return nil, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	if held := l.rt.Held(ctx, l.key); held != nil {
+		return l.reenter(ctx, held.Hold(), cfg)
+	}
+	owner, ok := l.rt.OwnerOf(ctx)
+	if !ok {
+		owner = l.rt.NewOwner()
+	}
+	var deadline time.Time
+	if cfg.Wait > 0 {
+		deadline = time.Now().Add(cfg.Wait)
+	}
+
+	sentAt := time.Now()
+	a, err := l.try(ctx, owner, cfg, "")
+	if err != nil {
+		l.abandon(ctx, owner, err)
+		return nil, false, err
+	}
+	if a.acquired {
+		return l.won(ctx, owner, cfg, a, sentAt)
+	}
+	if !block && cfg.Wait == 0 {
+		return nil, false, nil
+	}
+
+	// Subscribe, then try again: a release after this attempt reaches us.
+	waitCtx := ctx
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	w, err := l.rt.Hub.Wait(waitCtx, l.channel, "")
+	if err != nil {
+		if ctx.Err() == nil && waitCtx.Err() != nil {
+			return nil, false, nil // the wait bound ran out
+		}
+		return nil, false, err
+	}
+	defer w.Close()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		sentAt = time.Now()
+		a, err = l.try(ctx, owner, cfg, "")
+		if err != nil {
+			l.abandon(ctx, owner, err)
+			return nil, false, err
+		}
+		if a.acquired {
+			return l.won(ctx, owner, cfg, a, sentAt)
+		}
+		// Fallback for a lost message: the holder's lease will have run out by then.
+		// (PTTL -1 cannot happen for our keys; -2 means it just went: try again at once.)
+		wait := max(a.pttl, 0)
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil, false, nil
+			}
+			wait = min(wait, left)
+		}
+		timer.Reset(wait)
+		select {
+		case <-w.C:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-l.rt.Done():
+			return nil, false, aqs.ErrClosed
+		}
+	}
+}
+
+// won turns a successful attempt into a held context, unless ctx ended meanwhile: then the
+// lock goes back (x/sync's rule: a failed call leaves the lock unchanged).
+func (l *Lock) won(ctx context.Context, owner string, cfg core.LockConfig, a attempt, sentAt time.Time) (context.Context, bool, error) {
+	lease := cfg.Lease
+	if lease == 0 {
+		lease = l.rt.Cfg.WatchdogTimeout
+	}
+	held, err := l.rt.Adopt(ctx, core.Grant{
+		Key: l.key, Owner: owner, Token: a.token, Lease: lease,
+		Watchdog: cfg.Lease == 0, Renew: scripts.LockRenew, SentAt: sentAt,
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		_ = l.Unlock(held)
+		return nil, false, err
+	}
+	return held, true, nil
+}
+
+// reenter takes the lock again for a context that holds it.
+func (l *Lock) reenter(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
+	sentAt := time.Now()
+	a, err := l.try(ctx, h.Owner, cfg, h.TokenArg())
+	if err != nil {
+		return nil, false, err
+	}
+	if a.lost {
+		h.Lost()
+		return nil, false, fmt.Errorf("reentrant: re-enter %q: %w", l.name, aqs.ErrLockLost)
+	}
+	held, err := l.rt.Adopt(ctx, core.Grant{
+		Key: l.key, Owner: h.Owner, Token: a.token, Lease: cfg.Lease,
+		Renew: scripts.LockRenew, SentAt: sentAt,
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return held, true, nil
+}
+
+// abandon undoes an acquisition whose reply was lost (a read timeout, a cancelled call): the
+// script may have run. It runs in the background, bounded by a second, so the caller gets its
+// error by its deadline; the lease ends the hold if it fails too. A call that never reached
+// Redis (a failed dial) needs no undoing. An owner that held the lock before keeps it: its
+// count is reconciled by its last Unlock.
+func (l *Lock) abandon(ctx context.Context, owner string, err error) {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return
+	}
+	if _, had := l.rt.OwnerOf(ctx); had {
+		return
+	}
+	l.rt.Go(func(rctx context.Context) {
+		cctx, cancel := context.WithTimeout(rctx, time.Second)
+		defer cancel()
+		_ = l.release(cctx, owner, true)
+	})
+}
+
+// Unlock releases the acquisition held by ctx: the innermost Lock of this lock in ctx's chain
+// that was not released yet. The hold's last release frees the lock and wakes a waiter. Unlock
+// works when ctx is already done (it does not use ctx's cancellation, only its values).
+//
+// It returns an error matching aqs.ErrNotOwner, and changes nothing, when ctx holds no
+// acquisition of this lock (never locked with it, or released already). When the hold was
+// lost, the error matches both aqs.ErrNotOwner and aqs.ErrLockLost. Either way this
+// acquisition's held context ends.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if err := l.rt.Check(); err != nil {
+		return err
+	}
+	held := l.rt.Held(ctx, l.key)
+	if held == nil {
+		return fmt.Errorf("reentrant: unlock %q: %w", l.name, aqs.ErrNotOwner)
+	}
+	h := held.Hold()
+	last, err := held.Release()
+	if err != nil {
+		return fmt.Errorf("reentrant: unlock %q: %w: %w", l.name, aqs.ErrNotOwner, err)
+	}
+	// The release must not be cut short by ctx: go-redis's own timeouts bound it.
+	err = l.release(context.WithoutCancel(ctx), h.Owner, last)
+	if errors.Is(err, aqs.ErrNotOwner) {
+		h.Lost()
+		return fmt.Errorf("reentrant: unlock %q: %w: %w", l.name, err, aqs.ErrLockLost)
+	}
+	return err
+}
+
+func (l *Lock) release(ctx context.Context, owner string, last bool) error {
+	end := "0"
+	if last {
+		end = "1"
+	}
+	n, err := scripts.LockRelease.Run(ctx, l.rt.Redis, []string{l.key},
+		owner, end, l.rt.PublishCommand(), l.channel, core.FenceRetention.Milliseconds()).Int64()
+	if err != nil {
+		return core.RedisError(l.key, err)
+	}
+	if n < 0 {
+		return aqs.ErrNotOwner
+	}
+	return nil
+}
+
+// ForceUnlock frees the lock whoever holds it and wakes a waiter. It reports whether the lock
+// was held. The former holder's held contexts are cancelled with aqs.ErrLockLost at its next
+// renewal check. Meant for administration, not for normal release.
+func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := l.rt.Check(); err != nil {
+		return false, err
+	}
+	n, err := scripts.LockForceRelease.Run(ctx, l.rt.Redis, []string{l.key},
+		l.rt.PublishCommand(), l.channel, core.FenceRetention.Milliseconds()).Int64()
+	if err != nil {
+		return false, core.RedisError(l.key, err)
+	}
+	return n == 1, nil
+}
+
+// Info is a snapshot of the lock's state in Redis.
+type Info struct {
+	Locked bool
+	// Owner is the holder's owner id ("<client id>:<sequence>"); empty when free.
+	Owner string
+	// HoldCount is the holder's count of acquisitions in Redis.
+	HoldCount int
+	// Token is the fencing token of the current hold, or of the last one while the hash
+	// retains it after a release; 0 when unknown.
+	Token int64
+	// RemainingLease is the holder's remaining lease; 0 when free.
+	RemainingLease time.Duration
+}
+
+// Info reads the lock's state in one round trip.
+func (l *Lock) Info(ctx context.Context) (Info, error) {
+	if err := l.rt.Check(); err != nil {
+		return Info{}, err
+	}
+	res, err := scripts.LockInfo.Run(ctx, l.rt.Redis, []string{l.key}).Slice()
+	if err != nil {
+		return Info{}, core.RedisError(l.key, err)
+	}
+	var in Info
+	if s, ok := res[0].(string); ok {
+		in.Locked, in.Owner = true, s
+	}
+	if s, ok := res[1].(string); ok {
+		in.HoldCount, _ = strconv.Atoi(s)
+	}
+	if s, ok := res[2].(string); ok {
+		in.Token, _ = strconv.ParseInt(s, 10, 64)
+	}
+	if pttl, _ := res[3].(int64); in.Locked && pttl > 0 {
+		in.RemainingLease = time.Duration(pttl) * time.Millisecond
+	}
+	return in, nil
+}
+
+// IsLocked reports whether anyone holds the lock.
+func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
+	in, err := l.Info(ctx)
+	return in.Locked, err
+}
+
+// HoldCount returns how many times the owner carried by ctx holds the lock (its count in
+// Redis), or 0 when it does not hold it.
+func (l *Lock) HoldCount(ctx context.Context) (int, error) {
+	in, err := l.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if owner, ok := l.rt.OwnerOf(ctx); ok && in.Locked && in.Owner == owner {
+		return in.HoldCount, nil
+	}
+	return 0, nil
+}
+
+// RemainingLease returns the current holder's remaining lease, or 0 when the lock is free.
+func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
+	in, err := l.Info(ctx)
+	return in.RemainingLease, err
+}
+
+// Token returns the fencing token of ctx's hold of this lock.
+func (l *Lock) Token(ctx context.Context) (int64, bool) { return l.rt.TokenOf(ctx, l.key) }

@@ -1,0 +1,54 @@
+package reentrant_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/reentrant"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runHelperProcess())
+	}
+	os.Exit(redistest.Main(m))
+}
+
+// newClient returns an aqs Client on rdb, closed at the end of the test.
+func newClient(t testing.TB, rdb redis.UniversalClient, opts ...aqs.Option) *aqs.Client {
+	t.Helper()
+	c, err := aqs.New(context.Background(), rdb, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newLock returns a lock with a name unique to the test.
+func newLock(t testing.TB, c *aqs.Client) *reentrant.Lock {
+	t.Helper()
+	l, err := reentrant.New(c, redistest.Name(t))
+	require.NoError(t, err)
+	return l
+}
+
+// topologies runs f on a single node and on a cluster.
+func topologies(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Run("single", func(t *testing.T) { f(t, redistest.Single(t).Client(t)) })
+	t.Run("cluster", func(t *testing.T) { f(t, redistest.Cluster(t).Client(t)) })
+}
+
+// hubChannels reports how many local waiters the Client's hub has registered.
+func hubChannels(c *aqs.Client) int {
+	rt, err := core.ClientRuntime(c)
+	if err != nil {
+		panic(err)
+	}
+	return rt.Hub.Waiters()
+}
