@@ -67,20 +67,28 @@ func (m *Reentrant) at(op string, now Time) {
 	m.expire()
 }
 
-// Acquire makes one attempt by owner to take the lock for lease milliseconds.
+// Acquire makes one attempt by owner to take the lock for lease milliseconds; a re-entry
+// extends the lease to at least lease. It is AcquireLease(now, owner, lease, lease).
+func (m *Reentrant) Acquire(now Time, owner string, lease int64) AcquireResult {
+	return m.AcquireLease(now, owner, lease, lease)
+}
+
+// AcquireLease makes one attempt by owner to take the lock.
 //
 //   - If the lock is free (never held, released, forced open, or its lease
 //     has run out), owner gets a new hold: count 1, a new fencing token, and
 //     expiry at now+lease.
 //   - If owner already holds it, owner re-enters: the count goes up by one,
-//     the token stays, and the expiry is reset to now+lease (even if that is
-//     sooner than before: the latest lease asked for wins, as with PEXPIRE).
+//     the token stays, and the expiry becomes now+reentryLease if that is
+//     later; a re-entry never shortens a lease, and reentryLease 0 leaves
+//     the expiry alone.
 //   - If another owner holds it, nothing changes and the reply carries that
 //     holder's remaining lease, so a waiter knows the longest it may need to
 //     wait.
 //
-// Acquire panics if owner is empty or lease is not positive.
-func (m *Reentrant) Acquire(now Time, owner string, lease int64) AcquireResult {
+// AcquireLease panics if owner is empty, lease is not positive or
+// reentryLease is negative.
+func (m *Reentrant) AcquireLease(now Time, owner string, lease, reentryLease int64) AcquireResult {
 	const op = "Reentrant.Acquire"
 	checkOwner(op, owner)
 	at := deadline(op, now, lease)
@@ -91,17 +99,30 @@ func (m *Reentrant) Acquire(now Time, owner string, lease int64) AcquireResult {
 		m.owner, m.count, m.token, m.expiresAt = owner, 1, m.lastToken, at
 	case owner:
 		m.count++
-		m.expiresAt = at
+		m.extend(op, now, reentryLease)
 	default:
 		return AcquireResult{Remaining: int64(m.expiresAt - now)}
 	}
 	return AcquireResult{Acquired: true, Token: m.token, Count: m.count}
 }
 
+// extend moves the expiry to now+lease if that is later.
+func (m *Reentrant) extend(op string, now Time, lease int64) {
+	if lease < 0 {
+		panic(op + ": negative re-entry lease")
+	}
+	if lease > 0 {
+		if at := deadline(op, now, lease); at > m.expiresAt {
+			m.expiresAt = at
+		}
+	}
+}
+
 // AcquireExpect re-enters a hold that owner believes it has with fencing
 // token token. It succeeds only if owner holds the lock with exactly that
-// token: then, as a re-entry by Acquire, the count goes up by one, the token
-// stays and the expiry is reset to now+lease.
+// token: then, as a re-entry by AcquireLease with reentryLease lease, the
+// count goes up by one, the token stays and the expiry is extended to at
+// least now+lease (lease 0 leaves it alone).
 //
 // Otherwise (the lock is free, expired, held by another owner, or held by
 // owner under a newer token after its old hold was lost) the reply has Lost
@@ -109,17 +130,19 @@ func (m *Reentrant) Acquire(now Time, owner string, lease int64) AcquireResult {
 // hold: a caller whose hold was lost must learn that, not silently continue
 // under a new token.
 //
-// AcquireExpect panics if owner is empty or lease is not positive.
+// AcquireExpect panics if owner is empty or lease is negative.
 func (m *Reentrant) AcquireExpect(now Time, owner string, lease int64, token int64) AcquireResult {
 	const op = "Reentrant.AcquireExpect"
 	checkOwner(op, owner)
-	at := deadline(op, now, lease)
+	if lease < 0 {
+		panic(op + ": negative lease")
+	}
 	m.at(op, now)
 	if m.owner != owner || m.token != token {
 		return AcquireResult{Lost: true}
 	}
 	m.count++
-	m.expiresAt = at
+	m.extend(op, now, lease)
 	return AcquireResult{Acquired: true, Token: m.token, Count: m.count}
 }
 

@@ -175,7 +175,10 @@ func (s *reentrantMachine) acquire(t *rapid.T) {
 		s.unchanged(t, "mutual exclusion: a failed acquire changes nothing", before)
 		return
 	}
-	s.expiresAt = s.now + Time(lease)
+	// A new hold expires at now+lease; a re-entry only ever extends.
+	if s.count == 1 || s.now+Time(lease) > s.expiresAt {
+		s.expiresAt = s.now + Time(lease)
+	}
 }
 
 func (s *reentrantMachine) acquireExpect(t *rapid.T) {
@@ -198,7 +201,9 @@ func (s *reentrantMachine) acquireExpect(t *rapid.T) {
 		t.Fatalf("re-entry keeps the token and counts: got %+v, want %+v", got, want)
 	}
 	s.count++
-	s.expiresAt = s.now + Time(lease)
+	if s.now+Time(lease) > s.expiresAt {
+		s.expiresAt = s.now + Time(lease)
+	}
 }
 
 func (s *reentrantMachine) release(t *rapid.T) {
@@ -438,18 +443,22 @@ func TestAcquireExpectNeverStartsANewHold(t *testing.T) {
 	}
 }
 
-func TestReentryResetsLeaseAndKeepsToken(t *testing.T) {
+func TestReentryNeverShortensLeaseAndKeepsToken(t *testing.T) {
 	var m Reentrant
 	m.Acquire(0, "a", 100)
 	if r := m.Acquire(50, "a", 10); r != (AcquireResult{Acquired: true, Token: 1, Count: 2}) {
 		t.Fatalf("re-entry: %+v", r)
 	}
-	// The latest lease wins even when it is shorter.
-	if ms, _ := m.RemainingLease(50); ms != 10 {
-		t.Fatalf("remaining after re-entry with a 10 ms lease = %d", ms)
+	if ms, _ := m.RemainingLease(50); ms != 50 {
+		t.Fatalf("a shorter re-entry lease shortened the hold: remaining %d, want 50", ms)
 	}
-	if m.IsLocked(60) {
-		t.Fatal("re-entry's shorter lease did not apply")
+	m.Acquire(60, "a", 100)
+	if ms, _ := m.RemainingLease(60); ms != 100 {
+		t.Fatalf("a longer re-entry lease did not extend the hold: remaining %d, want 100", ms)
+	}
+	m.AcquireLease(70, "a", 5, 0)
+	if ms, _ := m.RemainingLease(70); ms != 90 {
+		t.Fatalf("re-entry lease 0 moved the expiry: remaining %d, want 90", ms)
 	}
 }
 
@@ -594,7 +603,7 @@ func TestMisusePanics(t *testing.T) {
 		{"time goes backwards in a query", "before the already observed time", func(m *Reentrant) { m.IsLocked(9) }},
 		{"empty owner", "empty owner", func(m *Reentrant) { m.Acquire(10, "", 10) }},
 		{"zero lease", "non-positive lease", func(m *Reentrant) { m.Acquire(10, "a", 0) }},
-		{"negative lease in AcquireExpect", "non-positive lease", func(m *Reentrant) { m.AcquireExpect(10, "a", -1, 1) }},
+		{"negative lease in AcquireExpect", "negative lease", func(m *Reentrant) { m.AcquireExpect(10, "a", -1, 1) }},
 		{"negative renew lease", "non-positive lease", func(m *Reentrant) { m.Renew(10, "a", 1, -5) }},
 		{"lease overflows time", "overflows", func(m *Reentrant) { m.Acquire(10, "a", 1<<63-1) }},
 	} {

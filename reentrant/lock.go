@@ -66,7 +66,7 @@ func (l *Lock) Key() string { return l.key }
 // The held context is done when ctx is done, when this acquisition is released (cause
 // aqs.ErrReleased) and when the lease can no longer be trusted (cause aqs.ErrLockLost).
 //
-// On failure Lock returns ctx's error (or the Redis error) and leaves the lock unchanged: a
+// On failure Lock returns ctx's error (context.Cause(ctx), or the Redis error) and leaves the lock unchanged: a
 // lock won in the same instant as the cancellation is released again. Options: WithLease.
 func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
 	cfg, err := core.ApplyLockOptions(opts)
@@ -124,8 +124,10 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	if err := l.rt.Check(); err != nil {
 		return nil, false, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, false, err
+	if ctx.Err() != nil {
+		// context.Cause: a held context that was cancelled because its hold was lost reports
+		// aqs.ErrLockLost rather than a bare context.Canceled.
+		return nil, false, context.Cause(ctx)
 	}
 	if held := l.rt.Held(ctx, l.key); held != nil {
 		return l.reenter(ctx, held.Hold(), cfg)
@@ -198,7 +200,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 			}
 		case <-timer.C:
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return nil, false, context.Cause(ctx)
 		case <-l.rt.Done():
 			return nil, false, aqs.ErrClosed
 		}
@@ -374,9 +376,10 @@ func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 }
 
 // HoldCount returns how many times the owner carried by ctx holds the lock (its count in
-// Redis), or 0 when it does not hold it.
+// Redis), or 0 when it does not hold it. Like Unlock, it reads only ctx's values, so it
+// answers for a held context that is already done.
 func (l *Lock) HoldCount(ctx context.Context) (int, error) {
-	in, err := l.Info(ctx)
+	in, err := l.Info(context.WithoutCancel(ctx))
 	if err != nil {
 		return 0, err
 	}
