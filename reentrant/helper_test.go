@@ -1,5 +1,304 @@
 package reentrant_test
 
-const helperEnv = "AQS_REENTRANT_HELPER"
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
-func runHelperProcess() int { return 0 }
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/reentrant"
+)
+
+// Helper processes.
+//
+// The multi-process tests (process_test.go) re-execute this test binary with helperEnv set to
+// a role. TestMain sees the variable and calls runHelperProcess instead of running tests, so a
+// child never starts a redis-server of its own and never runs a test. Everything else a child
+// needs comes in the environment variables below; it talks back with lines on stdout and its
+// exit code: 0 the role is done, 1 the role failed, 2 the environment is bad, 3 the parent
+// went away. The reason of a failure is on stderr, which the parent logs when a test fails.
+//
+// A child exits as soon as its stdin reaches EOF. The parent closes the pipe in t.Cleanup, and
+// the kernel closes it when the parent dies, so no child outlives the test binary, whatever
+// the platform (Pdeathsig is Linux-only and tied to the forking thread).
+
+const (
+	helperEnv           = "AQS_REENTRANT_HELPER"     // the role: roleContend or roleHold
+	helperAddrEnv       = "AQS_REENTRANT_ADDR"       // single node "host:port"
+	helperClusterEnv    = "AQS_REENTRANT_CLUSTER"    // cluster masters, comma-separated; instead of the address
+	helperLockEnv       = "AQS_REENTRANT_LOCK"       // the lock's name
+	helperGoroutinesEnv = "AQS_REENTRANT_GOROUTINES" // roleContend: goroutines in the process
+	helperRoundsEnv     = "AQS_REENTRANT_ROUNDS"     // roleContend: critical sections per goroutine
+	helperWatchdogEnv   = "AQS_REENTRANT_WATCHDOG"   // the Client's watchdog timeout (time.ParseDuration); optional
+)
+
+// Roles.
+const (
+	// roleContend prints lineReady once connected, waits for lineGo on stdin, then runs
+	// goroutines × rounds critical sections (see criticalSection) and prints
+	// "lineDone <sections>".
+	roleContend = "contend"
+	// roleHold takes the lock and re-enters it (hold count 2), prints "lineHeld <token>" and
+	// then holds it, its watchdog renewing the lease, until it is killed.
+	roleHold = "hold"
+)
+
+// The protocol lines.
+const (
+	lineReady = "ready" // child: connected, scripts loaded
+	lineGo    = "go"    // parent, on stdin: start contending
+	lineHeld  = "held"  // child: "held <fencing token>"
+	lineDone  = "done"  // child: "done <critical sections completed>"
+)
+
+// Exit codes of a helper process.
+const (
+	exitOK         = 0
+	exitFailed     = 1
+	exitBadEnv     = 2
+	exitParentGone = 3
+)
+
+// sectionKeys are the Redis-side books of the critical section, all in the lock's hash slot
+// (the lock key ends with its "{name}" hash tag), so the test runs alike on a cluster.
+type sectionKeys struct {
+	inside      string // INCR on entry, DECR on exit: anything but 1 after the INCR is an overlap
+	overlaps    string // entries that found someone inside
+	completed   string // critical sections done
+	lastToken   string // the fencing token of the latest holder
+	regressions string // entries whose token was not above the previous holder's
+	lastHolder  string // the process id of the latest holder
+	switches    string // entries whose previous holder was another process
+}
+
+func keysOf(l *reentrant.Lock) sectionKeys {
+	k := l.Key()
+	return sectionKeys{
+		inside:      k + ":inside",
+		overlaps:    k + ":overlaps",
+		completed:   k + ":completed",
+		lastToken:   k + ":last-token",
+		regressions: k + ":regressions",
+		lastHolder:  k + ":last-holder",
+		switches:    k + ":switches",
+	}
+}
+
+func (k sectionKeys) all() []string {
+	return []string{k.inside, k.overlaps, k.completed, k.lastToken, k.regressions, k.lastHolder, k.switches}
+}
+
+// runHelperProcess runs the role named by helperEnv and returns the exit code.
+func runHelperProcess() int {
+	role := os.Getenv(helperEnv)
+	start := watchStdin()
+	rdb, l, err := helperLock()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "helper %s: %v\n", role, err)
+		return exitBadEnv
+	}
+	defer rdb.Close()
+	switch role {
+	case roleContend:
+		err = contend(rdb, l, start)
+	case roleHold:
+		err = holdUntilKilled(l)
+	default:
+		err = fmt.Errorf("unknown role %q", role)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "helper %s (pid %d): %v\n", role, os.Getpid(), err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// watchStdin reads the parent's lines: the returned channel is closed when lineGo arrives.
+// At EOF the parent is gone or done with us, and the process exits on the spot, holding
+// whatever it holds, as a crash would.
+func watchStdin() <-chan struct{} {
+	start := make(chan struct{})
+	go func() {
+		var once sync.Once
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if sc.Text() == lineGo {
+				once.Do(func() { close(start) })
+			}
+		}
+		os.Exit(exitParentGone)
+	}()
+	return start
+}
+
+// helperLock connects to the Redis named in the environment and returns the lock on it, on a
+// Client that logs to stderr.
+func helperLock() (redis.UniversalClient, *reentrant.Lock, error) {
+	var rdb redis.UniversalClient
+	switch addrs, addr := os.Getenv(helperClusterEnv), os.Getenv(helperAddrEnv); {
+	case addrs != "":
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
+	case addr != "":
+		rdb = redis.NewClient(&redis.Options{Addr: addr})
+	default:
+		return nil, nil, fmt.Errorf("neither %s nor %s is set", helperAddrEnv, helperClusterEnv)
+	}
+	opts := []aqs.Option{aqs.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))}
+	if s := os.Getenv(helperWatchdogEnv); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			rdb.Close()
+			return nil, nil, fmt.Errorf("%s: %w", helperWatchdogEnv, err)
+		}
+		opts = append(opts, aqs.WithWatchdogTimeout(d))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := aqs.New(ctx, rdb, opts...)
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	// The Client is never closed: the process ends with it, and a kill must find it running.
+	l, err := reentrant.New(c, os.Getenv(helperLockEnv))
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	return rdb, l, nil
+}
+
+func envInt(name string) (int, error) {
+	n, err := strconv.Atoi(os.Getenv(name))
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q is not a positive integer", name, os.Getenv(name))
+	}
+	return n, nil
+}
+
+// contend is roleContend.
+func contend(rdb redis.UniversalClient, l *reentrant.Lock, start <-chan struct{}) error {
+	goroutines, err := envInt(helperGoroutinesEnv)
+	if err != nil {
+		return err
+	}
+	rounds, err := envInt(helperRoundsEnv)
+	if err != nil {
+		return err
+	}
+	keys := keysOf(l)
+	fmt.Println(lineReady)
+	select {
+	case <-start:
+	case <-time.After(time.Minute):
+		return errors.New("no go from the parent")
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		done int
+	)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				if err := criticalSection(rdb, l, keys); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("goroutine %d round %d: %w", g, i, err))
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				done++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("%s %d\n", lineDone, done)
+	return errors.Join(errs...)
+}
+
+// criticalSection takes the lock and, holding it, keeps the books of sectionKeys. Every
+// command goes to Redis in turn, so the time between entering (INCR) and leaving (DECR) spans
+// several round trips in which a second holder would be seen. The Redis calls run under the
+// held context, so a lost lease shows up as an error instead of unprotected work.
+func criticalSection(rdb redis.UniversalClient, l *reentrant.Lock, keys sectionKeys) (err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	held, err := l.Lock(ctx)
+	if err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	defer func() {
+		if uerr := l.Unlock(held); uerr != nil && err == nil {
+			err = fmt.Errorf("unlock: %w", uerr)
+		}
+	}()
+	token, ok := l.Token(held)
+	if !ok {
+		return errors.New("held context carries no token")
+	}
+	n, err := rdb.Incr(held, keys.inside).Result()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		if err := rdb.Incr(held, keys.overlaps).Err(); err != nil {
+			return err
+		}
+	}
+	prev, err := rdb.SetArgs(held, keys.lastToken, token, redis.SetArgs{Get: true}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	if p, perr := strconv.ParseInt(prev, 10, 64); perr == nil && p >= token {
+		if err := rdb.Incr(held, keys.regressions).Err(); err != nil {
+			return err
+		}
+	}
+	pid := strconv.Itoa(os.Getpid())
+	prevPID, err := rdb.SetArgs(held, keys.lastHolder, pid, redis.SetArgs{Get: true}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	if prevPID != "" && prevPID != pid {
+		if err := rdb.Incr(held, keys.switches).Err(); err != nil {
+			return err
+		}
+	}
+	if err := rdb.Decr(held, keys.inside).Err(); err != nil {
+		return err
+	}
+	return rdb.Incr(held, keys.completed).Err()
+}
+
+// holdUntilKilled is roleHold. It never returns on success: the parent kills the process.
+func holdUntilKilled(l *reentrant.Lock) error {
+	held, ok, err := l.TryLock(context.Background(), aqs.WithWait(30*time.Second))
+	if err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	if !ok {
+		return errors.New("lock: still taken after 30s")
+	}
+	inner, err := l.Lock(held)
+	if err != nil {
+		return fmt.Errorf("re-enter: %w", err)
+	}
+	token, _ := l.Token(inner)
+	fmt.Printf("%s %d\n", lineHeld, token)
+	<-inner.Done() // the kill comes first; this returns only if the lease was lost
+	return fmt.Errorf("hold ended before the kill: %w", context.Cause(inner))
+}

@@ -100,13 +100,22 @@ type attempt struct {
 	pttl     time.Duration
 }
 
-func (l *Lock) try(ctx context.Context, owner string, cfg core.LockConfig, expectToken string) (attempt, error) {
+// Waiting modes of lock_acquire.lua: whether a failed (or successful) attempt marks the lock
+// so that the next release publishes. A release publishes only when someone marked it, so
+// the uncontended path costs no PUBLISH.
+const (
+	noWait        = "0" // TryLock without a wait bound
+	waiting       = "1" // a waiter: a failed attempt marks the lock
+	waitingOthers = "2" // a waiter with fellow local waiters: mark whatever the outcome
+)
+
+func (l *Lock) try(ctx context.Context, owner string, cfg core.LockConfig, expectToken, mode string) (attempt, error) {
 	lease := cfg.Lease
 	if lease == 0 {
 		lease = l.rt.Cfg.WatchdogTimeout
 	}
 	res, err := scripts.LockAcquire.Run(ctx, l.rt.Redis, []string{l.key},
-		owner, lease.Milliseconds(), expectToken, cfg.Lease.Milliseconds()).Slice()
+		owner, lease.Milliseconds(), expectToken, cfg.Lease.Milliseconds(), mode).Slice()
 	if err != nil {
 		return attempt{}, core.RedisError(l.key, err)
 	}
@@ -141,8 +150,12 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		deadline = time.Now().Add(cfg.Wait)
 	}
 
+	mode := waiting
+	if !block && cfg.Wait == 0 {
+		mode = noWait
+	}
 	sentAt := time.Now()
-	a, err := l.try(ctx, owner, cfg, "")
+	a, err := l.try(ctx, owner, cfg, "", mode)
 	if err != nil {
 		l.abandon(ctx, owner, err)
 		return nil, false, err
@@ -173,8 +186,12 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	defer timer.Stop()
 	<-timer.C
 	for {
+		mode = waiting
+		if w.Others() {
+			mode = waitingOthers
+		}
 		sentAt = time.Now()
-		a, err = l.try(ctx, owner, cfg, "")
+		a, err = l.try(ctx, owner, cfg, "", mode)
 		if err != nil {
 			l.abandon(ctx, owner, err)
 			return nil, false, err
@@ -231,7 +248,7 @@ func (l *Lock) won(ctx context.Context, owner string, cfg core.LockConfig, a att
 // reenter takes the lock again for a context that holds it.
 func (l *Lock) reenter(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
 	sentAt := time.Now()
-	a, err := l.try(ctx, h.Owner, cfg, h.TokenArg())
+	a, err := l.try(ctx, h.Owner, cfg, h.TokenArg(), noWait)
 	if err != nil {
 		return nil, false, err
 	}
@@ -305,7 +322,7 @@ func (l *Lock) release(ctx context.Context, owner string, last bool) error {
 		end = "1"
 	}
 	n, err := scripts.LockRelease.Run(ctx, l.rt.Redis, []string{l.key},
-		owner, end, l.rt.PublishCommand(), l.channel, core.FenceRetention.Milliseconds()).Int64()
+		owner, end, l.rt.PublishCommand(), l.channel).Int64()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
@@ -323,7 +340,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := scripts.LockForceRelease.Run(ctx, l.rt.Redis, []string{l.key},
-		l.rt.PublishCommand(), l.channel, core.FenceRetention.Milliseconds()).Int64()
+		l.rt.PublishCommand(), l.channel).Int64()
 	if err != nil {
 		return false, core.RedisError(l.key, err)
 	}

@@ -394,3 +394,10 @@ func (h *Hub) Waiters() int {
 	}
 	return n
 }
+
+// Others reports whether other local waiters wait on the same channel.
+func (w *Waiter) Others() bool {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	return len(w.ch.waiters) > 1
+}

@@ -38,11 +38,6 @@ func DefaultConfig() Config {
 	}
 }
 
-// FenceRetention is how long an exclusive lock's hash keeps its last fencing token after the
-// lock was released. Tokens stay strictly increasing across that gap by the retained counter,
-// and beyond it by server time (see lock_acquire.lua).
-const FenceRetention = 10 * time.Minute
-
 // Runtime is one Client's shared machinery.
 type Runtime struct {
 	Redis   redis.UniversalClient

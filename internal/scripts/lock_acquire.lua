@@ -1,13 +1,18 @@
 -- lock_acquire: take an exclusive, reentrant lock, or re-enter it.
 --
--- KEYS[1]  lock hash: o = owner id, n = hold count, t = fencing token. After a release the
---          hash keeps only t (with a TTL) so that tokens stay monotonic.
+-- KEYS[1]  lock hash: o = owner id, n = hold count, t = fencing token, w = "someone may be
+--          waiting" (set by waiters, read and cleared by the release, which publishes only
+--          then). After a release the hash keeps only t, for the rest of its TTL, so that
+--          tokens stay monotonic.
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in ms for a new hold (> 0)
 -- ARGV[3]  expected token when the caller re-enters a hold it believes it has, or "" to take
 --          the lock (or re-enter it when this owner already holds it)
 -- ARGV[4]  lease in ms for a re-entry: 0 leaves the expiry alone, > 0 extends the lease to at
 --          least this (a re-entry never shortens a lease)
+-- ARGV[5]  waiting mode: "0" the caller will not wait; "1" it waits (a failed attempt sets
+--          w); "2" it waits and other waiters of its Client wait too (w is set whatever the
+--          outcome, so the next release wakes them)
 --
 -- Replies:
 --   {1, token, count}  acquired: a new hold (count 1) or a re-entry (count > 1)
@@ -30,6 +35,9 @@ if ARGV[3] ~= '' then
   return {-1}
 end
 if cur[1] then
+  if ARGV[5] ~= '0' then
+    redis.call('HSET', h, 'w', 1)
+  end
   return {0, redis.call('PTTL', h)}
 end
 -- The lock is free. The token is one more than the last token the hash retained, or, when
@@ -44,6 +52,10 @@ else
   token = tonumber(now[1]) * 1000000 + tonumber(now[2])
 end
 token = string.format('%d', token)
-redis.call('HSET', h, 'o', ARGV[1], 'n', 1, 't', token)
+if ARGV[5] == '2' then
+  redis.call('HSET', h, 'o', ARGV[1], 'n', 1, 't', token, 'w', 1)
+else
+  redis.call('HSET', h, 'o', ARGV[1], 'n', 1, 't', token)
+end
 redis.call('PEXPIRE', h, ARGV[2])
 return {1, token, 1}

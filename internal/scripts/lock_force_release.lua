@@ -3,14 +3,13 @@
 -- KEYS[1]  lock hash (see lock_acquire.lua)
 -- ARGV[1]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[2]  channel to notify
--- ARGV[3]  how long (ms) the hash keeps the last fencing token
 --
 -- Replies: 1 if the lock was held and is now free (a waiter was notified), 0 if it was free.
+-- The hash keeps t (the last token) for the rest of its TTL.
 local h = KEYS[1]
 if redis.call('HEXISTS', h, 'o') == 0 then
   return 0
 end
-redis.call('HDEL', h, 'o', 'n')
-redis.call('PEXPIRE', h, ARGV[3])
+redis.call('HDEL', h, 'o', 'n', 'w')
 redis.call(ARGV[1], ARGV[2], '1')
 return 1

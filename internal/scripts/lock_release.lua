@@ -6,14 +6,16 @@
 --          count one down
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  channel to notify when the lock becomes free
--- ARGV[5]  how long (ms) the hash keeps the last fencing token after the release
 --
 -- Replies:
 --   n >= 1  holds left
---   0       released; one waiter was notified ("1" = wake one)
+--   0       released; if a waiter had marked the lock (w), "1" (wake one) was published
 --   -1      the lock is not held by this owner; nothing changed
+--
+-- The hash keeps t (the last token) for the rest of its TTL.
 local h = KEYS[1]
-if redis.call('HGET', h, 'o') ~= ARGV[1] then
+local cur = redis.call('HMGET', h, 'o', 'w')
+if cur[1] ~= ARGV[1] then
   return -1
 end
 if ARGV[2] == '0' then
@@ -22,7 +24,8 @@ if ARGV[2] == '0' then
     return n
   end
 end
-redis.call('HDEL', h, 'o', 'n')
-redis.call('PEXPIRE', h, ARGV[5])
-redis.call(ARGV[3], ARGV[4], '1')
+redis.call('HDEL', h, 'o', 'n', 'w')
+if cur[2] then
+  redis.call(ARGV[3], ARGV[4], '1')
+end
 return 0
