@@ -1,0 +1,20 @@
+# Targets for developers and CI. The tests and the demo need redis-server on PATH (on Debian:
+# apt-get install -y redis-server); without it they fail with a message that says so.
+
+GO ?= go
+# Flags for the demo, e.g. make demo DEMO_FLAGS="--workers 5 --redis localhost:6379".
+DEMO_FLAGS ?=
+
+.PHONY: test demo bench vet
+
+test:
+	$(GO) test -race -count=1 -timeout 9m ./...
+
+demo:
+	$(GO) run ./cmd/aqs demo $(DEMO_FLAGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 5000x ./reentrant/
+
+vet:
+	$(GO) vet ./...

@@ -1,0 +1,158 @@
+// Command aqs runs the synchronizers of github.com/redaqs/aqs from the shell.
+//
+// Usage:
+//
+//	aqs <command> [flags]
+//
+// Commands:
+//
+//	demo    run a short demonstration of the reentrant lock
+//
+// Every command reaches Redis at the address of its --redis flag (host:port, or a redis://,
+// rediss:// or unix:// URL), else at $REDIS_URL. With neither, demo starts a throwaway
+// redis-server from PATH on a free loopback port and stops it when it exits.
+//
+// Exit status: 0 on success, 1 on failure, 2 on a usage error, 130 when interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// env is what a command may use of the process, so that tests can run commands in-process.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+// command is one subcommand. run parses its own flags from args (the arguments after the
+// command's name) with newFlagSet and parseFlags; it returns a *usageError for a bad command
+// line.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+// commands lists the subcommands in the order usage shows them.
+var commands = []command{
+	{"demo", "run a short demonstration of the reentrant lock", runDemo},
+}
+
+// usageError is an error in the command line: the exit status is then 2.
+type usageError struct {
+	err      error
+	reported bool // the flag package has printed it already, with the command's usage
+}
+
+func (u *usageError) Error() string { return u.err.Error() }
+func (u *usageError) Unwrap() error { return u.err }
+
+// usagef returns a *usageError.
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+func main() {
+	// go-redis logs every failed dial to stderr; the command's own error says it once.
+	redis.SetLogger(quietLogger{})
+	// Ctrl-C and SIGTERM cancel ctx: commands stop their work, and run returns only after the
+	// deferred clean-ups (a throwaway redis-server among them) have run.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+	stop()
+	os.Exit(code)
+}
+
+// quietLogger discards go-redis's log.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// run runs the command line args (without the program name) and returns the exit status.
+func run(ctx context.Context, args []string, e *env) int {
+	if len(args) == 0 {
+		usage(e.stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		usage(e.stdout)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != name {
+			continue
+		}
+		err := c.run(ctx, e, args[1:])
+		var ue *usageError
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ue):
+			if !ue.reported {
+				fmt.Fprintf(e.stderr, "aqs %s: %v (see aqs %s -h)\n", name, err, name)
+			}
+			return 2
+		case ctx.Err() != nil:
+			fmt.Fprintf(e.stderr, "aqs %s: interrupted\n", name)
+			return 130
+		default:
+			fmt.Fprintf(e.stderr, "aqs %s: %v\n", name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(e.stderr, "aqs: unknown command %q\n\n", name)
+	usage(e.stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: aqs <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Run "aqs <command> -h" for a command's flags.`)
+}
+
+// newFlagSet returns the flag set of a subcommand; its errors and help go to stderr, and
+// Parse returns them (flag.ErrHelp for -h) instead of exiting.
+func newFlagSet(e *env, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("aqs "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: aqs %s [flags]\n\n%s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args into fs and rejects positional arguments. It returns flag.ErrHelp
+// for -h and a *usageError for anything else wrong.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err: err, reported: true}
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
