@@ -96,7 +96,7 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Con
 type attempt struct {
 	acquired bool
 	lost     bool
-	token    string
+	token    int64
 	pttl     time.Duration
 }
 
@@ -114,18 +114,17 @@ func (l *Lock) try(ctx context.Context, owner string, cfg core.LockConfig, expec
 	if lease == 0 {
 		lease = l.rt.Cfg.WatchdogTimeout
 	}
-	res, err := scripts.LockAcquire.Run(ctx, l.rt.Redis, []string{l.key},
-		owner, lease.Milliseconds(), expectToken, cfg.Lease.Milliseconds(), mode).Slice()
-	if err != nil {
+	r, err := scripts.LockAcquire.Run(ctx, l.rt.Redis, []string{l.key},
+		owner, lease.Milliseconds(), expectToken, cfg.Lease.Milliseconds(), mode).Int64()
+	switch {
+	case err != nil:
 		return attempt{}, core.RedisError(l.key, err)
-	}
-	switch res[0].(int64) {
-	case 1:
-		return attempt{acquired: true, token: fmt.Sprint(res[1])}, nil
-	case -1:
+	case r > 0:
+		return attempt{acquired: true, token: r}, nil
+	case r == 0:
 		return attempt{lost: true}, nil
 	default:
-		return attempt{pttl: time.Duration(res[1].(int64)) * time.Millisecond}, nil
+		return attempt{pttl: time.Duration(-1-r) * time.Millisecond}, nil
 	}
 }
 

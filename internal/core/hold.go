@@ -59,7 +59,7 @@ func acqFrom(ctx context.Context) *acq {
 type Grant struct {
 	Key   string
 	Owner string
-	Token string // decimal, as the script stored it
+	Token int64
 	// Lease is the lease the script set: the watchdog timeout for a watchdog hold, the fixed
 	// lease otherwise; 0 for a re-entry that left the expiry alone.
 	Lease    time.Duration
@@ -72,21 +72,18 @@ type Grant struct {
 // An acquisition with the token of a live local hold re-enters it; any other starts a new hold
 // (ending a stale local hold of the same owner and lock, which Redis no longer has).
 func (rt *Runtime) Adopt(parent context.Context, g Grant) (context.Context, error) {
-	token, err := strconv.ParseInt(g.Token, 10, 64)
-	if err != nil {
-		return nil, err
-	}
 	k := holdKey{g.Key, g.Owner}
 	rt.holdsMu.Lock()
 	h := rt.holds[k]
-	if h != nil && (h.tokenArg != g.Token || h.isEnded()) {
+	if h != nil && (h.Token != g.Token || h.isEnded()) {
 		delete(rt.holds, k)
 		go h.lose(ErrLockLost)
 		h = nil
 	}
 	if h == nil {
-		h = &Hold{rt: rt, Key: g.Key, Owner: g.Owner, Token: token, tokenArg: g.Token,
-			renew: g.Renew, watchdog: g.Watchdog}
+		h = &Hold{rt: rt, Key: g.Key, Owner: g.Owner, Token: g.Token,
+			tokenArg: strconv.FormatInt(g.Token, 10),
+			renew:    g.Renew, watchdog: g.Watchdog}
 		rt.holds[k] = h
 	}
 	rt.holdsMu.Unlock()

@@ -14,31 +14,35 @@
 --          w); "2" it waits and other waiters of its Client wait too (w is set whatever the
 --          outcome, so the next release wakes them)
 --
--- Replies:
---   {1, token, count}  acquired: a new hold (count 1) or a re-entry (count > 1)
---   {0, pttl}          held by another owner; pttl is its remaining lease in ms
---   {-1}               ARGV[3] was given and this owner no longer holds the lock with that
---                      token: the hold was lost
+-- Replies (one integer, cheap to build and to parse):
+--   >= 1  acquired, a new hold or a re-entry; the value is the hold's fencing token
+--   0     ARGV[3] was given and this owner no longer holds the lock with that token: the hold
+--         was lost
+--   < 0   held by another owner; -1 - reply is its remaining lease in ms
 --
 -- Every time comes from the server (TIME); the caller sends only durations.
 local h = KEYS[1]
 local cur = redis.call('HMGET', h, 'o', 't')
 if cur[1] == ARGV[1] and (ARGV[3] == '' or cur[2] == ARGV[3]) then
-  local n = redis.call('HINCRBY', h, 'n', 1)
+  redis.call('HINCRBY', h, 'n', 1)
   local lease = tonumber(ARGV[4])
   if lease > 0 and redis.call('PTTL', h) < lease then
     redis.call('PEXPIRE', h, lease)
   end
-  return {1, cur[2], n}
+  return tonumber(cur[2])
 end
 if ARGV[3] ~= '' then
-  return {-1}
+  return 0
 end
 if cur[1] then
   if ARGV[5] ~= '0' then
     redis.call('HSET', h, 'w', 1)
   end
-  return {0, redis.call('PTTL', h)}
+  local pttl = redis.call('PTTL', h)
+  if pttl < 0 then
+    pttl = 0
+  end
+  return -1 - pttl
 end
 -- The lock is free. The token is one more than the last token the hash retained, or, when
 -- nothing was retained, the server time in microseconds: strictly increasing while the
@@ -51,11 +55,11 @@ else
   local now = redis.call('TIME')
   token = tonumber(now[1]) * 1000000 + tonumber(now[2])
 end
-token = string.format('%d', token)
+local t = string.format('%d', token)
 if ARGV[5] == '2' then
-  redis.call('HSET', h, 'o', ARGV[1], 'n', 1, 't', token, 'w', 1)
+  redis.call('HSET', h, 'o', ARGV[1], 'n', 1, 't', t, 'w', 1)
 else
-  redis.call('HSET', h, 'o', ARGV[1], 'n', 1, 't', token)
+  redis.call('HSET', h, 'o', ARGV[1], 'n', 1, 't', t)
 end
 redis.call('PEXPIRE', h, ARGV[2])
-return {1, token, 1}
+return token
