@@ -100,6 +100,7 @@ func (h *Hub) Wait(ctx context.Context, channel, tag string) (*Waiter, error) {
 		subscribe = conn
 		if isNew {
 			start = conn
+			h.wg.Add(1) // under h.mu, so that close's Wait cannot miss it
 		}
 	}
 	if c.idle != nil {
@@ -117,7 +118,6 @@ func (h *Hub) Wait(ctx context.Context, channel, tag string) (*Waiter, error) {
 		_ = h.subscribe(ctx, subscribe, channel)
 	}
 	if start != nil {
-		h.wg.Add(1)
 		go h.receive(start)
 	}
 	select {

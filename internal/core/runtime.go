@@ -59,12 +59,18 @@ type Runtime struct {
 	dogNext atomic.Int64 // unix nanos of the watchdog's next wake-up
 	dogDone chan struct{}
 
-	bg sync.WaitGroup // background clean-ups; Close waits for them
+	bgMu sync.Mutex
+	bg   sync.WaitGroup // background clean-ups; Close waits for them
 }
 
 // Go runs f in the background with the runtime's context (cancelled by Close, which waits for
 // f to return).
 func (rt *Runtime) Go(f func(ctx context.Context)) {
+	rt.bgMu.Lock()
+	defer rt.bgMu.Unlock()
+	if rt.Check() != nil {
+		return // closed: the clean-up would fail anyway, and Close may be waiting already
+	}
 	rt.bg.Add(1)
 	go func() {
 		defer rt.bg.Done()
@@ -122,6 +128,8 @@ func (rt *Runtime) Close() error {
 		rt.cancel()
 		<-rt.dogDone
 		rt.Hub.close()
+		rt.bgMu.Lock() // no Go after this point sees the runtime open
+		rt.bgMu.Unlock()
 		rt.bg.Wait()
 		cause := fmt.Errorf("%w: %w", ErrLockLost, ErrClosed)
 		rt.holdsMu.Lock()
