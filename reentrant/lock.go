@@ -35,7 +35,7 @@ import (
 type Lock struct {
 	rt      *core.Runtime
 	name    string
-	key     string // the lock hash: o = owner, n = hold count, t = fencing token
+	key     string // the lock key: "#<token> <count> <w> <owner>" (see lock_acquire.lua)
 	channel string // release notifications
 }
 
@@ -56,7 +56,7 @@ func New(c *aqs.Client, name string) (*Lock, error) {
 // Name returns the lock's name.
 func (l *Lock) Name() string { return l.name }
 
-// Key returns the Redis key of the lock's hash.
+// Key returns the Redis key of the lock.
 func (l *Lock) Key() string { return l.key }
 
 // Lock blocks until the lock is acquired or ctx is done, and returns the held context: a child
@@ -353,7 +353,7 @@ type Info struct {
 	Owner string
 	// HoldCount is the holder's count of acquisitions in Redis.
 	HoldCount int
-	// Token is the fencing token of the current hold, or of the last one while the hash
+	// Token is the fencing token of the current hold, or of the last one while the key
 	// retains it after a release; 0 when unknown.
 	Token int64
 	// RemainingLease is the holder's remaining lease; 0 when free.

@@ -1,13 +1,20 @@
 -- lock_info: read the state of an exclusive lock in one round trip.
 --
--- KEYS[1]  lock hash (see lock_acquire.lua)
+-- KEYS[1]  lock key (see lock_acquire.lua)
 --
 -- Replies: {owner or false, hold count or false, last token or false, pttl}; pttl is the
--- remaining lease in ms while held, -2 when the lock is free.
-local h = KEYS[1]
-local cur = redis.call('HMGET', h, 'o', 'n', 't')
-local pttl = -2
-if cur[1] then
-  pttl = redis.call('PTTL', h)
+-- remaining lease in ms while held, -2 when the lock is free. Error WRONGTYPE when the key
+-- holds a value aqs did not write.
+local v = redis.call('GET', KEYS[1])
+if not v then
+  return {false, false, false, -2}
 end
-return {cur[1], cur[2], cur[3], pttl}
+local t, n, w, o = string.match(v, '^#(%d+) (%d+) (%d) (.+)$')
+if t then
+  return {o, n, t, redis.call('PTTL', KEYS[1])}
+end
+t = string.match(v, '^#(%d+)$')
+if not t then
+  return redis.error_reply('WRONGTYPE the lock key holds a value aqs did not write')
+end
+return {false, false, t, -2}
