@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs/internal/redisproc"
 )
 
 // redisURLEnv names the environment variable that gives the Redis address when --redis does
@@ -204,7 +205,7 @@ func launchServer(ctx context.Context, bin string) (*throwaway, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		tail := logTail(logPath)
+		tail := redisproc.LogTail(logPath, 2048)
 		if strings.Contains(tail, "Address already in use") {
 			err = fmt.Errorf("%w: %w", errPortInUse, err)
 		}
@@ -221,7 +222,7 @@ func (s *throwaway) waitReady(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		err := ping(ctx, s.addr)
+		err := redisproc.Ping(ctx, s.addr)
 		if err == nil {
 			return nil
 		}
@@ -252,43 +253,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// ping sends PING over a fresh connection and expects PONG. It speaks RESP itself because a
-// go-redis client retries refused dials with backoff, which is slow while a server starts.
-func ping(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	deadline, _ := ctx.Deadline()
-	_ = conn.SetDeadline(deadline)
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	reply, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if reply != "+PONG\r\n" {
-		return fmt.Errorf("PING replied %q", strings.TrimSpace(reply))
-	}
-	return nil
-}
-
-// logTail returns the end of the server's log, or why it cannot.
-func logTail(path string) string {
-	const maxTail = 2048
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(log unreadable: %v)", err)
-	}
-	if len(b) > maxTail {
-		b = b[len(b)-maxTail:]
-	}
-	return string(b)
 }

@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs/internal/redisproc"
 )
 
 // Server is one redis-server process listening on 127.0.0.1, with no
@@ -169,7 +170,7 @@ func (s *Server) start() error {
 		return nil
 	}
 	p.kill()
-	tail := logTail(logPath)
+	tail := redisproc.LogTail(logPath, 4096)
 	if strings.Contains(tail, "Address already in use") {
 		err = fmt.Errorf("%w: %w", errPortInUse, err)
 	}
@@ -180,51 +181,12 @@ func (s *Server) start() error {
 // waitReady polls PING until it succeeds, p exits, or readyTimeout passes.
 func (s *Server) waitReady(p *process) error {
 	err := waitFor(readyTimeout, p.exited, func(ctx context.Context) error {
-		return ping(ctx, s.Addr())
+		return redisproc.Ping(ctx, s.Addr())
 	})
 	if errors.Is(err, errAborted) {
 		return fmt.Errorf("exited before answering PING (%v)", p.waitErr)
 	}
 	return err
-}
-
-// ping sends PING over a fresh connection and expects PONG. It speaks RESP
-// itself because a go-redis client retries refused dials with backoff and
-// logs each one, which is slow noise while a server is starting.
-func ping(ctx context.Context, addr string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(deadline)
-	}
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	reply, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if reply != "+PONG\r\n" {
-		return fmt.Errorf("PING replied %q", strings.TrimSpace(reply))
-	}
-	return nil
-}
-
-// logTail returns the last lines of the log at path, or why it cannot.
-func logTail(path string) string {
-	const maxTail = 4096
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(log unreadable: %v)", err)
-	}
-	if len(b) > maxTail {
-		b = b[len(b)-maxTail:]
-	}
-	return string(b)
 }
 
 // Addr returns the server's address, "127.0.0.1:port".
