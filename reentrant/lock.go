@@ -95,7 +95,6 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Con
 // attempt is the reply of one lock_acquire call.
 type attempt struct {
 	acquired bool
-	lost     bool
 	token    int64
 	pttl     time.Duration
 }
@@ -103,26 +102,35 @@ type attempt struct {
 // Waiting modes of lock_acquire.lua: whether a failed (or successful) attempt marks the lock
 // so that the next release publishes. A release publishes only when someone marked it, so
 // the uncontended path costs no PUBLISH.
+type waitMode int
+
 const (
-	noWait        = "0" // TryLock without a wait bound
-	waiting       = "1" // a waiter: a failed attempt marks the lock
-	waitingOthers = "2" // a waiter with fellow local waiters: mark whatever the outcome
+	noWait        waitMode = iota // TryLock without a wait bound
+	waiting                       // a waiter: a failed attempt marks the lock
+	waitingOthers                 // a waiter with fellow local waiters: mark whatever the outcome
 )
 
-func (l *Lock) try(ctx context.Context, owner string, cfg core.LockConfig, expectToken, mode string) (attempt, error) {
+func (l *Lock) try(ctx context.Context, owner string, cfg core.LockConfig, mode waitMode) (attempt, error) {
 	lease := cfg.Lease
 	if lease == 0 {
 		lease = l.rt.Cfg.WatchdogTimeout
 	}
-	r, err := scripts.LockAcquire.Run(ctx, l.rt.Redis, []string{l.key},
-		owner, lease.Milliseconds(), expectToken, cfg.Lease.Milliseconds(), mode).Int64()
+	tail, m := " 1 0 "+owner, 0
+	if mode == waitingOthers {
+		tail = " 1 1 " + owner
+	}
+	if mode != noWait {
+		m = 1
+	}
+	if cfg.Lease > 0 {
+		m += 2
+	}
+	r, err := scripts.LockAcquire.Run(ctx, l.rt.Redis, []string{l.key}, tail, lease.Milliseconds(), m).Int64()
 	switch {
 	case err != nil:
 		return attempt{}, core.RedisError(l.key, err)
 	case r > 0:
 		return attempt{acquired: true, token: r}, nil
-	case r == 0:
-		return attempt{lost: true}, nil
 	default:
 		return attempt{pttl: time.Duration(-1-r) * time.Millisecond}, nil
 	}
@@ -154,7 +162,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		mode = noWait
 	}
 	sentAt := time.Now()
-	a, err := l.try(ctx, owner, cfg, "", mode)
+	a, err := l.try(ctx, owner, cfg, mode)
 	if err != nil {
 		l.abandon(ctx, owner, err)
 		return nil, false, err
@@ -190,7 +198,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 			mode = waitingOthers
 		}
 		sentAt = time.Now()
-		a, err = l.try(ctx, owner, cfg, "", mode)
+		a, err = l.try(ctx, owner, cfg, mode)
 		if err != nil {
 			l.abandon(ctx, owner, err)
 			return nil, false, err
@@ -247,16 +255,17 @@ func (l *Lock) won(ctx context.Context, owner string, cfg core.LockConfig, a att
 // reenter takes the lock again for a context that holds it.
 func (l *Lock) reenter(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
 	sentAt := time.Now()
-	a, err := l.try(ctx, h.Owner, cfg, h.TokenArg(), noWait)
+	token, err := scripts.LockReenter.Run(ctx, l.rt.Redis, []string{l.key},
+		h.Owner, h.TokenArg(), cfg.Lease.Milliseconds()).Int64()
 	if err != nil {
-		return nil, false, err
+		return nil, false, core.RedisError(l.key, err)
 	}
-	if a.lost {
+	if token == 0 {
 		h.Lost()
 		return nil, false, fmt.Errorf("reentrant: re-enter %q: %w", l.name, aqs.ErrLockLost)
 	}
 	held, err := l.rt.Adopt(ctx, core.Grant{
-		Key: l.key, Owner: h.Owner, Token: a.token, Lease: cfg.Lease,
+		Key: l.key, Owner: h.Owner, Token: token, Lease: cfg.Lease,
 		Renew: scripts.LockRenew, SentAt: sentAt,
 	})
 	if err != nil {
@@ -281,7 +290,7 @@ func (l *Lock) abandon(ctx context.Context, owner string, err error) {
 	l.rt.Go(func(rctx context.Context) {
 		cctx, cancel := context.WithTimeout(rctx, time.Second)
 		defer cancel()
-		_ = l.release(cctx, owner, true)
+		_ = scripts.LockForceRelease.Run(cctx, l.rt.Redis, []string{l.key}, l.rt.PublishCommand(), owner).Err()
 	})
 }
 
@@ -307,7 +316,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("reentrant: unlock %q: %w: %w", l.name, aqs.ErrNotOwner, err)
 	}
 	// The release must not be cut short by ctx: go-redis's own timeouts bound it.
-	err = l.release(context.WithoutCancel(ctx), h.Owner, last)
+	err = l.release(context.WithoutCancel(ctx), h, last)
 	if errors.Is(err, aqs.ErrNotOwner) {
 		h.Lost()
 		return fmt.Errorf("reentrant: unlock %q: %w: %w", l.name, err, aqs.ErrLockLost)
@@ -315,13 +324,14 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return err
 }
 
-func (l *Lock) release(ctx context.Context, owner string, last bool) error {
+func (l *Lock) release(ctx context.Context, h *core.Hold, last bool) error {
 	end := "0"
 	if last {
 		end = "1"
 	}
+	retained := "#" + h.TokenArg()
 	n, err := scripts.LockRelease.Run(ctx, l.rt.Redis, []string{l.key},
-		owner, end, l.rt.PublishCommand(), l.channel).Int64()
+		retained+" 1 0 "+h.Owner, retained, end, l.rt.PublishCommand()).Int64()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
@@ -339,7 +349,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	n, err := scripts.LockForceRelease.Run(ctx, l.rt.Redis, []string{l.key},
-		l.rt.PublishCommand(), l.channel).Int64()
+		l.rt.PublishCommand(), "").Int64()
 	if err != nil {
 		return false, core.RedisError(l.key, err)
 	}

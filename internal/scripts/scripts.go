@@ -56,6 +56,7 @@ func mustLoad(name string) *Script {
 // The scripts. Each file's header is its contract.
 var (
 	LockAcquire      = mustLoad("lock_acquire")
+	LockReenter      = mustLoad("lock_reenter")
 	LockRelease      = mustLoad("lock_release")
 	LockForceRelease = mustLoad("lock_force_release")
 	LockRenew        = mustLoad("lock_renew")

@@ -116,11 +116,16 @@ func repeatBool(b bool, n int) []bool {
 
 // acquireArgs are lock_acquire's ARGV for a new hold with a 60s lease (token "") or a
 // re-entry of the hold with that token that leaves the expiry alone; the caller does not wait.
-func acquireArgs(owner, token string) []any { return []any{owner, 60000, token, 0, "0"} }
+func acquireArgs(owner string) []any { return []any{" 1 0 " + owner, 60000, 2} }
 
-// releaseArgs are lock_release's ARGV; end is "1" to end the hold, "0" to count one down.
-func releaseArgs(owner, end, publish, channel string) []any {
-	return []any{owner, end, publish, channel}
+// reenterArgs are lock_reenter's ARGV for a re-entry of the hold with that token that leaves
+// the lease alone.
+func reenterArgs(owner, token string) []any { return []any{owner, token, 0} }
+
+// releaseArgs are lock_release's ARGV for the hold with that token; end is "1" to end the
+// hold, "0" to count one down.
+func releaseArgs(owner, token, end, publish string) []any {
+	return []any{"#" + token + " 1 0 " + owner, "#" + token, end, publish}
 }
 
 // holdCount reads the hold count of the lock at key with lock_info ("" when free).
@@ -147,7 +152,7 @@ func TestScriptsAreTheEmbeddedFilesWithTheSHA1OfTheirSource(t *testing.T) {
 		assert.True(t, strings.HasPrefix(s.Source(), "-- "+s.Name()+":"),
 			"%s starts with its header naming it", s.Name())
 	}
-	assert.Equal(t, []string{"lock_acquire", "lock_release", "lock_force_release", "lock_renew", "lock_info"}, names)
+	assert.Equal(t, []string{"lock_acquire", "lock_reenter", "lock_release", "lock_force_release", "lock_renew", "lock_info"}, names)
 	assert.Same(t, scripts.LockAcquire, all[0])
 
 	all[0] = nil
@@ -202,12 +207,11 @@ func TestRunAnswersCorrectlyAfterScriptFlush(t *testing.T) {
 		for _, key := range keysOnEveryMaster(t, tp) {
 			m := tp.masterFor(t, key)
 			keys := []string{key}
-			ch := key + ":ch"
 			owner := "owner-" + key
 
 			tp.flush(t)
 			require.Equal(t, []bool{false}, cached(t, m, scripts.LockAcquire))
-			tok, err := scripts.LockAcquire.Run(ctx, tp.rdb, keys, acquireArgs(owner, "")...).Int64()
+			tok, err := scripts.LockAcquire.Run(ctx, tp.rdb, keys, acquireArgs(owner)...).Int64()
 			require.NoError(t, err)
 			require.Positive(t, tok, "acquired: the reply is the fencing token")
 			token := strconv.FormatInt(tok, 10)
@@ -224,13 +228,13 @@ func TestRunAnswersCorrectlyAfterScriptFlush(t *testing.T) {
 			assert.True(t, pttl > 0 && pttl <= 60000, "pttl %v", res[3])
 
 			tp.flush(t)
-			again, err := scripts.LockAcquire.Run(ctx, tp.rdb, keys, acquireArgs(owner, token)...).Int64()
+			again, err := scripts.LockReenter.Run(ctx, tp.rdb, keys, reenterArgs(owner, token)...).Int64()
 			require.NoError(t, err)
 			assert.Equal(t, tok, again, "re-entry with the hold's token keeps it")
 			assert.Equal(t, "2", holdCount(t, tp, key))
 
 			tp.flush(t)
-			other, err := scripts.LockAcquire.Run(ctx, tp.rdb, keys, acquireArgs("someone-else", "")...).Int64()
+			other, err := scripts.LockAcquire.Run(ctx, tp.rdb, keys, acquireArgs("someone-else")...).Int64()
 			require.NoError(t, err)
 			left := -1 - other
 			assert.True(t, other < 0 && left <= 60000, "held by another owner for %dms more (reply %d)", left, other)
@@ -241,12 +245,12 @@ func TestRunAnswersCorrectlyAfterScriptFlush(t *testing.T) {
 			assert.Equal(t, int64(1), alive)
 
 			tp.flush(t)
-			n, err := scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, "0", tp.publish, ch)...).Int64()
+			n, err := scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, token, "0", tp.publish)...).Int64()
 			require.NoError(t, err)
 			assert.Equal(t, int64(1), n, "one hold left")
 
 			tp.flush(t)
-			n, err = scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, "0", tp.publish, ch)...).Int64()
+			n, err = scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, token, "0", tp.publish)...).Int64()
 			require.NoError(t, err)
 			assert.Equal(t, int64(0), n, "released")
 
@@ -265,7 +269,7 @@ func TestRunAnswersCorrectlyAfterScriptFlush(t *testing.T) {
 			assert.Equal(t, int64(0), alive, "a released hold is not renewed")
 
 			tp.flush(t)
-			freed, err := scripts.LockForceRelease.Run(ctx, tp.rdb, keys, tp.publish, ch).Int64()
+			freed, err := scripts.LockForceRelease.Run(ctx, tp.rdb, keys, tp.publish, "").Int64()
 			require.NoError(t, err)
 			assert.Equal(t, int64(0), freed, "nothing to force")
 
@@ -294,9 +298,10 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 
 		tp.flush(t)
 		qs := runPipeline(func(p redis.Pipeliner, key string) *scripts.Queued {
-			return scripts.LockAcquire.Queue(ctx, p, []string{key}, acquireArgs(owner, "")...)
+			return scripts.LockAcquire.Queue(ctx, p, []string{key}, acquireArgs(owner)...)
 		})
 		tokens := make([]int64, len(keys))
+		tokenOf := map[string]string{}
 		for i, q := range qs {
 			require.True(t, scripts.IsNoScript(q.Cmd.Err()), "the flush made EVALSHA on %s miss: %v", keys[i], q.Cmd.Err())
 			cmd := q.Retry(ctx, tp.rdb)
@@ -305,12 +310,13 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 			tokens[i], err = cmd.Int64()
 			require.NoError(t, err, keys[i])
 			require.Positive(t, tokens[i], "acquired")
+			tokenOf[keys[i]] = strconv.FormatInt(tokens[i], 10)
 			assert.Equal(t, "1", holdCount(t, tp, keys[i]))
 		}
 
 		// The scripts are cached again, so a pipeline hits at once and Retry re-runs nothing.
 		qs = runPipeline(func(p redis.Pipeliner, key string) *scripts.Queued {
-			return scripts.LockAcquire.Queue(ctx, p, []string{key}, acquireArgs(owner, "")...)
+			return scripts.LockAcquire.Queue(ctx, p, []string{key}, acquireArgs(owner)...)
 		})
 		for i, q := range qs {
 			require.NoError(t, q.Cmd.Err(), keys[i])
@@ -324,7 +330,7 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 
 		tp.flush(t)
 		qs = runPipeline(func(p redis.Pipeliner, key string) *scripts.Queued {
-			return scripts.LockRelease.Queue(ctx, p, []string{key}, releaseArgs(owner, "1", tp.publish, key+":ch")...)
+			return scripts.LockRelease.Queue(ctx, p, []string{key}, releaseArgs(owner, tokenOf[key], "1", tp.publish)...)
 		})
 		for i, q := range qs {
 			require.True(t, scripts.IsNoScript(q.Cmd.Err()), "flushed again: %v", q.Cmd.Err())
@@ -380,7 +386,7 @@ func TestIsNoScriptRecognisesTheServersNoScriptErrorOnly(t *testing.T) {
 			"an error raised by a script":    rdb.Eval(ctx, "return redis.error_reply('ERR lookalike of NOSCRIPT')", nil).Err(),
 			"an unknown command in a script": rdb.Eval(ctx, "return redis.call('NOSUCHCOMMAND')", nil).Err(),
 			"WRONGTYPE from a lock script": scripts.LockAcquire.Run(ctx, rdb, []string{wrongType},
-				acquireArgs("owner", "")...).Err(),
+				acquireArgs("owner")...).Err(),
 			"an unknown command": rdb.Do(ctx, "NOSUCHCOMMAND").Err(),
 			"a canceled context": rdb.Ping(canceled).Err(),
 			"a closed client":    closed.Ping(ctx).Err(),
