@@ -2,16 +2,16 @@
 // (package reentrant), with a fair lock, a read-write lock and semaphores to come, all sharing
 // one Client runtime.
 //
-// A Client carries what the primitives share: a random client id from which owner ids are
+// A Client carries what the primitives share: a random client id from which hold ids are
 // made, the script loader, one pub/sub hub and one lease watchdog. Create one per process and
 // per Redis deployment, and Close it at shutdown.
 //
-// Owner identity travels in the context. A successful Lock returns a held context that carries
-// the owner; a Lock on the same lock with that context (or one derived from it) re-enters, and
-// locks taken with it belong to the same owner. Calls that start from unrelated contexts are
-// different owners, so one lock value may be shared by many goroutines. The held context is
-// cancelled, with cause ErrLockLost, as soon as the lease can no longer be trusted, so work done
-// under it stops before another owner can get in. Read the cause with context.Cause.
+// Ownership travels in the context. A successful Lock returns a held context that carries the
+// hold; a Lock on the same lock with that context (or one derived from it) re-enters the hold.
+// Any other call is a new holder that must wait, so one lock value may be shared by many
+// goroutines. The held context is cancelled, with cause ErrLockLost, as soon as the lease can no
+// longer be trusted, so work done under it stops before another holder can get in. Read the
+// cause with context.Cause.
 package aqs
 
 import (
@@ -63,7 +63,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Clien
 // with ErrClosed. Close is idempotent and always returns nil.
 func (c *Client) Close() error { return c.rt.Close() }
 
-// ID returns the Client's random id, the stem of every owner id it issues.
+// ID returns the Client's random id, the stem of every hold id it issues.
 func (c *Client) ID() string { return c.rt.ID }
 
 // Option configures a Client.
@@ -107,8 +107,14 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // FencingToken returns the fencing token of the innermost lock held by ctx (a context returned
-// by a successful Lock, or derived from one). Every exclusive acquisition of a lock name gets a
-// token strictly greater than every earlier token of that name, also after the lock's key
-// expired and was created again; a re-entry keeps its hold's token. A resource that remembers
-// the highest token it has seen and refuses lower ones cannot be written by a stale holder.
-func FencingToken(ctx context.Context) (int64, bool) { return core.Token(ctx) }
+// by a successful Lock, or derived from one). Tokens of one lock name strictly increase from
+// hold to hold, also across the expiry of its key, and a re-entry keeps its hold's token: a
+// resource that remembers the highest token it has seen and refuses lower ones cannot be
+// written by a stale holder.
+//
+// The token is assigned in Redis on the first request during the hold (one round trip; later
+// requests are answered locally), so locks whose holders never ask pay nothing for it; ask
+// with the lock option WithFencingToken to have it assigned by the acquisition itself. It
+// fails with ErrNotOwner when ctx holds no lock and with ErrLockLost when the hold was lost
+// before a token was assigned. Like Unlock, it works with a done held context.
+func FencingToken(ctx context.Context) (int64, error) { return core.Token(ctx) }

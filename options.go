@@ -34,3 +34,10 @@ func WithWait(d time.Duration) LockOption {
 		o.Wait = d
 	}
 }
+
+// WithFencingToken has the acquisition assign the hold's fencing token, so that FencingToken
+// answers without a round trip. Without it the token is assigned on the first FencingToken
+// call. It costs a slightly heavier acquisition.
+func WithFencingToken() LockOption {
+	return func(o *core.LockConfig) { o.Token = true }
+}

@@ -246,9 +246,9 @@ func criticalSection(rdb redis.UniversalClient, l *reentrant.Lock, keys sectionK
 			err = fmt.Errorf("unlock: %w", uerr)
 		}
 	}()
-	token, ok := l.Token(held)
-	if !ok {
-		return errors.New("held context carries no token")
+	token, err := l.Token(held)
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
 	}
 	n, err := rdb.Incr(held, keys.inside).Result()
 	if err != nil {

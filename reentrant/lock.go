@@ -1,12 +1,12 @@
 // Package reentrant is a distributed reentrant lock on Redis, the counterpart of Redisson's
 // RLock and of sync.Mutex across processes.
 //
-// One Lock value may be shared by any number of goroutines. The owner is carried by the
+// One Lock value may be shared by any number of goroutines. The hold is carried by the
 // context: Lock returns a held context, and a Lock on the same lock with that context (or any
-// context derived from it) re-enters the hold instead of waiting for it. Two calls that start
-// from unrelated contexts are different owners and exclude each other, as two goroutines do
-// with sync.Mutex. Pass the held context down the call stack; do not hand it to a goroutine
-// that must be excluded from the caller.
+// context derived from it) re-enters the hold instead of waiting for it. Every other call is a
+// new holder and waits, as two goroutines do with sync.Mutex. Pass the held context down the
+// call stack; a goroutine handed the held context can re-enter, so do not hand it to one that
+// must be excluded from the caller.
 //
 // Ordering: the lock is not fair. A release wakes one waiter in each Client that has waiters;
 // among the waiters of one Client the longest-waiting one is woken first, but a newcomer may
@@ -35,7 +35,7 @@ import (
 type Lock struct {
 	rt      *core.Runtime
 	name    string
-	key     string // the lock key: "#<token> <count> <w> <owner>" (see lock_acquire.lua)
+	key     string // the lock key: "<hold id> [n<count>] [t<token>] [w]" (see lock_acquire.lua)
 	channel string // release notifications
 }
 
@@ -60,7 +60,7 @@ func (l *Lock) Name() string { return l.name }
 func (l *Lock) Key() string { return l.key }
 
 // Lock blocks until the lock is acquired or ctx is done, and returns the held context: a child
-// of ctx that carries the owner and the fencing token. If ctx already holds this lock, Lock
+// of ctx that carries the hold (and so its fencing token). If ctx already holds this lock, Lock
 // re-enters at once (or fails with aqs.ErrLockLost if that hold was lost).
 //
 // The held context is done when ctx is done, when this acquisition is released (cause
@@ -92,45 +92,55 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Con
 	return l.acquire(ctx, cfg, false)
 }
 
-// attempt is the reply of one lock_acquire call.
+// attempt is the reply of one acquisition attempt.
 type attempt struct {
 	acquired bool
-	token    int64
-	pttl     time.Duration
+	token    int64         // when assigned by the attempt
+	pttl     time.Duration // the holder's remaining lease, when not acquired
 }
 
 // Waiting modes of lock_acquire.lua: whether a failed (or successful) attempt marks the lock
 // so that the next release publishes. A release publishes only when someone marked it, so
 // the uncontended path costs no PUBLISH.
-type waitMode int
-
 const (
-	noWait        waitMode = iota // TryLock without a wait bound
-	waiting                       // a waiter: a failed attempt marks the lock
-	waitingOthers                 // a waiter with fellow local waiters: mark whatever the outcome
+	noWait        = "0" // TryLock without a wait bound
+	waiting       = "1" // a waiter: a failed attempt marks the lock
+	waitingOthers = "2" // a waiter with fellow local waiters: mark whatever the outcome
 )
 
-func (l *Lock) try(ctx context.Context, owner string, cfg core.LockConfig, mode waitMode) (attempt, error) {
-	lease := cfg.Lease
-	if lease == 0 {
-		lease = l.rt.Cfg.WatchdogTimeout
+func (l *Lock) lease(cfg core.LockConfig) time.Duration {
+	if cfg.Lease == 0 {
+		return l.rt.Cfg.WatchdogTimeout
 	}
-	tail, m := " 1 0 "+owner, 0
-	if mode == waitingOthers {
-		tail = " 1 1 " + owner
+	return cfg.Lease
+}
+
+// tryFast is the first attempt of a Lock that will wait if it fails: a plain SET NX PX of the
+// hold id, the same command as the minimal lock. On failure the caller subscribes and makes
+// its next attempts with lock_acquire, which marks the lock and reports the remaining lease
+// (and reports a key of another type).
+func (l *Lock) tryFast(ctx context.Context, hold string, cfg core.LockConfig) (attempt, error) {
+	ok, err := l.rt.Redis.SetNX(ctx, l.key, hold, l.lease(cfg)).Result()
+	if err != nil {
+		return attempt{}, core.RedisError(l.key, err)
 	}
-	if mode != noWait {
-		m = 1
+	return attempt{acquired: ok}, nil
+}
+
+func (l *Lock) try(ctx context.Context, hold string, cfg core.LockConfig, mode string) (attempt, error) {
+	token := "0"
+	if cfg.Token {
+		token = "1"
 	}
-	if cfg.Lease > 0 {
-		m += 2
-	}
-	r, err := scripts.LockAcquire.Run(ctx, l.rt.Redis, []string{l.key}, tail, lease.Milliseconds(), m).Int64()
+	r, err := scripts.LockAcquire.Run(ctx, l.rt.Redis, []string{l.key},
+		hold, l.lease(cfg).Milliseconds(), mode, token).Int64()
 	switch {
 	case err != nil:
 		return attempt{}, core.RedisError(l.key, err)
-	case r > 0:
+	case r > 1:
 		return attempt{acquired: true, token: r}, nil
+	case r == 1:
+		return attempt{acquired: true}, nil
 	default:
 		return attempt{pttl: time.Duration(-1-r) * time.Millisecond}, nil
 	}
@@ -148,27 +158,26 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	if held := l.rt.Held(ctx, l.key); held != nil {
 		return l.reenter(ctx, held.Hold(), cfg)
 	}
-	owner, ok := l.rt.OwnerOf(ctx)
-	if !ok {
-		owner = l.rt.NewOwner()
-	}
+	hold := l.rt.NewHoldID() // a fresh id for every hold
 	var deadline time.Time
 	if cfg.Wait > 0 {
 		deadline = time.Now().Add(cfg.Wait)
 	}
 
-	mode := waiting
-	if !block && cfg.Wait == 0 {
-		mode = noWait
-	}
 	sentAt := time.Now()
-	a, err := l.try(ctx, owner, cfg, mode)
+	var a attempt
+	var err error
+	if (block || cfg.Wait > 0) && !cfg.Token {
+		a, err = l.tryFast(ctx, hold, cfg)
+	} else {
+		a, err = l.try(ctx, hold, cfg, noWait)
+	}
 	if err != nil {
-		l.abandon(ctx, owner, err)
+		l.abandon(hold, err)
 		return nil, false, err
 	}
 	if a.acquired {
-		return l.won(ctx, owner, cfg, a, sentAt)
+		return l.won(ctx, hold, cfg, a, sentAt)
 	}
 	if !block && cfg.Wait == 0 {
 		return nil, false, nil
@@ -193,18 +202,18 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	defer timer.Stop()
 	<-timer.C
 	for {
-		mode = waiting
+		mode := waiting
 		if w.Others() {
 			mode = waitingOthers
 		}
 		sentAt = time.Now()
-		a, err = l.try(ctx, owner, cfg, mode)
+		a, err = l.try(ctx, hold, cfg, mode)
 		if err != nil {
-			l.abandon(ctx, owner, err)
+			l.abandon(hold, err)
 			return nil, false, err
 		}
 		if a.acquired {
-			return l.won(ctx, owner, cfg, a, sentAt)
+			return l.won(ctx, hold, cfg, a, sentAt)
 		}
 		// Fallback for a lost message: the holder's lease will have run out by then.
 		// (PTTL -1 cannot happen for our keys; -2 means it just went: try again at once.)
@@ -233,18 +242,11 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 
 // won turns a successful attempt into a held context, unless ctx ended meanwhile: then the
 // lock goes back (x/sync's rule: a failed call leaves the lock unchanged).
-func (l *Lock) won(ctx context.Context, owner string, cfg core.LockConfig, a attempt, sentAt time.Time) (context.Context, bool, error) {
-	lease := cfg.Lease
-	if lease == 0 {
-		lease = l.rt.Cfg.WatchdogTimeout
-	}
-	held, err := l.rt.Adopt(ctx, core.Grant{
-		Key: l.key, Owner: owner, Token: a.token, Lease: lease,
-		Watchdog: cfg.Lease == 0, Renew: scripts.LockRenew, SentAt: sentAt,
+func (l *Lock) won(ctx context.Context, hold string, cfg core.LockConfig, a attempt, sentAt time.Time) (context.Context, bool, error) {
+	held := l.rt.Adopt(ctx, core.Grant{
+		Key: l.key, ID: hold, Token: a.token, Lease: l.lease(cfg),
+		Watchdog: cfg.Lease == 0, Renew: scripts.LockRenew, FetchToken: l.fetchToken, SentAt: sentAt,
 	})
-	if err != nil {
-		return nil, false, err
-	}
 	if err := ctx.Err(); err != nil {
 		_ = l.Unlock(held)
 		return nil, false, err
@@ -252,45 +254,53 @@ func (l *Lock) won(ctx context.Context, owner string, cfg core.LockConfig, a att
 	return held, true, nil
 }
 
+// fetchToken asks Redis for a hold's fencing token (lock_token.lua).
+func (l *Lock) fetchToken(ctx context.Context, h *core.Hold) (int64, error) {
+	t, err := scripts.LockToken.Run(ctx, l.rt.Redis, []string{l.key}, h.ID).Int64()
+	if err != nil {
+		return 0, core.RedisError(l.key, err)
+	}
+	return t, nil
+}
+
 // reenter takes the lock again for a context that holds it.
 func (l *Lock) reenter(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
 	sentAt := time.Now()
-	token, err := scripts.LockReenter.Run(ctx, l.rt.Redis, []string{l.key},
-		h.Owner, h.TokenArg(), cfg.Lease.Milliseconds()).Int64()
+	ok, err := scripts.LockReenter.Run(ctx, l.rt.Redis, []string{l.key},
+		h.ID, cfg.Lease.Milliseconds()).Int64()
 	if err != nil {
 		return nil, false, core.RedisError(l.key, err)
 	}
-	if token == 0 {
+	if ok == 0 {
 		h.Lost()
 		return nil, false, fmt.Errorf("reentrant: re-enter %q: %w", l.name, aqs.ErrLockLost)
 	}
-	held, err := l.rt.Adopt(ctx, core.Grant{
-		Key: l.key, Owner: h.Owner, Token: token, Lease: cfg.Lease,
-		Renew: scripts.LockRenew, SentAt: sentAt,
+	held := l.rt.Adopt(ctx, core.Grant{
+		Key: l.key, ID: h.ID, Lease: cfg.Lease,
+		Renew: scripts.LockRenew, FetchToken: l.fetchToken, SentAt: sentAt,
 	})
-	if err != nil {
-		return nil, false, err
+	if cfg.Token {
+		if _, err := h.Token(ctx); err != nil {
+			return nil, false, err
+		}
 	}
 	return held, true, nil
 }
 
 // abandon undoes an acquisition whose reply was lost (a read timeout, a cancelled call): the
-// script may have run. It runs in the background, bounded by a second, so the caller gets its
-// error by its deadline; the lease ends the hold if it fails too. A call that never reached
-// Redis (a failed dial) needs no undoing. An owner that held the lock before keeps it: its
-// count is reconciled by its last Unlock.
-func (l *Lock) abandon(ctx context.Context, owner string, err error) {
+// attempt may have taken the lock. The hold id is fresh, so releasing whatever that id holds
+// is always safe. It runs in the background, bounded by a second, so the caller gets its
+// error by its deadline; the lease ends the hold if it fails too. An attempt that never
+// reached Redis (a failed dial) needs no undoing.
+func (l *Lock) abandon(hold string, err error) {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
-		return
-	}
-	if _, had := l.rt.OwnerOf(ctx); had {
 		return
 	}
 	l.rt.Go(func(rctx context.Context) {
 		cctx, cancel := context.WithTimeout(rctx, time.Second)
 		defer cancel()
-		_ = scripts.LockForceRelease.Run(cctx, l.rt.Redis, []string{l.key}, l.rt.PublishCommand(), owner).Err()
+		_ = scripts.LockForceRelease.Run(cctx, l.rt.Redis, []string{l.key}, l.rt.PublishCommand(), hold).Err()
 	})
 }
 
@@ -329,9 +339,8 @@ func (l *Lock) release(ctx context.Context, h *core.Hold, last bool) error {
 	if last {
 		end = "1"
 	}
-	retained := "#" + h.TokenArg()
 	n, err := scripts.LockRelease.Run(ctx, l.rt.Redis, []string{l.key},
-		retained+" 1 0 "+h.Owner, retained, end, l.rt.PublishCommand()).Int64()
+		h.ID, end, l.rt.PublishCommand()).Int64()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
@@ -359,12 +368,11 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 // Info is a snapshot of the lock's state in Redis.
 type Info struct {
 	Locked bool
-	// Owner is the holder's owner id ("<client id>:<sequence>"); empty when free.
-	Owner string
+	// Holder is the hold id of the current hold ("<client id>:<sequence>"); empty when free.
+	Holder string
 	// HoldCount is the holder's count of acquisitions in Redis.
 	HoldCount int
-	// Token is the fencing token of the current hold, or of the last one while the key
-	// retains it after a release; 0 when unknown.
+	// Token is the fencing token of the current hold, or 0 when none was assigned yet.
 	Token int64
 	// RemainingLease is the holder's remaining lease; 0 when free.
 	RemainingLease time.Duration
@@ -381,10 +389,10 @@ func (l *Lock) Info(ctx context.Context) (Info, error) {
 	}
 	var in Info
 	if s, ok := res[0].(string); ok {
-		in.Locked, in.Owner = true, s
+		in.Locked, in.Holder = true, s
 	}
-	if s, ok := res[1].(string); ok {
-		in.HoldCount, _ = strconv.Atoi(s)
+	if n, ok := res[1].(int64); ok {
+		in.HoldCount = int(n)
 	}
 	if s, ok := res[2].(string); ok {
 		in.Token, _ = strconv.ParseInt(s, 10, 64)
@@ -401,18 +409,16 @@ func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 	return in.Locked, err
 }
 
-// HoldCount returns how many times the owner carried by ctx holds the lock (its count in
-// Redis), or 0 when it does not hold it. Like Unlock, it reads only ctx's values, so it
-// answers for a held context that is already done.
+// HoldCount returns how many times ctx's hold of this lock was acquired (its count in Redis),
+// or 0 when ctx does not hold the lock. Like Unlock, it reads only ctx's values, so it answers
+// for a held context that is already done.
 func (l *Lock) HoldCount(ctx context.Context) (int, error) {
+	held := l.rt.Held(ctx, l.key)
 	in, err := l.Info(context.WithoutCancel(ctx))
-	if err != nil {
+	if err != nil || held == nil || !in.Locked || in.Holder != held.Hold().ID {
 		return 0, err
 	}
-	if owner, ok := l.rt.OwnerOf(ctx); ok && in.Locked && in.Owner == owner {
-		return in.HoldCount, nil
-	}
-	return 0, nil
+	return in.HoldCount, nil
 }
 
 // RemainingLease returns the current holder's remaining lease, or 0 when the lock is free.
@@ -421,5 +427,5 @@ func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
 	return in.RemainingLease, err
 }
 
-// Token returns the fencing token of ctx's hold of this lock.
-func (l *Lock) Token(ctx context.Context) (int64, bool) { return l.rt.TokenOf(ctx, l.key) }
+// Token returns the fencing token of ctx's hold of this lock; see aqs.FencingToken.
+func (l *Lock) Token(ctx context.Context) (int64, error) { return l.rt.TokenOf(ctx, l.key) }

@@ -124,7 +124,7 @@ func TestKillDashNineOfHolderFreesLockWithinWatchdogTimeout(t *testing.T) {
 	info, err := l.Info(ctx)
 	require.NoError(t, err)
 	require.True(t, info.Locked)
-	assert.False(t, strings.HasPrefix(info.Owner, c.ID()+":"), "the holder is the child, not us")
+	assert.False(t, strings.HasPrefix(info.Holder, c.ID()+":"), "the holder is the child, not us")
 	assert.Equal(t, 2, info.HoldCount, "the child re-entered its hold")
 	assert.Equal(t, holderToken, info.Token)
 
@@ -171,8 +171,8 @@ func TestKillDashNineOfHolderFreesLockWithinWatchdogTimeout(t *testing.T) {
 	t.Logf("waiter got the lock %v after kill -9; watchdog timeout %v, lease left at the kill %v",
 		after.Round(time.Millisecond), timeout, lease)
 	assert.LessOrEqual(t, after, timeout+tolerance, "the dead holder's lock outlived the watchdog timeout")
-	token, ok := l.Token(r.held)
-	require.True(t, ok)
+	token, err := l.Token(r.held)
+	require.NoError(t, err)
 	assert.Greater(t, token, holderToken, "the new hold is fenced above the dead one")
 	require.NoError(t, l.Unlock(r.held))
 
@@ -180,10 +180,13 @@ func TestKillDashNineOfHolderFreesLockWithinWatchdogTimeout(t *testing.T) {
 }
 
 // assertNoKeyWithoutTTL checks every key whose name contains name, on every master: each must
-// expire (a released lock keeps only its fencing token, for a while). lockKey must be among
-// them, so that a wrong pattern cannot pass unseen.
+// expire (a released lock leaves no key at all). A probe key in the lock's slot, set with a TTL
+// just before the scan, must be among them, so that a wrong pattern cannot pass unseen.
 func assertNoKeyWithoutTTL(t *testing.T, rdb redis.UniversalClient, name, lockKey string) {
 	t.Helper()
+	probe := lockKey + ":probe"
+	require.NoError(t, rdb.Set(context.Background(), probe, "x", time.Minute).Err())
+	defer rdb.Del(context.Background(), probe)
 	var (
 		mu        sync.Mutex
 		seen      = map[string]time.Duration{}
@@ -219,7 +222,7 @@ func assertNoKeyWithoutTTL(t *testing.T, rdb redis.UniversalClient, name, lockKe
 		t.Fatalf("unexpected client %T", rdb)
 	}
 	t.Logf("keys left: %v", seen)
-	assert.Contains(t, seen, lockKey, "the scan did not find the lock's own key")
+	assert.Contains(t, seen, probe, "the scan did not find the probe key")
 	assert.Empty(t, persisted, "keys without a TTL")
 }
 

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
@@ -11,31 +10,34 @@ import (
 
 // Holds and held contexts.
 //
-// A Hold is this process's record of one hold of one lock by one owner: from the acquisition
-// that created it in Redis to the release that ended it (or the moment it was found lost). Each
-// successful Lock call on it is an acquisition (acq) with its own held context, a child of the
-// caller's context that carries the acq as a value. Walking the acq chain from a context gives
-// the owner (for re-entry and for nested locks), the innermost token, and the acquisition an
-// Unlock should release.
+// A Hold is this process's record of one hold of one lock: from the acquisition that created
+// it in Redis to the release that ended it (or the moment it was found lost). Every hold has a
+// fresh id (a Client id and a sequence number), which is what Redis stores as the holder: a
+// renewal, release or token request names the hold, so it can never act on a later hold.
+//
+// Each successful Lock call on a hold is an acquisition (acq) with its own held context, a
+// child of the caller's context that carries the acq as a value. Walking the acq chain from a
+// context gives the hold to re-enter, the innermost token, and the acquisition an Unlock
+// should release.
 //
 // The local count of acquisitions, not the count in Redis, decides which Unlock ends the hold:
 // if a re-entry's reply was lost to a network error the count in Redis may be one too high, and
 // the last local Unlock still ends the hold (lock_release.lua's "end" flag).
 
-type holdKey struct{ key, owner string }
+type holdKey struct{ key, id string }
 
-// Hold is one owner's hold of one lock.
+// Hold is one hold of one lock.
 type Hold struct {
 	rt       *Runtime
 	Key      string
-	Owner    string
-	Token    int64
-	tokenArg string
+	ID       string // the hold id: fresh for every hold
 	renew    *scripts.Script
+	fetch    func(context.Context, *Hold) (int64, error)
 	watchdog bool // renewed by the watchdog; otherwise a fixed lease, only checked
 	lease    time.Duration
 
 	mu       sync.Mutex
+	token    int64
 	acqs     []*acq
 	deadline time.Time // local bound on the lease: the lease is trusted until deadline-margin
 	ended    bool
@@ -58,32 +60,30 @@ func acqFrom(ctx context.Context) *acq {
 // Grant describes a successful acquisition reported by a script.
 type Grant struct {
 	Key   string
-	Owner string
-	Token int64
+	ID    string // the hold id
+	Token int64  // the fencing token when the acquisition assigned one, else 0
 	// Lease is the lease the script set: the watchdog timeout for a watchdog hold, the fixed
 	// lease otherwise; 0 for a re-entry that left the expiry alone.
 	Lease    time.Duration
 	Watchdog bool            // a new hold is renewed by the watchdog
-	Renew    *scripts.Script // renewal script: KEYS[1] = Key; ARGV owner, token, lease ms (0 = check)
-	SentAt   time.Time       // when the acquiring call was sent: the lease started no earlier
+	Renew    *scripts.Script // renewal script: KEYS[1] = Key; ARGV hold id, lease ms (0 = check)
+	// FetchToken asks Redis for the hold's fencing token (assigning it on first request).
+	FetchToken func(context.Context, *Hold) (int64, error)
+	SentAt     time.Time // when the acquiring call was sent: the lease started no earlier
 }
 
 // Adopt records a successful acquisition and returns its held context, a child of parent.
-// An acquisition with the token of a live local hold re-enters it; any other starts a new hold
-// (ending a stale local hold of the same owner and lock, which Redis no longer has).
-func (rt *Runtime) Adopt(parent context.Context, g Grant) (context.Context, error) {
-	k := holdKey{g.Key, g.Owner}
+// An acquisition of a live local hold re-enters it; any other starts a new hold.
+func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
+	k := holdKey{g.Key, g.ID}
 	rt.holdsMu.Lock()
 	h := rt.holds[k]
-	if h != nil && (h.Token != g.Token || h.isEnded()) {
-		delete(rt.holds, k)
-		go h.lose(ErrLockLost)
+	if h != nil && h.isEnded() {
 		h = nil
 	}
 	if h == nil {
-		h = &Hold{rt: rt, Key: g.Key, Owner: g.Owner, Token: g.Token,
-			tokenArg: strconv.FormatInt(g.Token, 10),
-			renew:    g.Renew, watchdog: g.Watchdog}
+		h = &Hold{rt: rt, Key: g.Key, ID: g.ID, renew: g.Renew, fetch: g.FetchToken,
+			watchdog: g.Watchdog}
 		rt.holds[k] = h
 	}
 	rt.holdsMu.Unlock()
@@ -92,6 +92,9 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) (context.Context, erro
 	a := &acq{hold: h, cancel: cancel, parent: acqFrom(parent)}
 	h.mu.Lock()
 	h.acqs = append(h.acqs, a)
+	if g.Token != 0 {
+		h.token = g.Token
+	}
 	if g.Lease > 0 {
 		if d := g.SentAt.Add(g.Lease); d.After(h.deadline) {
 			h.deadline = d
@@ -101,7 +104,7 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) (context.Context, erro
 	due := h.deadline.Add(-margin(h.lease))
 	h.mu.Unlock()
 	rt.wakeWatchdogBy(due)
-	return context.WithValue(cctx, acqKey{}, a), nil
+	return context.WithValue(cctx, acqKey{}, a)
 }
 
 // Held returns the caller's innermost unreleased acquisition of key through this runtime, or
@@ -115,32 +118,53 @@ func (rt *Runtime) Held(ctx context.Context, key string) *Acquisition {
 	return nil
 }
 
-// OwnerOf returns the owner carried by ctx for this runtime, if any.
-func (rt *Runtime) OwnerOf(ctx context.Context) (string, bool) {
-	for a := acqFrom(ctx); a != nil; a = a.parent {
-		if a.hold.rt == rt {
-			return a.hold.Owner, true
-		}
-	}
-	return "", false
-}
-
-// Token returns the fencing token of the innermost unreleased acquisition in ctx.
-func Token(ctx context.Context) (int64, bool) {
+// Token returns the fencing token of the innermost unreleased acquisition in ctx, asking
+// Redis for it on the first request of the hold. It fails with ErrNotOwner when ctx holds no
+// lock, and with ErrLockLost when the hold is gone.
+func Token(ctx context.Context) (int64, error) {
 	for a := acqFrom(ctx); a != nil; a = a.parent {
 		if !a.isReleased() {
-			return a.hold.Token, true
+			return a.hold.Token(ctx)
 		}
 	}
-	return 0, false
+	return 0, ErrNotOwner
 }
 
 // TokenOf returns the fencing token of ctx's hold of key through this runtime.
-func (rt *Runtime) TokenOf(ctx context.Context, key string) (int64, bool) {
+func (rt *Runtime) TokenOf(ctx context.Context, key string) (int64, error) {
 	if a := rt.Held(ctx, key); a != nil {
-		return a.a.hold.Token, true
+		return a.a.hold.Token(ctx)
 	}
-	return 0, false
+	return 0, ErrNotOwner
+}
+
+// Token returns the hold's fencing token, fetching it once. The call does not use ctx's
+// cancellation (only its values), like Unlock, so that it answers for a done held context.
+func (h *Hold) Token(ctx context.Context) (int64, error) {
+	h.mu.Lock()
+	t, ended := h.token, h.ended
+	h.mu.Unlock()
+	if t != 0 {
+		return t, nil
+	}
+	if ended {
+		return 0, ErrLockLost
+	}
+	if err := h.rt.Check(); err != nil {
+		return 0, err
+	}
+	t, err := h.fetch(context.WithoutCancel(ctx), h)
+	if err != nil {
+		return 0, err
+	}
+	if t == 0 {
+		h.Lost()
+		return 0, ErrLockLost
+	}
+	h.mu.Lock()
+	h.token = t
+	h.mu.Unlock()
+	return t, nil
 }
 
 // Acquisition is a handle on one acquisition, for the primitive that releases it.
@@ -187,9 +211,6 @@ func (x *Acquisition) Release() (last bool, err error) {
 // with ErrLockLost.
 func (h *Hold) Lost() { h.rt.forget(h); h.lose(ErrLockLost) }
 
-// TokenArg is the token as the scripts store it.
-func (h *Hold) TokenArg() string { return h.tokenArg }
-
 func (a *acq) isReleased() bool {
 	a.hold.mu.Lock()
 	defer a.hold.mu.Unlock()
@@ -216,8 +237,8 @@ func (h *Hold) lose(cause error) {
 
 func (rt *Runtime) forget(h *Hold) {
 	rt.holdsMu.Lock()
-	if rt.holds[holdKey{h.Key, h.Owner}] == h {
-		delete(rt.holds, holdKey{h.Key, h.Owner})
+	if rt.holds[holdKey{h.Key, h.ID}] == h {
+		delete(rt.holds, holdKey{h.Key, h.ID})
 	}
 	rt.holdsMu.Unlock()
 }

@@ -263,7 +263,7 @@ func TestLocksNamedWithBracesAreIndependentOnACluster(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, info.Locked, l.Name())
 		assert.Equal(t, 1, info.HoldCount, "%q was taken once", l.Name())
-		owners[info.Owner] = true
+		owners[info.Holder] = true
 		n, err := rdb.Exists(ctx, l.Key()).Result()
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n, "%q exists", l.Key())

@@ -6,6 +6,7 @@ import "time"
 type LockConfig struct {
 	Lease time.Duration // 0: watchdog
 	Wait  time.Duration // 0: no wait (TryLock)
+	Token bool          // assign the fencing token at acquisition
 	Err   error
 }
 

@@ -1,4 +1,4 @@
-// Package core is the runtime that every aqs primitive shares: owner identity, the script
+// Package core is the runtime that every aqs primitive shares: hold identity, the script
 // loader, the pub/sub hub, the lease watchdog and the bookkeeping of held locks. The root
 // package aqs wraps it as Client; the primitives reach it through ClientRuntime.
 package core
@@ -158,9 +158,9 @@ func (rt *Runtime) Check() error {
 	}
 }
 
-// NewOwner returns a fresh owner id: the client id and a sequence number. Owner ids are never
-// reused, so a hold of one owner can never be taken for another's.
-func (rt *Runtime) NewOwner() string {
+// NewHoldID returns a fresh hold id: the client id and a sequence number. Hold ids are never
+// reused, so no call can ever act on another hold than its own.
+func (rt *Runtime) NewHoldID() string {
 	return rt.ID + ":" + strconv.FormatUint(rt.seq.Add(1), 10)
 }
 

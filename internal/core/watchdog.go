@@ -16,8 +16,8 @@ import (
 // sends one pipeline with a renewal call per hold (go-redis splits a pipeline by node on Redis
 // Cluster, so a batch costs one round trip per master, not per lock): watchdog holds are
 // extended to the full timeout, fixed-lease holds are only checked. A renewal names the hold's
-// fencing token, so a renewal that crosses an Unlock can never extend a later hold of the same
-// owner, and a hold ended by Unlock before the reply arrives is simply forgotten.
+// id, fresh for every hold, so a renewal that crosses an Unlock can never extend a later hold,
+// and a hold ended by Unlock before the reply arrives is simply forgotten.
 //
 // A hold stops being trusted, and its held contexts are cancelled with ErrLockLost, when
 //   - a renewal or check finds it gone (deleted, expired, taken by another owner), or
@@ -91,7 +91,7 @@ func (rt *Runtime) expireOverdue(now time.Time) (earliest time.Time) {
 	}
 	rt.holdsMu.Unlock()
 	for _, h := range overdue {
-		rt.Logger().Warn("aqs: lease no longer trusted", "key", h.Key, "owner", h.Owner)
+		rt.Logger().Warn("aqs: lease no longer trusted", "key", h.Key, "hold", h.ID)
 		h.Lost()
 	}
 	return earliest
@@ -120,7 +120,7 @@ func (rt *Runtime) renewAll(timeout time.Duration) bool {
 			if h.watchdog {
 				lease = dogLease
 			}
-			queued[i] = h.renew.Queue(ctx, p, []string{h.Key}, h.Owner, h.tokenArg, lease)
+			queued[i] = h.renew.Queue(ctx, p, []string{h.Key}, h.ID, lease)
 		}
 		return nil
 	})
@@ -140,7 +140,7 @@ func (rt *Runtime) renewAll(timeout time.Duration) bool {
 				h.mu.Unlock()
 			}
 		case !h.isEnded():
-			rt.Logger().Warn("aqs: lock lost", "key", h.Key, "owner", h.Owner)
+			rt.Logger().Warn("aqs: lock lost", "key", h.Key, "hold", h.ID)
 			h.Lost()
 		}
 	}

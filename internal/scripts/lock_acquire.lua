@@ -1,65 +1,51 @@
--- lock_acquire: take an exclusive, reentrant lock (or re-enter it, when this owner holds it).
+-- lock_acquire: take an exclusive lock for a new hold (a waiter's attempt, or a TryLock).
 --
--- KEYS[1]  lock key, a string: "#<token> <count> <w> <owner>" while held, "#<token>" after a
---          release (the last fencing token, kept for the rest of the key's TTL so that tokens
---          stay monotonic). w is "1" when someone may be waiting: waiters set it, and a
---          release publishes only then. One string rather than a hash, and the caller sends
---          the tail of the new value ready-made, because this is the hot path: every call and
---          every argument of a script costs (about a native command per write).
--- ARGV[1]  " 1 <w> <owner>": the value of a new hold after its token; w is "1" when other
---          waiters of the caller's Client wait too (so the next release wakes them)
--- ARGV[2]  lease in ms (> 0): the lease of a new hold
--- ARGV[3]  mode: "0" the caller will not wait, "1" it waits (a failed attempt sets w); plus 2
---          when the lease is fixed (then a re-entry extends the lease to at least ARGV[2])
+-- The lock key is a string, present only while the lock is held:
 --
--- Replies (one integer, cheap to build and to parse):
---   >= 1  acquired, a new hold or a re-entry; the value is the hold's fencing token
---   < 0   held by another owner; -1 - reply is its remaining lease in ms
---   error WRONGTYPE when the key holds a value aqs did not write; nothing is changed
+--   "<hold> [n<count>] [t<token>] [w]"
 --
--- Every time comes from the server (TIME); the caller sends only durations.
+-- <hold> is the hold id (a Client id and a sequence number, fresh for every hold), n the hold
+-- count when above 1, t the fencing token once one was assigned, w a mark left by a waiter so
+-- that the release publishes. A fresh hold is just "<hold>", which the Go side takes with a
+-- plain SET NX PX when it can, and which lock_release frees with one comparison: the
+-- uncontended cycle costs what the minimal SET NX / compare-and-delete lock costs.
+--
+-- KEYS[1]  lock key
+-- ARGV[1]  hold id
+-- ARGV[2]  lease in ms (> 0)
+-- ARGV[3]  mode: "0" the caller will not wait; "1" it waits (a failed attempt sets w);
+--          "2" it waits and other waiters of its Client wait too (w is set whatever the
+--          outcome, so the next release wakes them)
+-- ARGV[4]  "1" to assign the fencing token now (see lock_token.lua), "0" to leave it for later
+--
+-- Replies:
+--   >= 1   acquired; the fencing token when ARGV[4] was "1", else 1
+--   < 0    held by another hold; -1 - reply is its remaining lease in ms
+--   error  WRONGTYPE when the key holds a value aqs did not write; nothing is changed
 local k = KEYS[1]
 local v = redis.call('GET', k)
-local token
 if not v then
-  local now = redis.call('TIME')
-  token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-elseif not string.find(v, ' ', 1, true) then
-  -- Free, with the last token retained: the next one is one more. Tokens are strictly
-  -- increasing while the retained token lives, and still increasing after it expired,
-  -- because server time has moved on by more than any lead the counter had over it.
-  if string.byte(v) == 35 then -- '#'
-    token = tonumber(string.sub(v, 2))
+  local value, reply = ARGV[1], 1
+  if ARGV[4] == '1' then
+    local now = redis.call('TIME')
+    reply = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    value = value .. ' t' .. string.format('%d', reply)
   end
-  if not token then
-    return redis.error_reply('WRONGTYPE the lock key holds a value aqs did not write')
+  if ARGV[3] == '2' then
+    value = value .. ' w'
   end
-  token = token + 1
-else
-  local t, n, w, o = string.match(v, '^#(%d+) (%d+) (%d) (.+)$')
-  if not t then
-    return redis.error_reply('WRONGTYPE the lock key holds a value aqs did not write')
-  end
-  local mode = tonumber(ARGV[3])
-  if o == string.sub(ARGV[1], 6) then
-    -- Re-entry by the same owner.
-    local held = '#' .. t .. ' ' .. (tonumber(n) + 1) .. ' ' .. w .. ' ' .. o
-    local lease = tonumber(ARGV[2])
-    if mode >= 2 and redis.call('PTTL', k) < lease then
-      redis.call('SET', k, held, 'PX', lease)
-    else
-      redis.call('SET', k, held, 'KEEPTTL')
-    end
-    return tonumber(t)
-  end
-  if mode % 2 == 1 and w == '0' then
-    redis.call('SET', k, '#' .. t .. ' ' .. n .. ' 1 ' .. o, 'KEEPTTL')
-  end
-  local pttl = redis.call('PTTL', k)
-  if pttl < 0 then
-    pttl = 0
-  end
-  return -1 - pttl
+  redis.call('SET', k, value, 'PX', ARGV[2])
+  return reply
 end
-redis.call('SET', k, '#' .. string.format('%d', token) .. ARGV[1], 'PX', ARGV[2])
-return token
+local hold, rest = string.match(v, '^(%x+%-%x+%-%x+%-%x+%-%x+:%d+)(.*)$')
+if not hold then
+  return redis.error_reply('WRONGTYPE the lock key holds a value aqs did not write')
+end
+if ARGV[3] ~= '0' and not string.find(rest, ' w', 1, true) then
+  redis.call('SET', k, v .. ' w', 'KEEPTTL')
+end
+local pttl = redis.call('PTTL', k)
+if pttl < 0 then
+  pttl = 0
+end
+return -1 - pttl

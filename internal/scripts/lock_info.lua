@@ -2,19 +2,17 @@
 --
 -- KEYS[1]  lock key (see lock_acquire.lua)
 --
--- Replies: {owner or false, hold count or false, last token or false, pttl}; pttl is the
--- remaining lease in ms while held, -2 when the lock is free. Error WRONGTYPE when the key
--- holds a value aqs did not write.
+-- Replies: {hold id, hold count, token or false, pttl} while held (pttl: the remaining lease in
+-- ms; the token is false until one was asked for); {false, false, false, -2} when free.
+-- Error WRONGTYPE when the key holds a value aqs did not write.
 local v = redis.call('GET', KEYS[1])
 if not v then
   return {false, false, false, -2}
 end
-local t, n, w, o = string.match(v, '^#(%d+) (%d+) (%d) (.+)$')
-if t then
-  return {o, n, t, redis.call('PTTL', KEYS[1])}
-end
-t = string.match(v, '^#(%d+)$')
-if not t then
+local hold, rest = string.match(v, '^(%x+%-%x+%-%x+%-%x+%-%x+:%d+)(.*)$')
+if not hold then
   return redis.error_reply('WRONGTYPE the lock key holds a value aqs did not write')
 end
-return {false, false, t, -2}
+local n = tonumber(string.match(rest, ' n(%d+)')) or 1
+local t = string.match(rest, ' t(%d+)') or false
+return {hold, n, t, redis.call('PTTL', KEYS[1])}

@@ -57,6 +57,7 @@ func mustLoad(name string) *Script {
 var (
 	LockAcquire      = mustLoad("lock_acquire")
 	LockReenter      = mustLoad("lock_reenter")
+	LockToken        = mustLoad("lock_token")
 	LockRelease      = mustLoad("lock_release")
 	LockForceRelease = mustLoad("lock_force_release")
 	LockRenew        = mustLoad("lock_renew")

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/google/uuid"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,19 +115,18 @@ func repeatBool(b bool, n int) []bool {
 	return out
 }
 
-// acquireArgs are lock_acquire's ARGV for a new hold with a 60s lease (token "") or a
-// re-entry of the hold with that token that leaves the expiry alone; the caller does not wait.
-func acquireArgs(owner string) []any { return []any{" 1 0 " + owner, 60000, 2} }
+// holdID returns a fresh hold id in the form the lock scripts accept.
+func holdID() string { return uuid.NewString() + ":1" }
 
-// reenterArgs are lock_reenter's ARGV for a re-entry of the hold with that token that leaves
-// the lease alone.
-func reenterArgs(owner, token string) []any { return []any{owner, token, 0} }
+// acquireArgs are lock_acquire's ARGV for a new hold with a 60s lease whose fencing token is
+// assigned at once; the caller does not wait.
+func acquireArgs(hold string) []any { return []any{hold, 60000, "0", "1"} }
 
-// releaseArgs are lock_release's ARGV for the hold with that token; end is "1" to end the
-// hold, "0" to count one down.
-func releaseArgs(owner, token, end, publish string) []any {
-	return []any{"#" + token + " 1 0 " + owner, "#" + token, end, publish}
-}
+// reenterArgs are lock_reenter's ARGV for a re-entry that leaves the lease alone.
+func reenterArgs(hold string) []any { return []any{hold, 0} }
+
+// releaseArgs are lock_release's ARGV; end is "1" to end the hold, "0" to count one down.
+func releaseArgs(hold, end, publish string) []any { return []any{hold, end, publish} }
 
 // holdCount reads the hold count of the lock at key with lock_info ("" when free).
 func holdCount(t *testing.T, tp topology, key string) string {
@@ -134,8 +134,10 @@ func holdCount(t *testing.T, tp topology, key string) string {
 	res, err := scripts.LockInfo.Run(context.Background(), tp.rdb, []string{key}).Slice()
 	require.NoError(t, err)
 	require.Len(t, res, 4)
-	n, _ := res[1].(string)
-	return n
+	if n, ok := res[1].(int64); ok {
+		return strconv.FormatInt(n, 10)
+	}
+	return ""
 }
 
 // isFalsy reports whether a script reply element is Lua false: a nil over RESP2, false over
@@ -152,7 +154,7 @@ func TestScriptsAreTheEmbeddedFilesWithTheSHA1OfTheirSource(t *testing.T) {
 		assert.True(t, strings.HasPrefix(s.Source(), "-- "+s.Name()+":"),
 			"%s starts with its header naming it", s.Name())
 	}
-	assert.Equal(t, []string{"lock_acquire", "lock_reenter", "lock_release", "lock_force_release", "lock_renew", "lock_info"}, names)
+	assert.Equal(t, []string{"lock_acquire", "lock_reenter", "lock_token", "lock_release", "lock_force_release", "lock_renew", "lock_info"}, names)
 	assert.Same(t, scripts.LockAcquire, all[0])
 
 	all[0] = nil
@@ -207,7 +209,7 @@ func TestRunAnswersCorrectlyAfterScriptFlush(t *testing.T) {
 		for _, key := range keysOnEveryMaster(t, tp) {
 			m := tp.masterFor(t, key)
 			keys := []string{key}
-			owner := "owner-" + key
+			owner := holdID()
 
 			tp.flush(t)
 			require.Equal(t, []bool{false}, cached(t, m, scripts.LockAcquire))
@@ -222,35 +224,39 @@ func TestRunAnswersCorrectlyAfterScriptFlush(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, res, 4)
 			assert.Equal(t, owner, res[0])
-			assert.Equal(t, "1", res[1], "first hold")
+			assert.Equal(t, int64(1), res[1], "first hold")
 			assert.Equal(t, token, res[2])
 			pttl, _ := res[3].(int64)
 			assert.True(t, pttl > 0 && pttl <= 60000, "pttl %v", res[3])
 
 			tp.flush(t)
-			again, err := scripts.LockReenter.Run(ctx, tp.rdb, keys, reenterArgs(owner, token)...).Int64()
+			again, err := scripts.LockReenter.Run(ctx, tp.rdb, keys, reenterArgs(owner)...).Int64()
 			require.NoError(t, err)
-			assert.Equal(t, tok, again, "re-entry with the hold's token keeps it")
+			assert.Equal(t, int64(1), again, "re-entered")
+			tp.flush(t)
+			kept, err := scripts.LockToken.Run(ctx, tp.rdb, keys, owner).Int64()
+			require.NoError(t, err)
+			assert.Equal(t, tok, kept, "re-entry keeps the token")
 			assert.Equal(t, "2", holdCount(t, tp, key))
 
 			tp.flush(t)
-			other, err := scripts.LockAcquire.Run(ctx, tp.rdb, keys, acquireArgs("someone-else")...).Int64()
+			other, err := scripts.LockAcquire.Run(ctx, tp.rdb, keys, acquireArgs(holdID())...).Int64()
 			require.NoError(t, err)
 			left := -1 - other
 			assert.True(t, other < 0 && left <= 60000, "held by another owner for %dms more (reply %d)", left, other)
 
 			tp.flush(t)
-			alive, err := scripts.LockRenew.Run(ctx, tp.rdb, keys, owner, token, 60000).Int64()
+			alive, err := scripts.LockRenew.Run(ctx, tp.rdb, keys, owner, 60000).Int64()
 			require.NoError(t, err)
 			assert.Equal(t, int64(1), alive)
 
 			tp.flush(t)
-			n, err := scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, token, "0", tp.publish)...).Int64()
+			n, err := scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, "0", tp.publish)...).Int64()
 			require.NoError(t, err)
 			assert.Equal(t, int64(1), n, "one hold left")
 
 			tp.flush(t)
-			n, err = scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, token, "0", tp.publish)...).Int64()
+			n, err = scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, "0", tp.publish)...).Int64()
 			require.NoError(t, err)
 			assert.Equal(t, int64(0), n, "released")
 
@@ -260,11 +266,11 @@ func TestRunAnswersCorrectlyAfterScriptFlush(t *testing.T) {
 			require.Len(t, res, 4)
 			assert.True(t, isFalsy(res[0]), "no owner: %v", res[0])
 			assert.True(t, isFalsy(res[1]), "no count: %v", res[1])
-			assert.Equal(t, token, res[2], "the token is retained")
+			assert.True(t, isFalsy(res[2]), "no token: %v", res[2])
 			assert.Equal(t, int64(-2), res[3])
 
 			tp.flush(t)
-			alive, err = scripts.LockRenew.Run(ctx, tp.rdb, keys, owner, token, 0).Int64()
+			alive, err = scripts.LockRenew.Run(ctx, tp.rdb, keys, owner, 0).Int64()
 			require.NoError(t, err)
 			assert.Equal(t, int64(0), alive, "a released hold is not renewed")
 
@@ -284,7 +290,7 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 	topologies(t, func(t *testing.T, tp topology) {
 		ctx := context.Background()
 		keys := keysOnEveryMaster(t, tp)
-		owner := "owner-" + redistest.Name(t)
+		owner := holdID()
 
 		runPipeline := func(queue func(p redis.Pipeliner, key string) *scripts.Queued) []*scripts.Queued {
 			p := tp.rdb.Pipeline()
@@ -301,7 +307,6 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 			return scripts.LockAcquire.Queue(ctx, p, []string{key}, acquireArgs(owner)...)
 		})
 		tokens := make([]int64, len(keys))
-		tokenOf := map[string]string{}
 		for i, q := range qs {
 			require.True(t, scripts.IsNoScript(q.Cmd.Err()), "the flush made EVALSHA on %s miss: %v", keys[i], q.Cmd.Err())
 			cmd := q.Retry(ctx, tp.rdb)
@@ -310,27 +315,33 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 			tokens[i], err = cmd.Int64()
 			require.NoError(t, err, keys[i])
 			require.Positive(t, tokens[i], "acquired")
-			tokenOf[keys[i]] = strconv.FormatInt(tokens[i], 10)
 			assert.Equal(t, "1", holdCount(t, tp, keys[i]))
 		}
 
-		// The scripts are cached again, so a pipeline hits at once and Retry re-runs nothing.
+		// Once a script is cached, a pipeline hits at once and Retry re-runs nothing: each
+		// re-entry counts once, not twice.
+		for _, key := range keys {
+			n, err := scripts.LockReenter.Run(ctx, tp.rdb, []string{key}, reenterArgs(owner)...).Int64()
+			require.NoError(t, err)
+			require.Equal(t, int64(1), n)
+			assert.Equal(t, "2", holdCount(t, tp, key))
+		}
 		qs = runPipeline(func(p redis.Pipeliner, key string) *scripts.Queued {
-			return scripts.LockAcquire.Queue(ctx, p, []string{key}, acquireArgs(owner)...)
+			return scripts.LockReenter.Queue(ctx, p, []string{key}, reenterArgs(owner)...)
 		})
 		for i, q := range qs {
 			require.NoError(t, q.Cmd.Err(), keys[i])
 			first := q.Cmd
-			tok, err := q.Retry(ctx, tp.rdb).Int64()
+			n, err := q.Retry(ctx, tp.rdb).Int64()
 			require.NoError(t, err)
 			assert.Same(t, first, q.Cmd, "no re-run when EVALSHA hit")
-			assert.Equal(t, tokens[i], tok, "re-entered")
-			assert.Equal(t, "2", holdCount(t, tp, keys[i]), "re-entered once, not twice")
+			assert.Equal(t, int64(1), n, "re-entered")
+			assert.Equal(t, "3", holdCount(t, tp, keys[i]), "re-entered once, not twice")
 		}
 
 		tp.flush(t)
 		qs = runPipeline(func(p redis.Pipeliner, key string) *scripts.Queued {
-			return scripts.LockRelease.Queue(ctx, p, []string{key}, releaseArgs(owner, tokenOf[key], "1", tp.publish)...)
+			return scripts.LockRelease.Queue(ctx, p, []string{key}, releaseArgs(owner, "1", tp.publish)...)
 		})
 		for i, q := range qs {
 			require.True(t, scripts.IsNoScript(q.Cmd.Err()), "flushed again: %v", q.Cmd.Err())
