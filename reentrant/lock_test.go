@@ -3,6 +3,7 @@ package reentrant_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -302,13 +303,20 @@ func TestCloseWakesWaitersWithErrClosed(t *testing.T) {
 func TestRedisUnreachableFailsByTheDeadline(t *testing.T) {
 	srv := redistest.NewServer(t)
 	rdb := srv.Client(t)
-	c := newClient(t, rdb)
+	before := runtime.NumGoroutine()
+	c, err := aqs.New(context.Background(), rdb)
+	require.NoError(t, err)
+	defer func() {
+		require.NoError(t, c.Close())
+		eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= before },
+			"goroutines left behind after Close")
+	}()
 	l := newLock(t, c)
 	require.NoError(t, srv.Kill())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := l.Lock(ctx)
+	_, err = l.Lock(ctx)
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 2500*time.Millisecond)
 	_, _, err = l.TryLock(ctx)
@@ -469,4 +477,66 @@ func TestErrorsAreDistinct(t *testing.T) {
 			assert.Equal(t, e == f, errors.Is(e, f))
 		}
 	}
+}
+
+func TestFencingTokenIsAssignedOnceAndKeptForTheHold(t *testing.T) {
+	l := newLock(t, newClient(t, redistest.Single(t).Client(t)))
+	ctx := context.Background()
+	_, err := aqs.FencingToken(ctx)
+	assert.ErrorIs(t, err, aqs.ErrNotOwner, "no lock, no token")
+
+	held, err := l.Lock(ctx)
+	require.NoError(t, err)
+	info, err := l.Info(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, info.Token, "no token until one is asked for")
+	tok, err := aqs.FencingToken(held)
+	require.NoError(t, err)
+	info, err = l.Info(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, tok, info.Token, "the token is recorded with the hold")
+	again, err := l.Token(held)
+	require.NoError(t, err)
+	assert.Equal(t, tok, again)
+	require.NoError(t, l.Unlock(held))
+
+	eager, err := l.Lock(ctx, aqs.WithFencingToken())
+	require.NoError(t, err)
+	info, err = l.Info(ctx)
+	require.NoError(t, err)
+	assert.Greater(t, info.Token, tok, "WithFencingToken assigns a greater token at acquisition")
+	got, err := aqs.FencingToken(eager)
+	require.NoError(t, err)
+	assert.Equal(t, info.Token, got)
+	require.NoError(t, l.Unlock(eager))
+}
+
+func TestNoTokenForAHoldLostBeforeAskingForIt(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	l := newLock(t, newClient(t, rdb))
+	held, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, rdb.Del(context.Background(), l.Key()).Err())
+	other, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	_, err = aqs.FencingToken(held)
+	assert.ErrorIs(t, err, aqs.ErrLockLost, "a stale holder gets no token")
+	_, err = aqs.FencingToken(other)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(other))
+}
+
+func TestNewHoldersWaitEvenWithAContextThatHoldsAnotherLock(t *testing.T) {
+	c := newClient(t, redistest.Single(t).Client(t))
+	a, b := newLock(t, c), newLock(t, c)
+	ha, err := a.Lock(context.Background())
+	require.NoError(t, err)
+	hb, err := b.Lock(ha)
+	require.NoError(t, err)
+	// Another goroutine handed ha (not hb) is a new holder of b: it must not get in.
+	_, ok, err := b.TryLock(ha)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	require.NoError(t, b.Unlock(hb))
+	require.NoError(t, a.Unlock(ha))
 }
