@@ -20,44 +20,32 @@ package reentrant
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/excl"
 	"github.com/redaqs/aqs/internal/scripts"
 )
 
 // Lock is a distributed reentrant lock. Create it with New; it is safe for concurrent use.
+// Its key holds "<hold id> [n<count>] [t<token>] [w]" while it is held (see lock_acquire.lua).
 type Lock struct {
-	rt      *core.Runtime
-	name    string
-	key     string // the lock key: "<hold id> [n<count>] [t<token>] [w]" (see lock_acquire.lua)
-	channel string // release notifications
+	*excl.Base
 }
+
+// Info is a snapshot of the lock's state in Redis.
+type Info = excl.Info
 
 // New returns the lock of the given name. Any bytes make a valid name, but it must not be
 // empty. Creating a Lock touches no key.
 func New(c *aqs.Client, name string) (*Lock, error) {
-	rt, err := core.ClientRuntime(c)
+	b, err := excl.New(c, "reentrant", name, scripts.LockRelease, scripts.LockForceRelease)
 	if err != nil {
 		return nil, err
 	}
-	key, err := rt.Key(name)
-	if err != nil {
-		return nil, err
-	}
-	return &Lock{rt: rt, name: name, key: key, channel: key + ":ch"}, nil
+	return &Lock{b}, nil
 }
-
-// Name returns the lock's name.
-func (l *Lock) Name() string { return l.name }
-
-// Key returns the Redis key of the lock.
-func (l *Lock) Key() string { return l.key }
 
 // Lock blocks until the lock is acquired or ctx is done, and returns the held context: a child
 // of ctx that carries the hold (and so its fencing token). If ctx already holds this lock, Lock
@@ -108,21 +96,14 @@ const (
 	waitingOthers = "2" // a waiter with fellow local waiters: mark whatever the outcome
 )
 
-func (l *Lock) lease(cfg core.LockConfig) time.Duration {
-	if cfg.Lease == 0 {
-		return l.rt.Cfg.WatchdogTimeout
-	}
-	return cfg.Lease
-}
-
 // tryFast is the first attempt of a Lock that will wait if it fails: a plain SET NX PX of the
 // hold id, the same command as the minimal lock. On failure the caller subscribes and makes
 // its next attempts with lock_acquire, which marks the lock and reports the remaining lease
 // (and reports a key of another type).
 func (l *Lock) tryFast(ctx context.Context, hold string, cfg core.LockConfig) (attempt, error) {
-	ok, err := l.rt.Redis.SetNX(ctx, l.key, hold, l.lease(cfg)).Result()
+	ok, err := l.RT.Redis.SetNX(ctx, l.Key(), hold, l.Lease(cfg)).Result()
 	if err != nil {
-		return attempt{}, core.RedisError(l.key, err)
+		return attempt{}, core.RedisError(l.Key(), err)
 	}
 	return attempt{acquired: ok}, nil
 }
@@ -132,11 +113,11 @@ func (l *Lock) try(ctx context.Context, hold string, cfg core.LockConfig, mode s
 	if cfg.Token {
 		token = "1"
 	}
-	r, err := scripts.LockAcquire.Run(ctx, l.rt.Redis, []string{l.key},
-		hold, l.lease(cfg).Milliseconds(), mode, token).Int64()
+	r, err := scripts.LockAcquire.Run(ctx, l.RT.Redis, []string{l.Key()},
+		hold, l.Lease(cfg).Milliseconds(), mode, token).Int64()
 	switch {
 	case err != nil:
-		return attempt{}, core.RedisError(l.key, err)
+		return attempt{}, core.RedisError(l.Key(), err)
 	case r > 1:
 		return attempt{acquired: true, token: r}, nil
 	case r == 1:
@@ -147,7 +128,7 @@ func (l *Lock) try(ctx context.Context, hold string, cfg core.LockConfig, mode s
 }
 
 func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
-	if err := l.rt.Check(); err != nil {
+	if err := l.RT.Check(); err != nil {
 		return nil, false, err
 	}
 	if ctx.Err() != nil {
@@ -155,10 +136,10 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		// aqs.ErrLockLost rather than a bare context.Canceled.
 		return nil, false, context.Cause(ctx)
 	}
-	if held := l.rt.Held(ctx, l.key); held != nil {
-		return l.reenter(ctx, held.Hold(), cfg)
+	if held := l.RT.Held(ctx, l.Key()); held != nil {
+		return l.Reenter(ctx, held.Hold(), cfg)
 	}
-	hold := l.rt.NewHoldID() // a fresh id for every hold
+	hold := l.RT.NewHoldID() // a fresh id for every hold
 	var deadline time.Time
 	if cfg.Wait > 0 {
 		deadline = time.Now().Add(cfg.Wait)
@@ -173,11 +154,11 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		a, err = l.try(ctx, hold, cfg, noWait)
 	}
 	if err != nil {
-		l.abandon(hold, err)
+		l.Abandon(hold, err)
 		return nil, false, err
 	}
 	if a.acquired {
-		return l.won(ctx, hold, cfg, a, sentAt)
+		return l.Won(ctx, hold, cfg, a.token, sentAt)
 	}
 	if !block && cfg.Wait == 0 {
 		return nil, false, nil
@@ -190,7 +171,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		waitCtx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	w, err := l.rt.Hub.Wait(waitCtx, l.channel, "")
+	w, err := l.RT.Hub.Wait(waitCtx, l.Channel(), "")
 	if err != nil {
 		if ctx.Err() == nil && waitCtx.Err() != nil {
 			return nil, false, nil // the wait bound ran out
@@ -209,11 +190,11 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		sentAt = time.Now()
 		a, err = l.try(ctx, hold, cfg, mode)
 		if err != nil {
-			l.abandon(hold, err)
+			l.Abandon(hold, err)
 			return nil, false, err
 		}
 		if a.acquired {
-			return l.won(ctx, hold, cfg, a, sentAt)
+			return l.Won(ctx, hold, cfg, a.token, sentAt)
 		}
 		// Fallback for a lost message: the holder's lease will have run out by then.
 		// (PTTL -1 cannot happen for our keys; -2 means it just went: try again at once.)
@@ -234,198 +215,9 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		case <-timer.C:
 		case <-ctx.Done():
 			return nil, false, context.Cause(ctx)
-		case <-l.rt.Done():
+		case <-l.RT.Done():
 			return nil, false, aqs.ErrClosed
 		}
 	}
 }
 
-// won turns a successful attempt into a held context, unless ctx ended meanwhile: then the
-// lock goes back (x/sync's rule: a failed call leaves the lock unchanged).
-func (l *Lock) won(ctx context.Context, hold string, cfg core.LockConfig, a attempt, sentAt time.Time) (context.Context, bool, error) {
-	held := l.rt.Adopt(ctx, core.Grant{
-		Key: l.key, ID: hold, Token: a.token, Lease: l.lease(cfg),
-		Watchdog: cfg.Lease == 0, Renew: scripts.LockRenew, FetchToken: l.fetchToken, SentAt: sentAt,
-	})
-	if err := ctx.Err(); err != nil {
-		_ = l.Unlock(held)
-		return nil, false, err
-	}
-	return held, true, nil
-}
-
-// fetchToken asks Redis for a hold's fencing token (lock_token.lua).
-func (l *Lock) fetchToken(ctx context.Context, h *core.Hold) (int64, error) {
-	t, err := scripts.LockToken.Run(ctx, l.rt.Redis, []string{l.key}, h.ID).Int64()
-	if err != nil {
-		return 0, core.RedisError(l.key, err)
-	}
-	return t, nil
-}
-
-// reenter takes the lock again for a context that holds it.
-func (l *Lock) reenter(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
-	sentAt := time.Now()
-	ok, err := scripts.LockReenter.Run(ctx, l.rt.Redis, []string{l.key},
-		h.ID, cfg.Lease.Milliseconds()).Int64()
-	if err != nil {
-		return nil, false, core.RedisError(l.key, err)
-	}
-	if ok == 0 {
-		h.Lost()
-		return nil, false, fmt.Errorf("reentrant: re-enter %q: %w", l.name, aqs.ErrLockLost)
-	}
-	held := l.rt.Adopt(ctx, core.Grant{
-		Key: l.key, ID: h.ID, Lease: cfg.Lease,
-		Renew: scripts.LockRenew, FetchToken: l.fetchToken, SentAt: sentAt,
-	})
-	if cfg.Token {
-		if _, err := h.Token(ctx); err != nil {
-			return nil, false, err
-		}
-	}
-	return held, true, nil
-}
-
-// abandon undoes an acquisition whose reply was lost (a read timeout, a cancelled call): the
-// attempt may have taken the lock. The hold id is fresh, so releasing whatever that id holds
-// is always safe. It runs in the background, bounded by a second, so the caller gets its
-// error by its deadline; the lease ends the hold if it fails too. An attempt that never
-// reached Redis (a failed dial) needs no undoing.
-func (l *Lock) abandon(hold string, err error) {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return
-	}
-	l.rt.Go(func(rctx context.Context) {
-		cctx, cancel := context.WithTimeout(rctx, time.Second)
-		defer cancel()
-		_ = scripts.LockForceRelease.Run(cctx, l.rt.Redis, []string{l.key}, l.rt.PublishCommand(), hold).Err()
-	})
-}
-
-// Unlock releases the acquisition held by ctx: the innermost Lock of this lock in ctx's chain
-// that was not released yet. The hold's last release frees the lock and wakes a waiter. Unlock
-// works when ctx is already done (it does not use ctx's cancellation, only its values).
-//
-// It returns an error matching aqs.ErrNotOwner, and changes nothing, when ctx holds no
-// acquisition of this lock (never locked with it, or released already). When the hold was
-// lost, the error matches both aqs.ErrNotOwner and aqs.ErrLockLost. Either way this
-// acquisition's held context ends.
-func (l *Lock) Unlock(ctx context.Context) error {
-	if err := l.rt.Check(); err != nil {
-		return err
-	}
-	held := l.rt.Held(ctx, l.key)
-	if held == nil {
-		return fmt.Errorf("reentrant: unlock %q: %w", l.name, aqs.ErrNotOwner)
-	}
-	h := held.Hold()
-	last, err := held.Release()
-	if err != nil {
-		return fmt.Errorf("reentrant: unlock %q: %w: %w", l.name, aqs.ErrNotOwner, err)
-	}
-	// The release must not be cut short by ctx: go-redis's own timeouts bound it.
-	err = l.release(context.WithoutCancel(ctx), h, last)
-	if errors.Is(err, aqs.ErrNotOwner) {
-		h.Lost()
-		return fmt.Errorf("reentrant: unlock %q: %w: %w", l.name, err, aqs.ErrLockLost)
-	}
-	return err
-}
-
-func (l *Lock) release(ctx context.Context, h *core.Hold, last bool) error {
-	end := "0"
-	if last {
-		end = "1"
-	}
-	n, err := scripts.LockRelease.Run(ctx, l.rt.Redis, []string{l.key},
-		h.ID, end, l.rt.PublishCommand()).Int64()
-	if err != nil {
-		return core.RedisError(l.key, err)
-	}
-	if n < 0 {
-		return aqs.ErrNotOwner
-	}
-	return nil
-}
-
-// ForceUnlock frees the lock whoever holds it and wakes a waiter. It reports whether the lock
-// was held. The former holder's held contexts are cancelled with aqs.ErrLockLost at its next
-// renewal check. Meant for administration, not for normal release.
-func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
-	if err := l.rt.Check(); err != nil {
-		return false, err
-	}
-	n, err := scripts.LockForceRelease.Run(ctx, l.rt.Redis, []string{l.key},
-		l.rt.PublishCommand(), "").Int64()
-	if err != nil {
-		return false, core.RedisError(l.key, err)
-	}
-	return n == 1, nil
-}
-
-// Info is a snapshot of the lock's state in Redis.
-type Info struct {
-	Locked bool
-	// Holder is the hold id of the current hold ("<client id>:<sequence>"); empty when free.
-	Holder string
-	// HoldCount is the holder's count of acquisitions in Redis.
-	HoldCount int
-	// Token is the fencing token of the current hold, or 0 when none was assigned yet.
-	Token int64
-	// RemainingLease is the holder's remaining lease; 0 when free.
-	RemainingLease time.Duration
-}
-
-// Info reads the lock's state in one round trip.
-func (l *Lock) Info(ctx context.Context) (Info, error) {
-	if err := l.rt.Check(); err != nil {
-		return Info{}, err
-	}
-	res, err := scripts.LockInfo.Run(ctx, l.rt.Redis, []string{l.key}).Slice()
-	if err != nil {
-		return Info{}, core.RedisError(l.key, err)
-	}
-	var in Info
-	if s, ok := res[0].(string); ok {
-		in.Locked, in.Holder = true, s
-	}
-	if n, ok := res[1].(int64); ok {
-		in.HoldCount = int(n)
-	}
-	if s, ok := res[2].(string); ok {
-		in.Token, _ = strconv.ParseInt(s, 10, 64)
-	}
-	if pttl, _ := res[3].(int64); in.Locked && pttl > 0 {
-		in.RemainingLease = time.Duration(pttl) * time.Millisecond
-	}
-	return in, nil
-}
-
-// IsLocked reports whether anyone holds the lock.
-func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
-	in, err := l.Info(ctx)
-	return in.Locked, err
-}
-
-// HoldCount returns how many times ctx's hold of this lock was acquired (its count in Redis),
-// or 0 when ctx does not hold the lock. Like Unlock, it reads only ctx's values, so it answers
-// for a held context that is already done.
-func (l *Lock) HoldCount(ctx context.Context) (int, error) {
-	held := l.rt.Held(ctx, l.key)
-	in, err := l.Info(context.WithoutCancel(ctx))
-	if err != nil || held == nil || !in.Locked || in.Holder != held.Hold().ID {
-		return 0, err
-	}
-	return in.HoldCount, nil
-}
-
-// RemainingLease returns the current holder's remaining lease, or 0 when the lock is free.
-func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
-	in, err := l.Info(ctx)
-	return in.RemainingLease, err
-}
-
-// Token returns the fencing token of ctx's hold of this lock; see aqs.FencingToken.
-func (l *Lock) Token(ctx context.Context) (int64, error) { return l.rt.TokenOf(ctx, l.key) }

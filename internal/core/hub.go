@@ -70,11 +70,12 @@ type hubChan struct {
 
 // Waiter is one local waiter registered on a channel. C receives its wakeups.
 type Waiter struct {
-	hub  *Hub
-	ch   *hubChan
-	tag  string
-	C    chan struct{}
-	done bool
+	hub    *Hub
+	ch     *hubChan
+	tag    string
+	C      chan struct{}
+	done   bool
+	tagged bool // a message addressed to this waiter's tag arrived
 }
 
 func newHub(rt *Runtime) *Hub {
@@ -355,6 +356,7 @@ func (c *hubChan) deliver(payload string) {
 	default:
 		for _, w := range c.waiters {
 			if w.tag == payload {
+				w.tagged = true
 				w.wake()
 			}
 		}
@@ -400,4 +402,12 @@ func (w *Waiter) Others() bool {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
 	return len(w.ch.waiters) > 1
+}
+
+// Tagged reports whether a message addressed to the waiter's tag has arrived (a grant, for
+// the fair lock), as opposed to a wakeup to re-check.
+func (w *Waiter) Tagged() bool {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	return w.tagged
 }

@@ -58,6 +58,7 @@ type Runtime struct {
 	dogWake chan struct{}
 	dogNext atomic.Int64 // unix nanos of the watchdog's next wake-up
 	dogDone chan struct{}
+	heart   *heart
 
 	bgMu sync.Mutex
 	bg   sync.WaitGroup // background clean-ups; Close waits for them
@@ -115,7 +116,9 @@ func NewRuntime(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Ru
 		dogDone: make(chan struct{}),
 	}
 	rt.Hub = newHub(rt)
+	rt.heart = newHeart()
 	go rt.watchdog()
+	go rt.beat()
 	return rt, nil
 }
 
@@ -127,6 +130,7 @@ func (rt *Runtime) Close() error {
 		close(rt.closed)
 		rt.cancel()
 		<-rt.dogDone
+		<-rt.heart.done
 		rt.Hub.close()
 		rt.bgMu.Lock() // no Go after this point sees the runtime open
 		rt.bgMu.Unlock()

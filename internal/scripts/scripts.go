@@ -43,14 +43,28 @@ func (s *Script) SHA() string { return s.sha }
 var all []*Script
 
 func mustLoad(name string) *Script {
+	src := expand(name)
+	sum := sha1.Sum([]byte(src))
+	s := &Script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	all = append(all, s)
+	return s
+}
+
+// expand returns the text of a .lua file with every line "--@include NAME" replaced by the
+// text of NAME.lua: shared fragments (the fair queue's cleanup and hand-off) are written once
+// and sent as part of each script that uses them.
+func expand(name string) string {
 	b, err := files.ReadFile(name + ".lua")
 	if err != nil {
 		panic("scripts: " + err.Error())
 	}
-	sum := sha1.Sum(b)
-	s := &Script{name: name, src: string(b), sha: hex.EncodeToString(sum[:])}
-	all = append(all, s)
-	return s
+	lines := strings.SplitAfter(string(b), "\n")
+	for i, line := range lines {
+		if inc, ok := strings.CutPrefix(strings.TrimSpace(line), "--@include "); ok {
+			lines[i] = expand(strings.TrimSpace(inc))
+		}
+	}
+	return strings.Join(lines, "")
 }
 
 // The scripts. Each file's header is its contract.
@@ -62,6 +76,12 @@ var (
 	LockForceRelease = mustLoad("lock_force_release")
 	LockRenew        = mustLoad("lock_renew")
 	LockInfo         = mustLoad("lock_info")
+
+	FairAcquire      = mustLoad("fair_acquire")
+	FairRelease      = mustLoad("fair_release")
+	FairGiveUp       = mustLoad("fair_give_up")
+	FairHeartbeat    = mustLoad("fair_heartbeat")
+	FairForceRelease = mustLoad("fair_force_release")
 )
 
 // All returns every script, in a fixed order.

@@ -154,7 +154,7 @@ func TestScriptsAreTheEmbeddedFilesWithTheSHA1OfTheirSource(t *testing.T) {
 		assert.True(t, strings.HasPrefix(s.Source(), "-- "+s.Name()+":"),
 			"%s starts with its header naming it", s.Name())
 	}
-	assert.Equal(t, []string{"lock_acquire", "lock_reenter", "lock_token", "lock_release", "lock_force_release", "lock_renew", "lock_info"}, names)
+	assert.Equal(t, []string{"lock_acquire", "lock_reenter", "lock_token", "lock_release", "lock_force_release", "lock_renew", "lock_info", "fair_acquire", "fair_release", "fair_give_up", "fair_heartbeat", "fair_force_release"}, names)
 	assert.Same(t, scripts.LockAcquire, all[0])
 
 	all[0] = nil

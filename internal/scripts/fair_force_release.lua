@@ -1,0 +1,20 @@
+-- fair_force_release: free a fair lock whoever holds it (administration), or only if a given
+-- hold has it (undoing an acquisition whose reply was lost), and hand it to the next waiter.
+--
+-- KEYS[1]  lock key, KEYS[2] queue list, KEYS[3] deadline zset (see fair_acquire.lua)
+-- ARGV[1]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[2]  hold id, or "" for any hold
+--
+-- Replies: 1 the lock was held (by that hold) and passed on or was freed; 0 otherwise.
+--@include _fair_queue
+local l, q, d = KEYS[1], KEYS[2], KEYS[3]
+local v = redis.call('GET', l)
+if not v then
+  return 0
+end
+local hold = holder_of(v)
+if ARGV[2] ~= '' and hold ~= ARGV[2] then
+  return 0
+end
+hand_off(l, q, d, now_ms(), ARGV[1])
+return 1

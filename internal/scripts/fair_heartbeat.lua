@@ -1,0 +1,24 @@
+-- fair_heartbeat: keep a waiter alive in the queue (its Client sends these in batches).
+--
+-- KEYS[1]  lock key, KEYS[2] queue list, KEYS[3] deadline zset (see fair_acquire.lua)
+-- ARGV[1]  hold id
+-- ARGV[2]  lease in ms it asked for (with ARGV[1], its queue member)
+-- ARGV[3]  waiter timeout in ms
+--
+-- Replies: 1 still queued (its deadline is now + timeout); 2 the lock was handed to it (the
+-- heartbeat doubles as the fallback for a lost grant message); 0 it is no longer queued.
+--@include _fair_queue
+local l, q, d = KEYS[1], KEYS[2], KEYS[3]
+local timeout = tonumber(ARGV[3])
+local member = ARGV[1] .. ' ' .. ARGV[2]
+if redis.call('ZADD', d, 'XX', 'CH', now_ms() + timeout, member) == 1 or
+    redis.call('ZSCORE', d, member) then
+  redis.call('PEXPIRE', q, 2 * timeout)
+  redis.call('PEXPIRE', d, 2 * timeout)
+  return 1
+end
+local v = redis.call('GET', l)
+if v and holder_of(v) == ARGV[1] then
+  return 2
+end
+return 0
