@@ -36,15 +36,16 @@ import (
 // The queue is therefore a function of the calls and their times alone.
 //
 // The Redis implementation may drop dead entries lazily, popping dead
-// waiters off the head of its list before every operation that looks at
-// the queue, so that each operation stays O(log N); a dead entry further back
-// is dropped when it reaches the head. That is invisible here as long as
-// the implementation treats a dead entry it has not yet dropped as absent:
-// the head it grants is always the first live one (dead heads are popped
-// first), and a dead hold that attempts or heartbeats again must be removed
-// from where it stands (a rare O(N) LREM), not refreshed in place. This
-// model drops every dead waiter at once, at the first call that observes
-// its deadline, which gives the same replies.
+// waiters off the head of its list before every operation that looks at the
+// queue, so that each operation stays O(log N); a dead entry further back is
+// dropped when it reaches the head. That is invisible here as long as the
+// implementation treats a dead entry it has not yet dropped as absent: the
+// head it grants is always the first live one (dead heads are popped first),
+// a heartbeat does not refresh a dead entry, a dead hold that attempts again
+// is removed from where it stands and appended at the tail (a rare O(N)
+// LREM), and Position skips dead entries. This model drops every dead
+// waiter at once, at the first call that observes its deadline, which gives
+// the same replies.
 //
 // # Fairness
 //
@@ -58,12 +59,12 @@ import (
 // When the holder's count reaches zero (Release, a GiveUp by a hold that was
 // granted the lock, ForceRelease), and when the head of the queue gives up
 // while the lock is free and so reserved for it, the lock passes in the same
-// step to the live head of the queue, if there is one: the head becomes the holder with
-// count 1 and a lease of what it asked for, counted from now, and leaves the
-// queue. The reply names the granted hold, so the real lock can notify that
-// waiter alone. The granted waiter learns of its hold from that notification
-// or, if the message is lost, from its next Attempt, which reports the hold
-// without changing it (adoption).
+// step to the live head of the queue, if there is one: the head becomes the
+// holder with count 1 and a lease of what it asked for, counted from now, and
+// leaves the queue. The reply names the granted hold, so the real lock can
+// notify that waiter alone. The granted waiter learns of its hold from that
+// notification or, if the message is lost, from its next Attempt, which
+// reports the hold without changing it (adoption).
 //
 // A hold whose lease runs out is not handed off: no operation runs on the
 // server at that instant. The lock is then free but still reserved for the

@@ -220,4 +220,3 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		}
 	}
 }
-

@@ -1,0 +1,302 @@
+// Package fair is a distributed FIFO lock on Redis: whoever asked first gets it first, across
+// goroutines and processes. It is Redisson's RFairLock, with the flaws of that design fixed.
+//
+// Order: grants follow the order in which first attempts reached Redis. There is no barging:
+// a newcomer never takes the lock while a live waiter is queued, not even a goroutine in the
+// holder's own process. The release hands the lock straight to the live head of the queue,
+// inside the release script, and notifies only that waiter's Client, which owns the lock on
+// receipt, without a further round trip.
+//
+// The queue lives in Redis as a list (arrival order) and a zset of liveness deadlines, in the
+// lock's slot (see internal/scripts/_fair_queue.lua). Each waiter's deadline is its own,
+// computed from server time, refreshed by its Client's batched heartbeats: a waiter whose
+// process died is dropped within the waiter timeout, and a live one never is. No operation
+// rewrites anyone else's score, so each is O(log N) in the queue length. A waiter that gives
+// up (its context ends, or TryLock's wait bound) leaves the queue at once; if it was handed
+// the lock in that same instant, the lock passes on to the next waiter.
+//
+// Holds, re-entry, leases, the watchdog, lease-loss cancellation and fencing tokens work as in
+// package reentrant.
+package fair
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/excl"
+	"github.com/redaqs/aqs/internal/scripts"
+)
+
+// Lock is a distributed FIFO reentrant lock. Create it with New; it is safe for concurrent use.
+type Lock struct {
+	*excl.Base
+	waiterTimeout time.Duration
+	grants        string // this Client's grant channel: "<key>:c:<client id>"
+}
+
+// Info is a snapshot of the lock's holder in Redis.
+type Info = excl.Info
+
+// Option configures a fair Lock.
+type Option func(*Lock) error
+
+// WithWaiterTimeout sets how long a waiter may go unheard of before it is dropped from the
+// queue: a waiter whose process died stalls those behind it at most this long. Live waiters
+// are kept alive by their Client's heartbeats, three per timeout. It must be at least 30ms.
+// The default is 5s.
+func WithWaiterTimeout(d time.Duration) Option {
+	return func(l *Lock) error {
+		if d < 30*time.Millisecond {
+			return core.Invalid("waiter timeout %v is below 30ms", d)
+		}
+		l.waiterTimeout = d
+		return nil
+	}
+}
+
+// New returns the fair lock of the given name. Any bytes make a valid name, but it must not
+// be empty. Creating a Lock touches no key.
+func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
+	b, err := excl.New(c, "fair", name, scripts.FairRelease, scripts.FairForceRelease, ":q", ":d")
+	if err != nil {
+		return nil, err
+	}
+	l := &Lock{Base: b, waiterTimeout: 5 * time.Second, grants: b.Key() + ":c:" + b.RT.ID}
+	for _, o := range opts {
+		if o == nil {
+			return nil, core.Invalid("nil option")
+		}
+		if err := o(l); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// Lock blocks until the lock is granted or ctx is done, and returns the held context (see
+// package reentrant for what it carries and when it ends). If ctx already holds this lock,
+// Lock re-enters at once.
+//
+// On failure Lock returns context.Cause(ctx) (or the Redis error), and leaves nothing behind:
+// its queue entry is removed, and a lock handed to it in the same instant passes on to the
+// next waiter. Options: aqs.WithLease, aqs.WithFencingToken.
+func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
+	cfg, err := core.ApplyLockOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Wait > 0 {
+		return nil, core.Invalid("Lock takes no wait bound; use TryLock with WithWait")
+	}
+	held, _, err := l.acquire(ctx, cfg, true)
+	return held, err
+}
+
+// TryLock takes the lock only if it is free and nobody waits for it; with aqs.WithWait(d) it
+// joins the queue and waits up to d for its turn. Not getting the lock is a result, not an
+// error: it returns (nil, false, nil) and leaves nothing behind.
+func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Context, bool, error) {
+	cfg, err := core.ApplyLockOptions(opts)
+	if err != nil {
+		return nil, false, err
+	}
+	return l.acquire(ctx, cfg, false)
+}
+
+// attempt runs fair_acquire.lua: acquired (with the token, if one was assigned), or how long
+// to wait at most before the next attempt.
+func (l *Lock) attempt(ctx context.Context, hold string, cfg core.LockConfig, enqueue bool) (bool, int64, time.Duration, error) {
+	q, token := "0", "0"
+	if enqueue {
+		q = "1"
+	}
+	if cfg.Token {
+		token = "1"
+	}
+	r, err := scripts.FairAcquire.Run(ctx, l.RT.Redis, l.Keys(), hold, l.Lease(cfg).Milliseconds(),
+		l.waiterTimeout.Milliseconds(), q, token).Int64()
+	switch {
+	case err != nil:
+		return false, 0, 0, core.RedisError(l.Key(), err)
+	case r > 1:
+		return true, r, 0, nil
+	case r == 1:
+		return true, 0, 0, nil
+	default:
+		return false, 0, time.Duration(-1-r) * time.Millisecond, nil
+	}
+}
+
+// giveUp takes a waiter out of the queue (fair_give_up.lua), passing the lock on if it was
+// handed to it meanwhile. It does not use ctx's cancellation: it runs because ctx ended.
+func (l *Lock) giveUp(ctx context.Context, hold string, cfg core.LockConfig) error {
+	err := scripts.FairGiveUp.Run(context.WithoutCancel(ctx), l.RT.Redis, l.Keys(), hold,
+		l.Lease(cfg).Milliseconds(), l.RT.PublishCommand()).Err()
+	return core.RedisError(l.Key(), err)
+}
+
+// abandon undoes an attempt whose reply was lost: it may have queued the hold or given it
+// the lock. In the background, bounded; otherwise the waiter timeout or the lease ends it.
+func (l *Lock) abandon(hold string, cfg core.LockConfig) {
+	l.RT.Go(func(rctx context.Context) {
+		cctx, cancel := context.WithTimeout(rctx, time.Second)
+		defer cancel()
+		_ = l.giveUp(cctx, hold, cfg)
+	})
+}
+
+// waiterState is what the heartbeats learn about a queued waiter.
+type waiterState struct {
+	mu         sync.Mutex
+	lastQueued time.Time     // send time of the last call that found it still queued
+	granted    chan struct{} // a heartbeat found the lock handed to it (the message was lost)
+	dropped    chan struct{} // a heartbeat found it no longer queued
+}
+
+func (s *waiterState) queuedAt(t time.Time) {
+	s.mu.Lock()
+	if t.After(s.lastQueued) {
+		s.lastQueued = t
+	}
+	s.mu.Unlock()
+}
+
+func (s *waiterState) since() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastQueued
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
+	if err := l.RT.Check(); err != nil {
+		return nil, false, err
+	}
+	if ctx.Err() != nil {
+		return nil, false, context.Cause(ctx)
+	}
+	if held := l.RT.Held(ctx, l.Key()); held != nil {
+		return l.Reenter(ctx, held.Hold(), cfg)
+	}
+	hold := l.RT.NewHoldID()
+	if !block && cfg.Wait == 0 {
+		sentAt := time.Now()
+		ok, token, _, err := l.attempt(ctx, hold, cfg, false)
+		if err != nil {
+			l.Abandon(hold, err)
+			return nil, false, err
+		}
+		if !ok {
+			return nil, false, nil
+		}
+		return l.Won(ctx, hold, cfg, token, sentAt)
+	}
+
+	// Subscribe to this Client's grants first: a grant after the attempt reaches us.
+	waitCtx := ctx
+	if cfg.Wait > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, cfg.Wait)
+		defer cancel()
+	}
+	w, err := l.RT.Hub.Wait(waitCtx, l.grants, hold)
+	if err != nil {
+		if ctx.Err() == nil && waitCtx.Err() != nil {
+			return nil, false, nil // the wait bound ran out before we queued
+		}
+		return nil, false, err
+	}
+	defer w.Close()
+
+	st := &waiterState{granted: make(chan struct{}, 1), dropped: make(chan struct{}, 1)}
+	sentAt := time.Now()
+	ok, token, wait, err := l.attempt(ctx, hold, cfg, true)
+	if err != nil {
+		l.abandon(hold, cfg)
+		return nil, false, err
+	}
+	if ok {
+		return l.Won(ctx, hold, cfg, token, sentAt)
+	}
+	st.queuedAt(sentAt)
+	stop := l.RT.StartBeat(&core.Beat{
+		Keys:     l.Keys(),
+		Script:   scripts.FairHeartbeat,
+		Args:     []any{hold, l.Lease(cfg).Milliseconds(), l.waiterTimeout.Milliseconds()},
+		Interval: l.waiterTimeout / 3,
+		OnReply: func(r int64, sentAt time.Time, err error) {
+			switch {
+			case err != nil:
+			case r == 1:
+				st.queuedAt(sentAt)
+			case r == 2:
+				signal(st.granted)
+			default:
+				signal(st.dropped)
+			}
+		},
+	})
+	defer stop()
+
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		retry := false
+		select {
+		case <-w.C:
+			if w.Tagged() {
+				return l.Won(ctx, hold, cfg, 0, st.since())
+			}
+			retry = true // a reconnect: a grant may have been missed
+		case <-st.granted:
+			return l.Won(ctx, hold, cfg, 0, st.since())
+		case <-st.dropped:
+			retry = true
+		case <-timer.C:
+			retry = true
+		case <-waitCtx.Done():
+			if err := l.giveUp(ctx, hold, cfg); err != nil {
+				return nil, false, err
+			}
+			if ctx.Err() != nil {
+				return nil, false, context.Cause(ctx)
+			}
+			return nil, false, nil // the wait bound ran out
+		case <-l.RT.Done():
+			// Leave the queue rather than stall it for the waiter timeout.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = l.giveUp(cctx, hold, cfg)
+			cancel()
+			return nil, false, aqs.ErrClosed
+		}
+		if !retry {
+			continue
+		}
+		sentAt = time.Now()
+		ok, token, wait, err = l.attempt(ctx, hold, cfg, true)
+		if err != nil {
+			l.abandon(hold, cfg)
+			return nil, false, err
+		}
+		if ok {
+			return l.Won(ctx, hold, cfg, token, sentAt)
+		}
+		st.queuedAt(sentAt)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(wait)
+	}
+}
