@@ -106,9 +106,15 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Con
 	return l.acquire(ctx, cfg, false)
 }
 
-// attempt runs fair_acquire.lua: acquired (with the token, if one was assigned), or how long
-// to wait at most before the next attempt.
-func (l *Lock) attempt(ctx context.Context, hold string, cfg core.LockConfig, enqueue bool) (bool, int64, time.Duration, error) {
+// attempt is the outcome of one fair_acquire.lua call.
+type attempt struct {
+	acquired bool
+	token    int64         // when the attempt assigned one
+	dropped  bool          // the waiter had been dropped as dead: start over with a new hold id
+	wait     time.Duration // when not acquired: how long to wait at most before trying again
+}
+
+func (l *Lock) attempt(ctx context.Context, hold string, cfg core.LockConfig, enqueue bool) (attempt, error) {
 	q, token := "0", "0"
 	if enqueue {
 		q = "1"
@@ -120,13 +126,15 @@ func (l *Lock) attempt(ctx context.Context, hold string, cfg core.LockConfig, en
 		l.waiterTimeout.Milliseconds(), q, token).Int64()
 	switch {
 	case err != nil:
-		return false, 0, 0, core.RedisError(l.Key(), err)
+		return attempt{}, core.RedisError(l.Key(), err)
 	case r > 1:
-		return true, r, 0, nil
+		return attempt{acquired: true, token: r}, nil
 	case r == 1:
-		return true, 0, 0, nil
+		return attempt{acquired: true}, nil
+	case r == 0:
+		return attempt{dropped: true}, nil
 	default:
-		return false, 0, time.Duration(-1-r) * time.Millisecond, nil
+		return attempt{wait: time.Duration(-1-r) * time.Millisecond}, nil
 	}
 }
 
@@ -148,35 +156,6 @@ func (l *Lock) abandon(hold string, cfg core.LockConfig) {
 	})
 }
 
-// waiterState is what the heartbeats learn about a queued waiter.
-type waiterState struct {
-	mu         sync.Mutex
-	lastQueued time.Time     // send time of the last call that found it still queued
-	granted    chan struct{} // a heartbeat found the lock handed to it (the message was lost)
-	dropped    chan struct{} // a heartbeat found it no longer queued
-}
-
-func (s *waiterState) queuedAt(t time.Time) {
-	s.mu.Lock()
-	if t.After(s.lastQueued) {
-		s.lastQueued = t
-	}
-	s.mu.Unlock()
-}
-
-func (s *waiterState) since() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastQueued
-}
-
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
 func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
 	if err := l.RT.Check(); err != nil {
 		return nil, false, err
@@ -190,15 +169,15 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	hold := l.RT.NewHoldID()
 	if !block && cfg.Wait == 0 {
 		sentAt := time.Now()
-		ok, token, _, err := l.attempt(ctx, hold, cfg, false)
+		a, err := l.attempt(ctx, hold, cfg, false)
 		if err != nil {
 			l.Abandon(hold, err)
 			return nil, false, err
 		}
-		if !ok {
+		if !a.acquired {
 			return nil, false, nil
 		}
-		return l.Won(ctx, hold, cfg, token, sentAt)
+		return l.Won(ctx, hold, cfg, a.token, sentAt)
 	}
 
 	// Subscribe to this Client's grants first: a grant after the attempt reaches us.
@@ -216,53 +195,42 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		return nil, false, err
 	}
 	defer w.Close()
-
-	st := &waiterState{granted: make(chan struct{}, 1), dropped: make(chan struct{}, 1)}
-	sentAt := time.Now()
-	ok, token, wait, err := l.attempt(ctx, hold, cfg, true)
-	if err != nil {
-		l.abandon(hold, cfg)
-		return nil, false, err
-	}
-	if ok {
-		return l.Won(ctx, hold, cfg, token, sentAt)
-	}
-	st.queuedAt(sentAt)
-	stop := l.RT.StartBeat(&core.Beat{
-		Keys:     l.Keys(),
-		Script:   scripts.FairHeartbeat,
-		Args:     []any{hold, l.Lease(cfg).Milliseconds(), l.waiterTimeout.Milliseconds()},
-		Interval: l.waiterTimeout / 3,
-		OnReply: func(r int64, sentAt time.Time, err error) {
-			switch {
-			case err != nil:
-			case r == 1:
-				st.queuedAt(sentAt)
-			case r == 2:
-				signal(st.granted)
-			default:
-				signal(st.dropped)
-			}
-		},
-	})
-	defer stop()
-
-	timer := time.NewTimer(wait)
+	var q *queued
+	defer func() { q.stop() }()
+	timer := time.NewTimer(0)
 	defer timer.Stop()
+	<-timer.C
 	for {
-		retry := false
+		if q == nil || q.hold != hold {
+			q.stop()
+			q = l.queue(hold, cfg)
+			w.SetTag(hold)
+		}
+		sentAt := time.Now()
+		a, err := l.attempt(ctx, hold, cfg, true)
+		if err != nil {
+			l.abandon(hold, cfg)
+			return nil, false, err
+		}
+		if a.acquired {
+			return l.Won(ctx, hold, cfg, a.token, sentAt)
+		}
+		if a.dropped {
+			hold = l.RT.NewHoldID() // out of the queue: join again at the tail
+			continue
+		}
+		q.queuedAt(sentAt)
+		timer.Reset(a.wait)
 		select {
 		case <-w.C:
 			if w.Tagged() {
-				return l.Won(ctx, hold, cfg, 0, st.since())
+				return l.Won(ctx, hold, cfg, 0, q.since())
 			}
-			retry = true // a reconnect: a grant may have been missed
-		case <-st.granted:
-			return l.Won(ctx, hold, cfg, 0, st.since())
-		case <-st.dropped:
-			retry = true
+			// A reconnect, or a wakeup passed on: check again.
+		case <-q.granted:
+			return l.Won(ctx, hold, cfg, 0, q.since())
+		case <-q.dropped:
 		case <-timer.C:
-			retry = true
 		case <-waitCtx.Done():
 			if err := l.giveUp(ctx, hold, cfg); err != nil {
 				return nil, false, err
@@ -278,25 +246,72 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 			cancel()
 			return nil, false, aqs.ErrClosed
 		}
-		if !retry {
-			continue
-		}
-		sentAt = time.Now()
-		ok, token, wait, err = l.attempt(ctx, hold, cfg, true)
-		if err != nil {
-			l.abandon(hold, cfg)
-			return nil, false, err
-		}
-		if ok {
-			return l.Won(ctx, hold, cfg, token, sentAt)
-		}
-		st.queuedAt(sentAt)
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
 			default:
 			}
 		}
-		timer.Reset(wait)
+	}
+}
+
+// queued is one waiter's place in the queue, kept alive by its Client's heartbeats.
+type queued struct {
+	hold       string
+	stopBeat   func()
+	mu         sync.Mutex
+	lastQueued time.Time     // send time of the last call that found it still queued
+	granted    chan struct{} // a heartbeat found the lock handed to it (the message was lost)
+	dropped    chan struct{} // a heartbeat found it no longer queued
+}
+
+func (l *Lock) queue(hold string, cfg core.LockConfig) *queued {
+	q := &queued{hold: hold, granted: make(chan struct{}, 1), dropped: make(chan struct{}, 1)}
+	q.stopBeat = l.RT.StartBeat(&core.Beat{
+		Keys:     l.Keys(),
+		Script:   scripts.FairHeartbeat,
+		Args:     []any{hold, l.Lease(cfg).Milliseconds(), l.waiterTimeout.Milliseconds()},
+		Interval: l.waiterTimeout / 3,
+		OnReply: func(r int64, sentAt time.Time, err error) {
+			switch {
+			case err != nil:
+			case r == 1:
+				q.queuedAt(sentAt)
+			case r == 2:
+				signal(q.granted)
+			default:
+				signal(q.dropped)
+			}
+		},
+	})
+	return q
+}
+
+func (q *queued) stop() {
+	if q != nil {
+		q.stopBeat()
+	}
+}
+
+// queuedAt records that the waiter was still queued when a call sent at t reached Redis: a
+// grant came later, so a granted lease started after t.
+func (q *queued) queuedAt(t time.Time) {
+	q.mu.Lock()
+	if t.After(q.lastQueued) {
+		q.lastQueued = t
+	}
+	q.mu.Unlock()
+}
+
+func (q *queued) since() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lastQueued
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }

@@ -32,3 +32,39 @@ func ExampleReentrant() {
 	// bob at 110: true 2 1
 	// alice releases: model: lock not held by this owner
 }
+
+// Waiters are served in arrival order: a newcomer cannot pass them even when
+// the lock is free, a release hands the lock straight to the live head, and
+// a waiter that stops heartbeating loses its place.
+func ExampleFair() {
+	m := model.NewFair(50) // waiters stay live 50 ms after their last attempt or heartbeat
+
+	fmt.Println("alice:", m.Attempt(0, "alice", 100, true).Acquired)
+	fmt.Println("bob:", m.Attempt(1, "bob", 100, true).Queued)
+	fmt.Println("carol:", m.Attempt(2, "carol", 100, true).Queued)
+	fmt.Println("queue:", m.Queue(2))
+
+	m.Heartbeat(40, "carol") // bob sends no heartbeat: dead at 51
+	r, _ := m.Release(60, "alice", false)
+	fmt.Println("alice releases, granted:", r.Granted)
+
+	m.Attempt(61, "bob", 100, true) // bob is back, behind everyone
+	fmt.Println("queue:", m.Queue(61))
+
+	m.Heartbeat(100, "bob")
+	m.Heartbeat(140, "bob")
+
+	// carol's lease ends at 160 with nobody releasing: the free lock is
+	// reserved for bob, the head, and a newcomer is refused.
+	fmt.Println("dave at 160:", m.Attempt(160, "dave", 100, false).Acquired)
+	fmt.Println("bob at 160:", m.Attempt(160, "bob", 100, true).Acquired)
+	// Output:
+	// alice: true
+	// bob: true
+	// carol: true
+	// queue: [bob carol]
+	// alice releases, granted: carol
+	// queue: [bob]
+	// dave at 160: false
+	// bob at 160: true
+}

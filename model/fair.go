@@ -7,7 +7,8 @@ import (
 
 // Fair is the reference model of one FIFO fair lock (the fair/ package;
 // Redisson's RedissonFairLock): a lock with a wait queue, whose free lock
-// goes to the longest-waiting live waiter and to nobody else.
+// goes to the longest-waiting live waiter, and to a newcomer only when no
+// live waiter is queued.
 //
 // # Holds
 //
@@ -301,19 +302,31 @@ func (m *Fair) Heartbeat(now Time, hold string) bool {
 }
 
 // Reenter re-enters the lock held by hold: the count goes up by one and the
-// expiry stays (extending a lease is Renew's job). It reports false and
-// changes nothing if hold does not hold the lock (free, expired, or held by
-// another hold).
+// expiry becomes now+lease if that is later; a re-entry never shortens a
+// lease, and lease 0 leaves the expiry alone (as lock_reenter.lua, shared
+// with the reentrant lock). It reports false and changes nothing if hold does
+// not hold the lock (free, expired, or held by another hold). Re-entry never
+// looks at the queue: the holder is not a waiter.
 //
-// Reenter panics if hold is empty.
-func (m *Fair) Reenter(now Time, hold string) bool {
+// Reenter panics if hold is empty or lease is negative.
+func (m *Fair) Reenter(now Time, hold string, lease int64) bool {
 	const op = "Fair.Reenter"
 	checkOwner(op, hold)
+	if lease < 0 {
+		panic(fmt.Sprintf("model: %s with negative lease %d ms", op, lease))
+	}
+	var at Time
+	if lease > 0 {
+		at = deadline(op, now, lease)
+	}
 	m.at(op, now)
 	if m.holder != hold {
 		return false
 	}
 	m.count++
+	if at > m.expiresAt {
+		m.expiresAt = at
+	}
 	return true
 }
 
@@ -403,22 +416,24 @@ func (m *Fair) GiveUp(now Time, hold string) GiveUpResult {
 	return GiveUpResult{WasQueued: true}
 }
 
-// ForceRelease ends whatever hold there is, whatever its count, and then
-// hands the lock to the live head of the queue as Release does. It reports
-// whether the lock was held (an expired hold does not count) and the granted
-// hold, "" if the lock is left free.
+// ForceRelease ends the current hold, whoever has it and whatever its
+// count, and hands the lock to the live head of the queue exactly as a
+// Release with end does. It reports whether the lock was held (an expired
+// hold does not count) and the granted hold, "" if the lock is left free.
 //
-// The handoff happens even when the lock was not held: a free lock with a
-// live waiter queued is reserved for that waiter anyway, and handing it over
-// at once wakes it instead of leaving it to its fallback timer. An operator
-// who forces a lock open therefore never lets a newcomer barge past the
-// queue. The queue itself is left alone; waiters leave it only by being
-// granted, giving up or dying.
+// On a lock that is not held ForceRelease changes nothing and grants
+// nobody, even if a live waiter is queued: the lock is then already free
+// and reserved for that waiter, which takes it at its next Attempt, so
+// there is nothing to force (and fair_force_release.lua need not look at
+// the queue). The queue itself is never touched; waiters leave it only by
+// being granted, giving up or dying.
 func (m *Fair) ForceRelease(now Time) (held bool, granted string) {
 	const op = "Fair.ForceRelease"
 	m.at(op, now)
-	held = m.holder != ""
-	return held, m.handoff(op, now)
+	if m.holder == "" {
+		return false, ""
+	}
+	return true, m.handoff(op, now)
 }
 
 // Holder returns the current hold and its count; ok is false, with "" and 0,

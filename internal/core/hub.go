@@ -411,3 +411,11 @@ func (w *Waiter) Tagged() bool {
 	defer w.hub.mu.Unlock()
 	return w.tagged
 }
+
+// SetTag changes the tag the waiter answers to (a fair-lock waiter that had to start over
+// under a new hold id) and forgets any earlier tagged message.
+func (w *Waiter) SetTag(tag string) {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	w.tag, w.tagged = tag, false
+}

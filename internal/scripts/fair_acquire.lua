@@ -12,40 +12,60 @@
 -- Replies:
 --   >= 1   acquired; the fencing token when ARGV[5] was "1", else 1. The lock is taken only
 --          when it is free and no live waiter is ahead: a newcomer never passes a live waiter.
+--          A waiter that already holds the lock (its grant message was lost) gets 1.
+--   0      this waiter had been dropped as dead (its deadline passed before it was heard of
+--          again): it is out of the queue and must start over, with a new hold id, at the tail
 --   < 0    not acquired; -1 - reply is how long to wait at most before trying again (the
 --          holder's remaining lease, or the liveness of the waiter at the head)
---   error  WRONGTYPE when the lock key holds a value aqs did not write
+--   error  WRONGTYPE when a key holds a value aqs did not write
 --@include _fair_queue
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local hold, lease, timeout = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+-- take sets the lock for this hold; the queue keeps its w mark when others wait
+local function take(waiting)
+  local value, reply = hold, 1
+  if ARGV[5] == '1' then
+    local t = redis.call('TIME')
+    reply = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    value = value .. ' t' .. string.format('%d', reply)
+  end
+  if waiting then
+    value = value .. ' w'
+  end
+  redis.call('SET', l, value, 'PX', lease)
+  return reply
+end
+
+local v = redis.call('GET', l)
+if v then
+  if holder_of(v) == hold then
+    return 1
+  end
+elseif not redis.call('LINDEX', q, 0) then
+  return take(false) -- the uncontended path: free, and nobody queued
+end
 local member = hold .. ' ' .. lease
 local now = now_ms()
-local v = redis.call('GET', l)
 local head
-if v then
-  holder_of(v)
-else
+if not v then
   head = live_head(q, d, now)
   if not head or head == member then
     if head then
       redis.call('LPOP', q)
       redis.call('ZREM', d, member)
     end
-    local value, reply = hold, 1
-    if ARGV[5] == '1' then
-      local t = redis.call('TIME')
-      reply = tonumber(t[1]) * 1000000 + tonumber(t[2])
-      value = value .. ' t' .. string.format('%d', reply)
-    end
-    if redis.call('LLEN', q) > 0 then
-      value = value .. ' w'
-    end
-    redis.call('SET', l, value, 'PX', lease)
-    return reply
+    return take(redis.call('LLEN', q) > 0)
   end
 end
 if ARGV[4] == '1' then
-  if redis.call('ZADD', d, now + timeout, member) == 1 then
+  local s = redis.call('ZSCORE', d, member)
+  if s and tonumber(s) <= now then
+    redis.call('ZREM', d, member) -- dead already: its list entry is a ghost now
+    return 0
+  end
+  redis.call('ZADD', d, now + timeout, member)
+  if not s then
     redis.call('RPUSH', q, member)
   end
   redis.call('PEXPIRE', q, 2 * timeout)
@@ -60,7 +80,7 @@ if v then
 else
   wait = tonumber(redis.call('ZSCORE', d, head)) - now
 end
-if wait < 0 then
-  wait = 0
+if wait < 1 then
+  wait = 1
 end
 return -1 - wait

@@ -9,15 +9,27 @@
 -- message still on its way), the lock passes on to the next live waiter at once: nothing is
 -- left behind and no wakeup is lost.
 --
--- Replies: 1 it was queued and left; 2 it had been handed the lock, which passed on; 0 neither.
+-- Replies: 1 it was queued (and live) and left; 2 it had been handed the lock, which passed on;
+-- 0 neither. When it leaves the queue while the lock is free, the lock goes to the next live
+-- waiter at once, which would otherwise wait for this one's deadline.
 --@include _fair_queue
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
-if redis.call('ZREM', d, ARGV[1] .. ' ' .. ARGV[2]) == 1 then
-  return 1
-end
+local member = ARGV[1] .. ' ' .. ARGV[2]
+local now = now_ms()
+local s = redis.call('ZSCORE', d, member)
 local v = redis.call('GET', l)
+if s then
+  redis.call('ZREM', d, member)
+  if not v then
+    hand_off(l, q, d, now, ARGV[3])
+  end
+  if tonumber(s) > now then
+    return 1
+  end
+  return 0
+end
 if v and holder_of(v) == ARGV[1] then
-  hand_off(l, q, d, now_ms(), ARGV[3])
+  hand_off(l, q, d, now, ARGV[3])
   return 2
 end
 return 0

@@ -6,16 +6,23 @@
 -- ARGV[3]  waiter timeout in ms
 --
 -- Replies: 1 still queued (its deadline is now + timeout); 2 the lock was handed to it (the
--- heartbeat doubles as the fallback for a lost grant message); 0 it is no longer queued.
+-- heartbeat doubles as the fallback for a lost grant message); 0 it is no longer queued (a
+-- waiter whose deadline passed is dropped, not revived).
 --@include _fair_queue
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local timeout = tonumber(ARGV[3])
 local member = ARGV[1] .. ' ' .. ARGV[2]
-if redis.call('ZADD', d, 'XX', 'CH', now_ms() + timeout, member) == 1 or
-    redis.call('ZSCORE', d, member) then
-  redis.call('PEXPIRE', q, 2 * timeout)
-  redis.call('PEXPIRE', d, 2 * timeout)
-  return 1
+local s = redis.call('ZSCORE', d, member)
+if s then
+  local now = now_ms()
+  if tonumber(s) > now then
+    redis.call('ZADD', d, now + timeout, member)
+    redis.call('PEXPIRE', q, 2 * timeout)
+    redis.call('PEXPIRE', d, 2 * timeout)
+    return 1
+  end
+  redis.call('ZREM', d, member) -- dead already: it is not revived
+  return 0
 end
 local v = redis.call('GET', l)
 if v and holder_of(v) == ARGV[1] then
