@@ -180,19 +180,39 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		return l.Won(ctx, hold, cfg, a.token, sentAt)
 	}
 
-	// Subscribe to this Client's grants first: a grant after the attempt reaches us.
+	// A grant is published on this Client's grant channel. When the hub is already subscribed
+	// to it (it is while this Client's waiters come and go), the waiter registers before its
+	// first attempt at no cost. Otherwise the first attempt goes first, so that the
+	// uncontended path subscribes to nothing: if it queues, the waiter subscribes and then
+	// tries again at once, which also finds a grant made before the subscription (the holder's
+	// own attempt reports its hold).
 	waitCtx := ctx
 	if cfg.Wait > 0 {
 		var cancel context.CancelFunc
 		waitCtx, cancel = context.WithTimeout(ctx, cfg.Wait)
 		defer cancel()
 	}
-	w, err := l.RT.Hub.Wait(waitCtx, l.grants, hold)
-	if err != nil {
-		if ctx.Err() == nil && waitCtx.Err() != nil {
-			return nil, false, nil // the wait bound ran out before we queued
+	w := l.RT.Hub.Join(l.grants, hold)
+	if w == nil {
+		sentAt := time.Now()
+		a, err := l.attempt(ctx, hold, cfg, true)
+		if err != nil {
+			l.abandon(hold, cfg)
+			return nil, false, err
 		}
-		return nil, false, err
+		if a.acquired {
+			return l.Won(ctx, hold, cfg, a.token, sentAt)
+		}
+		if w, err = l.RT.Hub.Wait(waitCtx, l.grants, hold); err != nil {
+			gerr := l.giveUp(ctx, hold, cfg)
+			switch {
+			case gerr != nil:
+				return nil, false, gerr
+			case ctx.Err() == nil && waitCtx.Err() != nil:
+				return nil, false, nil // the wait bound ran out
+			}
+			return nil, false, err
+		}
 	}
 	defer w.Close()
 	var q *queued
@@ -201,11 +221,6 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	defer timer.Stop()
 	<-timer.C
 	for {
-		if q == nil || q.hold != hold {
-			q.stop()
-			q = l.queue(hold, cfg)
-			w.SetTag(hold)
-		}
 		sentAt := time.Now()
 		a, err := l.attempt(ctx, hold, cfg, true)
 		if err != nil {
@@ -217,7 +232,12 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		}
 		if a.dropped {
 			hold = l.RT.NewHoldID() // out of the queue: join again at the tail
+			w.SetTag(hold)
 			continue
+		}
+		if q == nil || q.hold != hold {
+			q.stop() // heartbeats start once queued, so the uncontended path has none
+			q = l.queue(hold, cfg)
 		}
 		q.queuedAt(sentAt)
 		timer.Reset(a.wait)

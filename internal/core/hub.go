@@ -133,6 +133,25 @@ func (h *Hub) Wait(ctx context.Context, channel, tag string) (*Waiter, error) {
 	}
 }
 
+// Join registers a waiter on channel only if the hub is already subscribed to it, which costs
+// no round trip; otherwise it returns nil and the caller uses Wait when it must wait. The
+// caller must Close a returned waiter.
+func (h *Hub) Join(channel, tag string) *Waiter {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.chans[channel]
+	if h.closed || c == nil || c.state != subscribed {
+		return nil
+	}
+	if c.idle != nil {
+		c.idle.Stop()
+		c.idle = nil
+	}
+	w := &Waiter{hub: h, ch: c, tag: tag, C: make(chan struct{}, 1)}
+	c.waiters = append(c.waiters, w)
+	return w
+}
+
 // Close unregisters the waiter, passing on a wakeup it did not use. Idempotent.
 func (w *Waiter) Close() {
 	h := w.hub
