@@ -10,8 +10,9 @@
 -- left behind and no wakeup is lost.
 --
 -- Replies: 1 it was queued (and live) and left; 2 it had been handed the lock, which passed on;
--- 0 neither. When it leaves the queue while the lock is free, the lock goes to the next live
--- waiter at once, which would otherwise wait for this one's deadline.
+-- 0 neither. When it was the live head of the queue of a free lock (the lock was kept for it),
+-- the lock goes to the next live waiter at once, which would otherwise wait for this one's
+-- deadline.
 --@include _fair_queue
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local member = ARGV[1] .. ' ' .. ARGV[2]
@@ -19,8 +20,9 @@ local now = now_ms()
 local s = redis.call('ZSCORE', d, member)
 local v = redis.call('GET', l)
 if s then
+  local head = not v and live_head(q, d, now) == member
   redis.call('ZREM', d, member)
-  if not v then
+  if head then
     hand_off(l, q, d, now, ARGV[3])
   end
   if tonumber(s) > now then

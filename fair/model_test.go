@@ -1,0 +1,230 @@
+package fair_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"pgregory.net/rapid"
+
+	"github.com/redaqs/aqs/fair"
+	"github.com/redaqs/aqs/internal/scripts"
+	"github.com/redaqs/aqs/model"
+)
+
+// The model-versus-Redis state machine of the fair lock: the same operations (attempts with
+// and without joining the queue, heartbeats, re-entry, release with hand-off, giving up,
+// forced release, the holder's lease running out) go to the fair lock's scripts on Redis and
+// to model.Fair, and every reply and the holder and queue after each step are compared.
+//
+// Leases are an hour and the waiter timeout ten, so that time passes only through the
+// "expire" action, which ends the hold in Redis (PEXPIRE 1) and moves the model's clock to
+// the hold's expiry; at most four expiries a run keep every queued waiter alive in the model
+// as it is in Redis. Dead waiters are covered by fair/lock_test.go and model/fair_test.go.
+
+const (
+	smLease   = int64(time.Hour / time.Millisecond)
+	smTimeout = 10 * smLease
+)
+
+type fairSlot struct{ hold string }
+
+type fairMachine struct {
+	rdb      redis.UniversalClient
+	keys     []string
+	pub      string
+	m        *model.Fair
+	now      model.Time
+	slots    []*fairSlot
+	expiries int
+	checks   *int
+}
+
+func (s *fairMachine) slot(t *rapid.T) *fairSlot { return rapid.SampledFrom(s.slots).Draw(t, "slot") }
+
+// renew gives a slot a fresh hold id once its hold is over (ids are never reused).
+func (s *fairMachine) renew(sl *fairSlot) {
+	if s.m.Position(s.now, sl.hold) < 0 && s.m.HoldCount(s.now, sl.hold) == 0 {
+		sl.hold = uuid.NewString() + ":1"
+	}
+}
+
+func (s *fairMachine) run(t *rapid.T, sc *scripts.Script, args ...any) int64 {
+	r, err := sc.Run(context.Background(), s.rdb, s.keys, args...).Int64()
+	if err != nil {
+		t.Fatalf("%s: %v", sc.Name(), err)
+	}
+	return r
+}
+
+func (s *fairMachine) attempt(t *rapid.T) {
+	sl := s.slot(t)
+	enqueue := rapid.Bool().Draw(t, "enqueue")
+	q := "0"
+	if enqueue {
+		q = "1"
+	}
+	r := s.run(t, scripts.FairAcquire, sl.hold, smLease, smTimeout, q, "0")
+	want := s.m.Attempt(s.now, sl.hold, smLease, enqueue)
+	if (r >= 1) != want.Acquired || r == 0 {
+		t.Fatalf("attempt by %s (enqueue %v): redis %d, model %+v", sl.hold, enqueue, r, want)
+	}
+}
+
+func (s *fairMachine) heartbeat(t *rapid.T) {
+	sl := s.slot(t)
+	r := s.run(t, scripts.FairHeartbeat, sl.hold, smLease, smTimeout)
+	queued := s.m.Heartbeat(s.now, sl.hold)
+	holder, _, held := s.m.Holder(s.now)
+	switch {
+	case queued && r != 1, !queued && held && holder == sl.hold && r != 2,
+		!queued && !(held && holder == sl.hold) && r != 0:
+		t.Fatalf("heartbeat of %s: redis %d, model queued %v holder %q", sl.hold, r, queued, holder)
+	}
+}
+
+func (s *fairMachine) reenter(t *rapid.T) {
+	sl := s.slot(t)
+	r, err := scripts.LockReenter.Run(context.Background(), s.rdb, s.keys[:1], sl.hold, 0).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := s.m.Reenter(s.now, sl.hold, 0); (r == 1) != want {
+		t.Fatalf("re-entry by %s: redis %d, model %v", sl.hold, r, want)
+	}
+}
+
+func (s *fairMachine) release(t *rapid.T) {
+	sl := s.slot(t)
+	end := rapid.Bool().Draw(t, "end")
+	e := "0"
+	if end {
+		e = "1"
+	}
+	r := s.run(t, scripts.FairRelease, sl.hold, e, s.pub)
+	want, err := s.m.Release(s.now, sl.hold, end)
+	switch {
+	case err != nil:
+		if r != -1 {
+			t.Fatalf("release by non-holder %s: redis %d", sl.hold, r)
+		}
+	case int64(want.Count) != r:
+		t.Fatalf("release by %s (end %v): redis %d, model %+v", sl.hold, end, r, want)
+	}
+	s.renew(sl)
+}
+
+func (s *fairMachine) giveUp(t *rapid.T) {
+	sl := s.slot(t)
+	r := s.run(t, scripts.FairGiveUp, sl.hold, smLease, s.pub)
+	want := s.m.GiveUp(s.now, sl.hold)
+	switch {
+	case want.WasHolder && r != 2, want.WasQueued && r != 1, !want.WasHolder && !want.WasQueued && r != 0:
+		t.Fatalf("give up by %s: redis %d, model %+v", sl.hold, r, want)
+	}
+	s.renew(sl)
+}
+
+func (s *fairMachine) force(t *rapid.T) {
+	r := s.run(t, scripts.FairForceRelease, s.pub, "")
+	held, _ := s.m.ForceRelease(s.now)
+	if (r == 1) != held {
+		t.Fatalf("force release: redis %d, model held %v", r, held)
+	}
+	for _, sl := range s.slots {
+		s.renew(sl)
+	}
+}
+
+func (s *fairMachine) expire(t *rapid.T) {
+	ms, ok := s.m.RemainingLease(s.now)
+	if !ok || s.expiries == 4 {
+		t.Skip("nothing to expire")
+	}
+	s.expiries++
+	ctx := context.Background()
+	if err := s.rdb.PExpire(ctx, s.keys[0], time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.rdb.Exists(ctx, s.keys[0]).Val() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("lock key did not expire")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.now += model.Time(ms)
+	for _, sl := range s.slots {
+		s.renew(sl)
+	}
+}
+
+func (s *fairMachine) check(t *rapid.T) {
+	*s.checks++
+	ctx := context.Background()
+	res, err := scripts.LockInfo.Run(ctx, s.rdb, s.keys[:1]).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, _ := res[0].(string)
+	want, count, held := s.m.Holder(s.now)
+	if holder != want || (held && res[1].(int64) != int64(count)) {
+		t.Fatalf("holder: redis %q %v, model %q %d", holder, res[1], want, count)
+	}
+	// The live queue in Redis: list order, entries with a score (ghosts have none).
+	members, err := s.rdb.LRange(ctx, s.keys[1], 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	for _, m := range members {
+		if s.rdb.ZScore(ctx, s.keys[2], m).Err() == nil {
+			live = append(live, m[:len(m)-len(fmt.Sprint(smLease))-1])
+		}
+	}
+	if fmt.Sprint(live) != fmt.Sprint(s.m.Queue(s.now)) {
+		t.Fatalf("queue: redis %v, model %v", live, s.m.Queue(s.now))
+	}
+}
+
+func runFairMachine(t *testing.T, rdb redis.UniversalClient) {
+	c := newClient(t, rdb)
+	pub := "PUBLISH"
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		pub = "SPUBLISH"
+	}
+	checks, runs := 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		runs++
+		l, err := fair.New(c, fmt.Sprintf("%s-%d", t.Name(), runs))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		s := &fairMachine{rdb: rdb, keys: []string{l.Key(), l.Key() + ":q", l.Key() + ":d"}, pub: pub,
+			m: model.NewFair(smTimeout), checks: &checks}
+		for i := 0; i < 4; i++ {
+			s.slots = append(s.slots, &fairSlot{hold: uuid.NewString() + ":1"})
+		}
+		defer rdb.Del(context.Background(), s.keys...)
+		rt.Repeat(map[string]func(*rapid.T){
+			"attempt":   s.attempt,
+			"heartbeat": s.heartbeat,
+			"reenter":   s.reenter,
+			"release":   s.release,
+			"giveUp":    s.giveUp,
+			"force":     s.force,
+			"expire":    s.expire,
+			"":          s.check,
+		})
+	})
+	if runs < 100 {
+		t.Fatalf("only %d runs", runs)
+	}
+	t.Logf("%d runs, %d state checks", runs, checks)
+}
+
+func TestFairLockAgreesWithModel(t *testing.T) {
+	topologies(t, runFairMachine)
+}
