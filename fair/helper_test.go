@@ -28,11 +28,12 @@ import (
 //	child:  "ready"                    connected, scripts loaded
 //	parent: "start <k>"                start waiter k in a new goroutine
 //	child:  "got <k> <unix ns>"        waiter k acquired the lock (and appended k to orderKey)
-//	child:  "released <k> <unix ns>"   waiter k unlocked
+//	child:  "released <k> <unix ns>"   waiter k unlocked; the time is when it called Unlock
 //	child:  "failed <k> <error>"       waiter k failed (also on stderr)
 //	parent: "end"                      no more waiters: exit once the started ones are done
 //
-// The times are the child's wall clock, comparable between processes on one machine. The
+// The times are the child's wall clock, comparable between processes on one machine; a release
+// cannot reach Redis before its time, so a delay measured from it is never too short. The
 // exit code is 0 when every waiter succeeded, 1 when one failed, 2 for a bad environment, 3
 // when stdin reached EOF first: the parent went away, or is done with us, and the process
 // exits on the spot, holding whatever it holds, as a crash would. The parent closes the pipe
@@ -173,10 +174,11 @@ func waiter(rdb *redis.Client, l *fair.Lock, k int, out *lineWriter) (err error)
 		return errors.Join(fmt.Errorf("rpush: %w", err), l.Unlock(held))
 	}
 	out.println(lineGot, k, got.UnixNano())
+	unlocking := time.Now()
 	if err := l.Unlock(held); err != nil {
 		return fmt.Errorf("unlock: %w", err)
 	}
-	out.println(lineReleased, k, time.Now().UnixNano())
+	out.println(lineReleased, k, unlocking.UnixNano())
 	return nil
 }
 

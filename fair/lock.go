@@ -244,11 +244,11 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		select {
 		case <-w.C:
 			if w.Tagged() {
-				return l.Won(ctx, hold, cfg, 0, q.since())
+				return l.WonGrant(ctx, hold, cfg, q.since(), l.waiterTimeout)
 			}
 			// A reconnect, or a wakeup passed on: check again.
 		case <-q.granted:
-			return l.Won(ctx, hold, cfg, 0, q.since())
+			return l.WonGrant(ctx, hold, cfg, q.since(), l.waiterTimeout)
 		case <-q.dropped:
 		case <-timer.C:
 		case <-waitCtx.Done():

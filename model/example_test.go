@@ -34,8 +34,10 @@ func ExampleReentrant() {
 }
 
 // Waiters are served in arrival order: a newcomer cannot pass them even when
-// the lock is free, a release hands the lock straight to the live head, and
-// a waiter that stops heartbeating loses its place.
+// the lock is free, a release hands the lock straight to the live head (for
+// no longer than that waiter would stay live without renewing it), the head
+// of a free lock takes it with its next heartbeat, and a waiter that stops
+// heartbeating loses its place.
 func ExampleFair() {
 	m := model.NewFair(50) // waiters stay live 50 ms after their last attempt or heartbeat
 
@@ -44,9 +46,14 @@ func ExampleFair() {
 	fmt.Println("carol:", m.Attempt(2, "carol", 100, true).Queued)
 	fmt.Println("queue:", m.Queue(2))
 
-	m.Heartbeat(40, "carol") // bob sends no heartbeat: dead at 51
+	m.Heartbeat(40, "carol") // live until 90; bob sends no heartbeat: dead at 51
 	r, _ := m.Release(60, "alice", false)
 	fmt.Println("alice releases, granted:", r.Granted)
+	ms, _ := m.RemainingLease(60)
+	fmt.Println("carol's grant lasts until her liveness deadline:", ms, "ms")
+	m.Renew(61, "carol", 100) // carol has the grant: she extends it to her lease
+	ms, _ = m.RemainingLease(61)
+	fmt.Println("carol renews:", ms, "ms")
 
 	m.Attempt(61, "bob", 100, true) // bob is back, behind everyone
 	fmt.Println("queue:", m.Queue(61))
@@ -54,17 +61,23 @@ func ExampleFair() {
 	m.Heartbeat(100, "bob")
 	m.Heartbeat(140, "bob")
 
-	// carol's lease ends at 160 with nobody releasing: the free lock is
+	// carol's lease ends at 161 with nobody releasing: the free lock is
 	// reserved for bob, the head, and a newcomer is refused.
-	fmt.Println("dave at 160:", m.Attempt(160, "dave", 100, false).Acquired)
-	fmt.Println("bob at 160:", m.Attempt(160, "bob", 100, true).Acquired)
+	fmt.Println("dave at 161:", m.Attempt(161, "dave", 100, false).Acquired)
+	// bob's next heartbeat takes the lock: he is no longer waiting.
+	fmt.Println("bob heartbeats at 170, still waiting:", m.Heartbeat(170, "bob"))
+	holder, _, _ := m.Holder(170)
+	fmt.Println("holder:", holder)
 	// Output:
 	// alice: true
 	// bob: true
 	// carol: true
 	// queue: [bob carol]
 	// alice releases, granted: carol
+	// carol's grant lasts until her liveness deadline: 30 ms
+	// carol renews: 100 ms
 	// queue: [bob]
-	// dave at 160: false
-	// bob at 160: true
+	// dave at 161: false
+	// bob heartbeats at 170, still waiting: false
+	// holder: bob
 }

@@ -216,8 +216,19 @@ func (m *Fair) handoff(op string, now Time) string {
 	if len(m.queue) == 0 {
 		return ""
 	}
+	return m.grant(op, now)
+}
+
+// grant gives the lock to the live head of the queue. Its lease runs, at first, only to the
+// waiter's liveness deadline when that is sooner than the lease it asked for: a waiter that
+// died just before its turn holds the lock no longer than it would have stalled the queue (a
+// live one extends its lease with a renewal as soon as it has the grant).
+func (m *Fair) grant(op string, now Time) string {
 	head := m.queue[0]
 	at := deadline(op, now, head.lease)
+	if head.deadline < at {
+		at = head.deadline
+	}
 	m.queue = slices.Delete(m.queue, 0, 1)
 	m.holder, m.count, m.expiresAt = head.hold, 1, at
 	return head.hold
@@ -286,6 +297,10 @@ func (m *Fair) Attempt(now Time, hold string, lease int64, enqueue bool) FairRes
 // passed (at now >= deadline a waiter is gone and a heartbeat does not
 // revive it; its hold must attempt again and queue at the tail).
 //
+// When hold is the live head of a free lock (its holder's lease ran out, or the waiter it was
+// handed to died), the heartbeat grants it the lock, as a release would have: Heartbeat then
+// reports false, and Holder names hold.
+//
 // Heartbeat panics if hold is empty.
 func (m *Fair) Heartbeat(now Time, hold string) bool {
 	const op = "Fair.Heartbeat"
@@ -298,6 +313,10 @@ func (m *Fair) Heartbeat(now Time, hold string) bool {
 		return false
 	}
 	m.queue[i].deadline = at
+	if i == 0 && m.holder == "" {
+		m.grant(op, now) // the live head of a free lock takes it (see Fair.Heartbeat)
+		return false
+	}
 	return true
 }
 

@@ -99,10 +99,12 @@ func (s *fairMachine) head() string {
 	return ""
 }
 
-// take makes hold the holder of a new hold, checking that the grant is fair.
-func (s *fairMachine) take(t *rapid.T, how, hold string, lease int64) {
+// take makes hold the holder of a new hold expiring at expiresAt, checking
+// that the grant is fair. It runs after the model's call, so it also checks
+// the model's expiry of the new hold.
+func (s *fairMachine) take(t *rapid.T, how, hold string, expiresAt Time) {
 	t.Helper()
-	if s.dead[hold] && how == "handoff" {
+	if s.dead[hold] && how != "attempt" {
 		t.Fatalf("dead waiters are skipped: %s granted to %s, whose waiter died", how, hold)
 	}
 	if head := s.head(); head != "" && head != hold {
@@ -111,7 +113,24 @@ func (s *fairMachine) take(t *rapid.T, how, hold string, lease int64) {
 	}
 	delete(s.waiters, hold)
 	delete(s.dead, hold)
-	s.holder, s.count, s.expiresAt = hold, 1, s.now+Time(lease)
+	s.holder, s.count, s.expiresAt = hold, 1, expiresAt
+	if ms, ok := s.m.RemainingLease(s.now); !ok || Time(ms) != expiresAt-s.now {
+		t.Fatalf("grant lease: %s granted %s the lock at %d: RemainingLease = (%d, %v), want hold until %d",
+			how, hold, s.now, ms, ok, expiresAt)
+	}
+}
+
+// grant gives the lock to the first live waiter, hold, as a handoff or a
+// heartbeat does: its lease is the one it asked for, counted from now, but
+// runs out at its liveness deadline if that comes first.
+func (s *fairMachine) grant(t *rapid.T, how, hold string) {
+	t.Helper()
+	w := s.waiters[hold]
+	at := s.now + Time(w.lease)
+	if w.deadline < at {
+		at = w.deadline // the grant lease is capped by the liveness deadline
+	}
+	s.take(t, how, hold, at)
 }
 
 // handoff ends the shadow's hold and grants the lock to the first live
@@ -121,7 +140,7 @@ func (s *fairMachine) handoff(t *rapid.T) string {
 	s.holder, s.count, s.expiresAt = "", 0, 0
 	head := s.head()
 	if head != "" {
-		s.take(t, "handoff", head, s.waiters[head].lease)
+		s.grant(t, "handoff", head)
 	}
 	return head
 }
@@ -228,7 +247,7 @@ func (s *fairMachine) attempt(t *rapid.T) {
 			t.Fatalf("FIFO: %s is first in line for a free lock at %d (queue %v): got %+v, want %+v",
 				hold, s.now, liveWaiters, got, want)
 		}
-		s.take(t, "attempt", hold, lease)
+		s.take(t, "attempt", hold, s.now+Time(lease)) // the caller is alive: no cap
 	default:
 		want := FairResult{Queued: queued || enqueue}
 		if s.holder != "" {
@@ -261,9 +280,22 @@ func (s *fairMachine) attempt(t *rapid.T) {
 func (s *fairMachine) heartbeat(t *rapid.T) {
 	hold := s.drawHold(t)
 	before := s.state()
-	got := s.m.Heartbeat(s.now, hold)
 	w, live := s.waiters[hold]
+	takes := live && s.holder == "" && s.head() == hold
+	got := s.m.Heartbeat(s.now, hold)
 	switch {
+	case takes:
+		// The live head of a free lock: the heartbeat refreshes its
+		// deadline, then grants it the lock as a handoff would.
+		if got {
+			t.Fatalf("heartbeat of the head of a free lock: %s at %d reported still queued, want the lock granted", hold, s.now)
+		}
+		w.deadline = s.now + fairWaiterTimeout
+		s.grant(t, "heartbeat", hold)
+		if h, n, _ := s.m.Holder(s.now); h != hold || n != 1 {
+			t.Fatalf("heartbeat of the head of a free lock: holder after %s's heartbeat at %d is (%q, %d), want (%s, 1)",
+				hold, s.now, h, n, hold)
+		}
 	case live && !got:
 		t.Fatalf("no live waiter lost: heartbeat of live waiter %s at %d (deadline %d) refused", hold, s.now, w.deadline)
 	case !live && got:
@@ -490,7 +522,8 @@ func TestFairReentryCounts(t *testing.T) {
 // behind a holder and some others, keeps w heartbeating while other holds
 // come, queue, give up, stop heartbeating and re-enter, and makes the lock
 // change hands at the end of every round (a release with handoff, or, after
-// a lease ran out, an attempt by the head). It proves that w's heartbeat is
+// a lease ran out, an attempt by the head; a heartbeat of the head of a free
+// lock also takes it). It proves that w's heartbeat is
 // never refused and that w is overtaken by at most the waiters that were
 // ahead of it when it queued, so it holds the lock within that many rounds
 // plus one.
@@ -543,8 +576,13 @@ func TestFairHeartbeatingWaiterIsNeverLostAndAcquiresInTurn(t *testing.T) {
 					if r := m.Attempt(now, o, lease(), true); r.Acquired && before != o {
 						granted(o)
 					}
-				case 1:
-					m.Heartbeat(now, o)
+				case 1: // the head of a free lock takes it with its heartbeat
+					before, _, _ := m.Holder(now)
+					if !m.Heartbeat(now, o) {
+						if h, _, _ := m.Holder(now); h == o && before != o {
+							granted(o)
+						}
+					}
 				case 2:
 					granted(m.GiveUp(now, o).Granted)
 				case 3:
@@ -628,10 +666,10 @@ func TestFairHandoffSkipsWaiterWhoseDeadlinePassesAtReleaseInstant(t *testing.T)
 	if h, n, _ := m.Holder(50); h != "c" || n != 1 {
 		t.Fatalf("holder after handoff = (%q, %d), want (c, 1)", h, n)
 	}
-	if ms, _ := m.RemainingLease(50); ms != 20 {
-		t.Fatalf("c's lease after handoff = %d, want the 20 ms it asked for", ms)
+	if ms, _ := m.RemainingLease(50); ms != 10 {
+		t.Fatalf("c's lease after handoff = %d, want 10: the 20 ms it asked for, cut at its liveness deadline 60", ms)
 	}
-	if r := m.Attempt(51, "b", 10, true); r != (FairResult{Queued: true, Remaining: 19}) {
+	if r := m.Attempt(51, "b", 10, true); r != (FairResult{Queued: true, Remaining: 9}) {
 		t.Fatalf("dead b attempts again: %+v, want a new arrival behind c's hold", r)
 	}
 }
@@ -644,6 +682,150 @@ func TestFairHandoffUsesLeaseOfLatestAttempt(t *testing.T) {
 	m.Release(6, "a", true)
 	if ms, _ := m.RemainingLease(6); ms != 30 {
 		t.Fatalf("lease of the handed-off hold = %d, want 30 (latest attempt)", ms)
+	}
+}
+
+// A grant runs out at the granted waiter's liveness deadline when that comes
+// before the end of the lease it asked for, whichever way the lock is handed
+// on; an Attempt that acquires gets its whole lease.
+func TestFairGrantLeaseIsCappedByLivenessDeadline(t *testing.T) {
+	m := NewFair(50)
+	if r := m.Attempt(0, "a", 1000, true); r != (FairResult{Acquired: true, Count: 1}) {
+		t.Fatalf("a on a free lock: %+v", r)
+	}
+	if ms, _ := m.RemainingLease(0); ms != 1000 {
+		t.Fatalf("lease of an acquiring attempt = %d, want the whole 1000 ms: its caller is alive", ms)
+	}
+	m.Attempt(0, "b", 100, true) // dead at 50
+	m.Attempt(0, "c", 100, true)
+	m.Attempt(0, "d", 10, true)
+	m.Heartbeat(10, "c") // dead at 60
+	m.Heartbeat(10, "d") // dead at 60
+
+	// Release: b asked for 100 ms but is live only until 50.
+	if r, err := m.Release(20, "a", false); err != nil || r != (ReleaseResult{Granted: "b"}) {
+		t.Fatalf("release = (%+v, %v), want a handoff to b", r, err)
+	}
+	if ms, _ := m.RemainingLease(20); ms != 30 {
+		t.Fatalf("b's lease after a release = %d, want 30 (to its deadline 50, not 100)", ms)
+	}
+	// GiveUp of a holder: c asked for 100 ms, is live until 60.
+	if g := m.GiveUp(20, "b"); g != (GiveUpResult{WasHolder: true, Granted: "c"}) {
+		t.Fatalf("b gives up its grant: %+v, want the lock passed to c", g)
+	}
+	if ms, _ := m.RemainingLease(20); ms != 40 {
+		t.Fatalf("c's lease after a give-up = %d, want 40 (to its deadline 60, not 100)", ms)
+	}
+	// ForceRelease: d asked for 10 ms, which ends before its deadline 60.
+	if held, granted := m.ForceRelease(30); !held || granted != "d" {
+		t.Fatalf("ForceRelease = (%v, %q), want (true, d)", held, granted)
+	}
+	if ms, _ := m.RemainingLease(30); ms != 10 {
+		t.Fatalf("d's lease after a force release = %d, want the 10 ms it asked for (its deadline is later)", ms)
+	}
+	// GiveUp of the head of a free lock: f asked for 100 ms, is live until 82.
+	m.Attempt(31, "e", 100, true) // dead at 81
+	m.Attempt(32, "f", 100, true) // dead at 82
+	if m.IsLocked(40) {
+		t.Fatal("d's hold outlived its lease")
+	}
+	if g := m.GiveUp(45, "e"); g != (GiveUpResult{WasQueued: true, Granted: "f"}) {
+		t.Fatalf("head of a free lock gives up: %+v, want the lock handed to f", g)
+	}
+	if ms, _ := m.RemainingLease(45); ms != 37 {
+		t.Fatalf("f's lease after the head gave up = %d, want 37 (to its deadline 82, not 145)", ms)
+	}
+	// f never renews (it died just before its turn): the lock is stalled no
+	// longer than its waiter would have stalled the queue.
+	if h, _, _ := m.Holder(81); h != "f" {
+		t.Fatalf("holder at 81 = %q, want f", h)
+	}
+	if h, _, ok := m.Holder(82); ok {
+		t.Fatalf("f's grant outlived its liveness deadline: %s holds at 82", h)
+	}
+	// A live grantee renews its lease to its own length.
+	m.Attempt(83, "g", 10, true)
+	m.Attempt(83, "h", 100, true) // dead at 133
+	m.Release(84, "g", false)
+	if ms, _ := m.RemainingLease(84); ms != 49 {
+		t.Fatalf("h's lease after handoff = %d, want 49 (to its deadline 133)", ms)
+	}
+	if !m.Renew(85, "h", 100) {
+		t.Fatal("renewal of a capped grant refused")
+	}
+	if ms, _ := m.RemainingLease(132); ms != 53 {
+		t.Fatalf("h's renewed lease at 132 = %d, want 53 (until 185)", ms)
+	}
+}
+
+// A heartbeat of the live head of a free lock takes the lock, as a release
+// would have handed it over; any other heartbeat only keeps its waiter alive.
+func TestFairHeartbeatOfHeadTakesAFreeLock(t *testing.T) {
+	m := NewFair(50)
+	m.Attempt(0, "a", 10, true) // holds until 10
+	m.Attempt(0, "b", 100, true)
+	m.Attempt(0, "c", 20, true)
+	if !m.Heartbeat(5, "b") || !m.Heartbeat(5, "c") { // live until 55
+		t.Fatal("heartbeat of a waiter on a held lock refused")
+	}
+	if h, _, _ := m.Holder(5); h != "a" {
+		t.Fatalf("a heartbeat took a held lock: holder %q", h)
+	}
+	// a's lease ran out at 10: the lock is free and reserved for b.
+	if !m.Heartbeat(12, "c") { // c is not the head: live until 62, nothing else
+		t.Fatal("heartbeat of the second waiter of a free lock refused")
+	}
+	if m.IsLocked(12) || !slices.Equal(m.Queue(12), []string{"b", "c"}) {
+		t.Fatalf("heartbeat of a waiter behind the head changed the lock: locked %v, queue %v", m.IsLocked(12), m.Queue(12))
+	}
+	if m.Heartbeat(15, "b") {
+		t.Fatal("heartbeat of the head of a free lock reported it still queued")
+	}
+	if h, n, ok := m.Holder(15); h != "b" || n != 1 || !ok {
+		t.Fatalf("holder after b's heartbeat = (%q, %d, %v), want (b, 1, true)", h, n, ok)
+	}
+	if q := m.Queue(15); !slices.Equal(q, []string{"c"}) {
+		t.Fatalf("queue after b took the lock = %v, want [c]", q)
+	}
+	if ms, _ := m.RemainingLease(15); ms != 50 {
+		t.Fatalf("b's lease = %d, want 50 (to its refreshed deadline 65, not 115)", ms)
+	}
+	if r := m.Attempt(16, "b", 100, true); r != (FairResult{Acquired: true, Count: 1}) {
+		t.Fatalf("b adopts the hold its heartbeat took: %+v", r)
+	}
+	if m.Heartbeat(16, "b") {
+		t.Fatal("heartbeat of the holder reported it queued")
+	}
+	if ms, _ := m.RemainingLease(16); ms != 49 {
+		t.Fatalf("adoption or a heartbeat by the holder changed its lease: remaining %d, want 49", ms)
+	}
+	if r, err := m.Release(20, "b", false); err != nil || r != (ReleaseResult{Granted: "c"}) {
+		t.Fatalf("release = (%+v, %v), want a handoff to c", r, err)
+	}
+
+	// A dead head's heartbeat takes nothing; the live head's next one does.
+	m.Attempt(21, "d", 30, true) // never heartbeats: dead at 71
+	m.Attempt(22, "e", 30, true)
+	if !m.Heartbeat(45, "e") { // live until 95; c's lease ended at 40
+		t.Fatal("heartbeat of e refused")
+	}
+	if m.IsLocked(45) {
+		t.Fatal("heartbeat of a waiter behind the head took the free lock")
+	}
+	if m.Heartbeat(71, "d") || m.IsLocked(71) {
+		t.Fatal("heartbeat of a dead head revived it or took the lock")
+	}
+	if m.Heartbeat(72, "e") {
+		t.Fatal("heartbeat of the new head of a free lock reported it still queued")
+	}
+	if h, _, _ := m.Holder(72); h != "e" {
+		t.Fatalf("holder after e's heartbeat = %q, want e", h)
+	}
+	if ms, _ := m.RemainingLease(72); ms != 30 {
+		t.Fatalf("e's lease = %d, want the 30 ms it asked for (its deadline 122 is later)", ms)
+	}
+	if q := m.Queue(72); len(q) != 0 {
+		t.Fatalf("queue = %v, want empty", q)
 	}
 }
 

@@ -39,7 +39,9 @@ type Hold struct {
 	mu       sync.Mutex
 	token    int64
 	acqs     []*acq
-	deadline time.Time // local bound on the lease: the lease is trusted until deadline-margin
+	deadline time.Time     // local bound on the lease: the lease is trusted until deadline-margin
+	extendTo time.Duration // when > 0: the watchdog sets this lease at extendAt (ExtendLater)
+	extendAt time.Time
 	ended    bool
 }
 

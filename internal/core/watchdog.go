@@ -72,17 +72,26 @@ func (rt *Runtime) wakeWatchdogBy(due time.Time) {
 	}
 }
 
-// expireOverdue ends every hold whose trusted lease is over and returns the earliest moment at
-// which a remaining hold will be.
+// expireOverdue ends every hold whose trusted lease is over, extends the granted holds whose
+// extension is due (see ExtendLater), and returns the earliest moment at which a remaining
+// hold will need the watchdog.
 func (rt *Runtime) expireOverdue(now time.Time) (earliest time.Time) {
-	var overdue []*Hold
+	var overdue, extend []*Hold
 	rt.holdsMu.Lock()
 	for _, h := range rt.holds {
 		h.mu.Lock()
 		due := h.deadline.Add(-margin(h.lease))
+		if h.extendTo > 0 && h.extendAt.Before(due) {
+			due = h.extendAt
+			if !due.After(now) {
+				extend = append(extend, h)
+			}
+		}
 		h.mu.Unlock()
 		if !due.After(now) {
-			overdue = append(overdue, h)
+			if len(extend) == 0 || extend[len(extend)-1] != h {
+				overdue = append(overdue, h)
+			}
 			continue
 		}
 		if earliest.IsZero() || due.Before(earliest) {
@@ -94,7 +103,21 @@ func (rt *Runtime) expireOverdue(now time.Time) (earliest time.Time) {
 		rt.Logger().Warn("aqs: lease no longer trusted", "key", h.Key, "hold", h.ID)
 		h.Lost()
 	}
+	if len(extend) > 0 {
+		rt.renew(extend, rt.Cfg.WatchdogTimeout/3)
+		return time.Now() // look again: the extended holds have new deadlines
+	}
 	return earliest
+}
+
+// ExtendLater sets a hold's lease to lease at the moment at, if the hold still exists then:
+// for a hold granted with a shorter lease than its own (the fair lock's hand-off). Most holds
+// are released before, and never cost the extra call; the watchdog batches the others.
+func (rt *Runtime) ExtendLater(h *Hold, lease time.Duration, at time.Time) {
+	h.mu.Lock()
+	h.extendTo, h.extendAt = lease, at
+	h.mu.Unlock()
+	rt.wakeWatchdogBy(at)
 }
 
 // renewAll renews or checks every hold in one pipeline and reports whether every call got an
@@ -106,21 +129,34 @@ func (rt *Runtime) renewAll(timeout time.Duration) bool {
 		holds = append(holds, h)
 	}
 	rt.holdsMu.Unlock()
+	return rt.renew(holds, timeout)
+}
+
+// renew renews, extends or checks the given holds in one pipeline: a hold due for an
+// extension gets its own lease, a watchdog hold the watchdog timeout, a fixed-lease hold only a
+// check. It reports whether every call got an answer.
+func (rt *Runtime) renew(holds []*Hold, timeout time.Duration) bool {
 	if len(holds) == 0 {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(rt.ctx, timeout)
 	defer cancel()
-	dogLease := strconv.FormatInt(rt.Cfg.WatchdogTimeout.Milliseconds(), 10)
+	leases := make([]time.Duration, len(holds))
+	for i, h := range holds {
+		h.mu.Lock()
+		switch {
+		case h.extendTo > 0:
+			leases[i] = h.extendTo
+		case h.watchdog:
+			leases[i] = rt.Cfg.WatchdogTimeout
+		}
+		h.mu.Unlock()
+	}
 	queued := make([]*scripts.Queued, len(holds))
 	sentAt := time.Now()
 	_, _ = rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, h := range holds {
-			lease := "0"
-			if h.watchdog {
-				lease = dogLease
-			}
-			queued[i] = h.renew.Queue(ctx, p, []string{h.Key}, h.ID, lease)
+			queued[i] = h.renew.Queue(ctx, p, []string{h.Key}, h.ID, strconv.FormatInt(leases[i].Milliseconds(), 10))
 		}
 		return nil
 	})
@@ -131,12 +167,19 @@ func (rt *Runtime) renewAll(timeout time.Duration) bool {
 		case err != nil:
 			ok = false
 			rt.Logger().Warn("aqs: renewal failed", "key", h.Key, "err", err)
+			h.mu.Lock()
+			if h.extendTo > 0 {
+				h.extendAt = time.Now().Add(timeout / 3) // retry later, not in a loop
+			}
+			h.mu.Unlock()
 		case alive == 1:
-			if h.watchdog {
+			if leases[i] > 0 {
 				h.mu.Lock()
-				if d := sentAt.Add(rt.Cfg.WatchdogTimeout); d.After(h.deadline) {
+				if d := sentAt.Add(leases[i]); d.After(h.deadline) {
 					h.deadline = d
 				}
+				h.lease = max(h.lease, leases[i])
+				h.extendTo = 0
 				h.mu.Unlock()
 			}
 		case !h.isEnded():

@@ -84,6 +84,28 @@ func (b *Base) Won(ctx context.Context, hold string, cfg core.LockConfig, token 
 	return held, true, nil
 }
 
+// WonGrant turns a lock handed over by another holder's release (or taken by a heartbeat)
+// into a held context. The grant's lease runs at first only to the waiter's liveness deadline
+// (see grant in _fair_queue.lua), which the caller bounds by first: the lease started after
+// since and lasts at least first. If the hold outlives half of that, the watchdog sets its own
+// lease with one renewal; the caller owns the lock at once.
+func (b *Base) WonGrant(ctx context.Context, hold string, cfg core.LockConfig, since time.Time, first time.Duration) (context.Context, bool, error) {
+	held := b.RT.Adopt(ctx, core.Grant{
+		Key: b.key, ID: hold, Lease: min(first, b.Lease(cfg)), Watchdog: cfg.Lease == 0,
+		Renew: scripts.LockRenew, FetchToken: b.fetchToken, SentAt: since,
+	})
+	if first < b.Lease(cfg) {
+		if a := b.RT.Held(held, b.key); a != nil {
+			b.RT.ExtendLater(a.Hold(), b.Lease(cfg), since.Add(first/2))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		_ = b.Unlock(held)
+		return nil, false, err
+	}
+	return held, true, nil
+}
+
 // fetchToken asks Redis for a hold's fencing token (lock_token.lua).
 func (b *Base) fetchToken(ctx context.Context, h *core.Hold) (int64, error) {
 	t, err := scripts.LockToken.Run(ctx, b.RT.Redis, []string{b.key}, h.ID).Int64()

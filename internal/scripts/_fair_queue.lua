@@ -15,7 +15,7 @@ local function now_ms()
 end
 
 -- live_head drops dead waiters and ghosts at the head of the queue and returns the live
--- head's member, or nil when no live waiter is left.
+-- head's member and its liveness deadline, or nil when no live waiter is left.
 local function live_head(q, d, now)
   while true do
     local m = redis.call('LINDEX', q, 0)
@@ -24,30 +24,38 @@ local function live_head(q, d, now)
     end
     local s = redis.call('ZSCORE', d, m)
     if s and tonumber(s) > now then
-      return m
+      return m, tonumber(s)
     end
     redis.call('LPOP', q)
     redis.call('ZREM', d, m)
   end
 end
 
--- hand_off gives the lock at l to the live head of the queue, with the lease it asked for,
--- and notifies that waiter's Client only (channel l .. ':c:' .. client id, message = the hold
--- id); with no live waiter it frees the lock. It returns the hold id granted, or false.
+-- grant gives the lock at l to a waiter taken off the head of the queue. The lease runs, at
+-- first, only to the waiter's liveness deadline (if that is sooner than the lease it asked
+-- for): a waiter that died a moment before its turn holds the lock no longer than it would
+-- have stalled the queue, and a live one extends the lease to its own as soon as it has the
+-- grant.
+local function grant(l, q, d, m, deadline, now)
+  local hold, lease = string.match(m, '^(%S+) (%d+)$')
+  redis.call('LPOP', q)
+  redis.call('ZREM', d, m)
+  -- Marked w whether or not others wait (cheaper than LLEN on this hot path): at worst the
+  -- next release looks at an empty queue once.
+  redis.call('SET', l, hold .. ' w', 'PX', math.max(1, math.min(tonumber(lease), deadline - now)))
+  return hold
+end
+
+-- hand_off gives the lock at l to the live head of the queue and notifies that waiter's
+-- Client only (channel l .. ':c:' .. client id, message = the hold id); with no live waiter it
+-- frees the lock. It returns the hold id granted, or false.
 local function hand_off(l, q, d, now, pub)
-  local m = live_head(q, d, now)
+  local m, deadline = live_head(q, d, now)
   if not m then
     redis.call('DEL', l)
     return false
   end
-  local hold, lease = string.match(m, '^(%S+) (%d+)$')
-  redis.call('LPOP', q)
-  redis.call('ZREM', d, m)
-  local value = hold
-  if redis.call('LLEN', q) > 0 then
-    value = value .. ' w'
-  end
-  redis.call('SET', l, value, 'PX', lease)
+  local hold = grant(l, q, d, m, deadline, now)
   redis.call(pub, l .. ':c:' .. string.match(hold, '^(.*):%d+$'), hold)
   return hold
 end

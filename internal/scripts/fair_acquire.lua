@@ -65,11 +65,12 @@ if ARGV[4] == '1' then
     return 0
   end
   redis.call('ZADD', d, now + timeout, member)
-  if not s then
-    redis.call('RPUSH', q, member)
+  if not s and redis.call('RPUSH', q, member) == 1 then
+    -- A new queue: it expires on its own once abandoned (heartbeats extend it while waiters
+    -- live), so a queue is never left behind.
+    redis.call('PEXPIRE', q, 2 * timeout)
+    redis.call('PEXPIRE', d, 2 * timeout)
   end
-  redis.call('PEXPIRE', q, 2 * timeout)
-  redis.call('PEXPIRE', d, 2 * timeout)
   if v and not string.find(v, ' w', 1, true) then
     redis.call('SET', l, v .. ' w', 'KEEPTTL')
   end

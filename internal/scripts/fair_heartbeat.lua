@@ -6,25 +6,32 @@
 -- ARGV[3]  waiter timeout in ms
 --
 -- Replies: 1 still queued (its deadline is now + timeout); 2 the lock was handed to it (the
--- heartbeat doubles as the fallback for a lost grant message); 0 it is no longer queued (a
--- waiter whose deadline passed is dropped, not revived).
+-- heartbeat doubles as the fallback for a lost grant message), or it was the live head of a
+-- free lock and took it (granted as by a release: see grant in _fair_queue.lua); 0 it is no
+-- longer queued (a waiter whose deadline passed is dropped, not revived).
 --@include _fair_queue
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local timeout = tonumber(ARGV[3])
 local member = ARGV[1] .. ' ' .. ARGV[2]
 local s = redis.call('ZSCORE', d, member)
+local v = redis.call('GET', l)
 if s then
   local now = now_ms()
-  if tonumber(s) > now then
-    redis.call('ZADD', d, now + timeout, member)
-    redis.call('PEXPIRE', q, 2 * timeout)
-    redis.call('PEXPIRE', d, 2 * timeout)
-    return 1
+  if tonumber(s) <= now then
+    redis.call('ZREM', d, member) -- dead already: it is not revived
+    return 0
   end
-  redis.call('ZREM', d, member) -- dead already: it is not revived
-  return 0
+  redis.call('ZADD', d, now + timeout, member)
+  redis.call('PEXPIRE', q, 2 * timeout)
+  redis.call('PEXPIRE', d, 2 * timeout)
+  if not v and live_head(q, d, now) == member then
+    -- The lock is free and kept for this waiter (the holder's lease ran out, or a waiter it
+    -- was handed to died): take it now rather than at the waiter's next attempt.
+    grant(l, q, d, member, now + timeout, now)
+    return 2
+  end
+  return 1
 end
-local v = redis.call('GET', l)
 if v and holder_of(v) == ARGV[1] then
   return 2
 end
