@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,17 +18,15 @@ import (
 // The examples run against the test binary's shared redis-server (started on first use,
 // stopped by redistest.Main in TestMain), where an application would use its own address.
 
-// exampleAddr returns the address of the shared redis-server.
-func exampleAddr() string { return redistest.Single(exampleTB{}).Addr() }
-
-// exampleTB lets exampleAddr call redistest.Single, which wants a testing.TB to report a
-// failed start (redis-server missing, say), from an example, which gets none. Single calls
-// only Helper and Fatal; Fatal panics, and a panic fails the example with the message. Any
-// other method would panic on the nil embedded TB.
-type exampleTB struct{ testing.TB }
-
-func (exampleTB) Helper()           {}
-func (exampleTB) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
+// exampleAddr returns the address of the shared redis-server. Examples get no testing.TB, so
+// a failed start (redis-server missing, say) panics, which fails the example with the message.
+func exampleAddr() string {
+	addr, err := redistest.SingleAddr()
+	if err != nil {
+		panic(err)
+	}
+	return addr
+}
 
 // exampleRedis is the Redis client of the examples after the first.
 var exampleRedis = sync.OnceValue(func() *redis.Client {

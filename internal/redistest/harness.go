@@ -81,11 +81,20 @@ var single struct {
 // with the same error, without trying again.
 func Single(t testing.TB) *Server {
 	t.Helper()
-	single.once.Do(func() { single.srv, single.err = startServer(false) })
-	if single.err != nil {
-		t.Fatal(single.err)
+	if _, err := SingleAddr(); err != nil {
+		t.Fatal(err)
 	}
 	return single.srv
+}
+
+// SingleAddr returns the address of the shared single-node server, starting it on first
+// use, for code that has no testing.TB: runnable examples. It fails as Single does.
+func SingleAddr() (string, error) {
+	single.once.Do(func() { single.srv, single.err = startServer(false) })
+	if single.err != nil {
+		return "", single.err
+	}
+	return single.srv.Addr(), nil
 }
 
 var cluster struct {
