@@ -14,7 +14,8 @@ demo:
 	$(GO) run ./cmd/aqs demo $(DEMO_FLAGS)
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 5000x ./reentrant/
+	$(GO) test -run '^$$' -bench 'Floor|Uncontended|Depth' -benchtime 5000x ./reentrant/ ./fair/
+	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x -count 3 ./fair/
 
 vet:
 	$(GO) vet ./...
