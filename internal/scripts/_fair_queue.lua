@@ -8,6 +8,7 @@
 -- from d only (ZREM is O(log N), LREM would be O(N)); its list entry is a ghost that is
 -- dropped when it reaches the head. Only the head is ever examined, so every operation is
 -- O(log N) in the queue length and no score is ever rewritten for anyone else.
+--@include _lock_value
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -57,15 +58,5 @@ local function hand_off(l, q, d, now, pub)
   end
   local hold = grant(l, q, d, m, deadline, now)
   redis.call(pub, l .. ':c:' .. string.match(hold, '^(.*):%d+$'), hold)
-  return hold
-end
-
--- valid_holder returns the hold id of a lock value, or raises WRONGTYPE for a value aqs did
--- not write.
-local function holder_of(v)
-  local hold = string.match(v, '^(%x+%-%x+%-%x+%-%x+%-%x+:%d+)')
-  if not hold then
-    error({err = 'WRONGTYPE the lock key holds a value aqs did not write'})
-  end
   return hold
 end

@@ -39,7 +39,7 @@ end
 
 local v = redis.call('GET', l)
 if v then
-  if holder_of(v) == hold then
+  if parse_value(v) == hold then
     return 1
   end
 elseif not redis.call('LINDEX', q, 0) then

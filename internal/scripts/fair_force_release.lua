@@ -12,7 +12,7 @@ local v = redis.call('GET', l)
 if not v then
   return 0
 end
-local hold = holder_of(v)
+local hold = parse_value(v)
 if ARGV[2] ~= '' and hold ~= ARGV[2] then
   return 0
 end

@@ -30,7 +30,7 @@ if s then
   end
   return 0
 end
-if v and holder_of(v) == ARGV[1] then
+if v and parse_value(v) == ARGV[1] then
   hand_off(l, q, d, now, ARGV[3])
   return 2
 end

@@ -32,7 +32,7 @@ if s then
   end
   return 1
 end
-if v and holder_of(v) == ARGV[1] then
+if v and parse_value(v) == ARGV[1] then
   return 2
 end
 return 0

@@ -18,17 +18,13 @@ end
 if not v then
   return -1
 end
-if holder_of(v) ~= ARGV[1] then
+if parse_value(v) ~= ARGV[1] then
   return -1
 end
 local rest = string.sub(v, #ARGV[1] + 1)
-local n = tonumber(string.match(rest, ' n(%d+)')) or 1
+local n = hold_count(rest)
 if ARGV[2] == '0' and n > 1 then
-  rest = string.gsub(rest, ' n%d+', '')
-  if n > 2 then
-    rest = ' n' .. (n - 1) .. rest
-  end
-  redis.call('SET', l, ARGV[1] .. rest, 'KEEPTTL')
+  redis.call('SET', l, with_count(ARGV[1], rest, n - 1), 'KEEPTTL')
   return n - 1
 end
 hand_off(l, q, d, now_ms(), ARGV[3])

@@ -1,14 +1,6 @@
 -- lock_acquire: take an exclusive lock for a new hold (a waiter's attempt, or a TryLock).
 --
--- The lock key is a string, present only while the lock is held:
---
---   "<hold> [n<count>] [t<token>] [w]"
---
--- <hold> is the hold id (a Client id and a sequence number, fresh for every hold), n the hold
--- count when above 1, t the fencing token once one was assigned, w a mark left by a waiter so
--- that the release publishes. A fresh hold is just "<hold>", which the Go side takes with a
--- plain SET NX PX when it can, and which lock_release frees with one comparison: the
--- uncontended cycle costs what the minimal SET NX / compare-and-delete lock costs.
+-- The lock key's value is described in _lock_value.lua.
 --
 -- KEYS[1]  lock key
 -- ARGV[1]  hold id
@@ -22,6 +14,7 @@
 --   >= 1   acquired; the fencing token when ARGV[4] was "1", else 1
 --   < 0    held by another hold; -1 - reply is its remaining lease in ms
 --   error  WRONGTYPE when the key holds a value aqs did not write; nothing is changed
+--@include _lock_value
 local k = KEYS[1]
 local v = redis.call('GET', k)
 if not v then
@@ -37,10 +30,7 @@ if not v then
   redis.call('SET', k, value, 'PX', ARGV[2])
   return reply
 end
-local hold, rest = string.match(v, '^(%x+%-%x+%-%x+%-%x+%-%x+:%d+)(.*)$')
-if not hold then
-  return redis.error_reply('WRONGTYPE the lock key holds a value aqs did not write')
-end
+local _, rest = parse_value(v)
 if ARGV[3] ~= '0' and not string.find(rest, ' w', 1, true) then
   redis.call('SET', k, v .. ' w', 'KEEPTTL')
 end

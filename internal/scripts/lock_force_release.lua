@@ -8,15 +8,13 @@
 --
 -- Replies: 1 if the lock was held (by that hold) and is now free, and a waiter was notified;
 -- 0 otherwise. Error WRONGTYPE when the key holds a value aqs did not write.
+--@include _lock_value
 local k = KEYS[1]
 local v = redis.call('GET', k)
 if not v then
   return 0
 end
-local hold = string.match(v, '^(%x+%-%x+%-%x+%-%x+%-%x+:%d+)')
-if not hold then
-  return redis.error_reply('WRONGTYPE the lock key holds a value aqs did not write')
-end
+local hold = parse_value(v)
 if ARGV[2] ~= '' and hold ~= ARGV[2] then
   return 0
 end

@@ -5,14 +5,12 @@
 -- Replies: {hold id, hold count, token or false, pttl} while held (pttl: the remaining lease in
 -- ms; the token is false until one was asked for); {false, false, false, -2} when free.
 -- Error WRONGTYPE when the key holds a value aqs did not write.
+--@include _lock_value
 local v = redis.call('GET', KEYS[1])
 if not v then
   return {false, false, false, -2}
 end
-local hold, rest = string.match(v, '^(%x+%-%x+%-%x+%-%x+%-%x+:%d+)(.*)$')
-if not hold then
-  return redis.error_reply('WRONGTYPE the lock key holds a value aqs did not write')
-end
-local n = tonumber(string.match(rest, ' n(%d+)')) or 1
+local hold, rest = parse_value(v)
+local n = hold_count(rest)
 local t = string.match(rest, ' t(%d+)') or false
 return {hold, n, t, redis.call('PTTL', KEYS[1])}

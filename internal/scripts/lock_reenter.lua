@@ -7,21 +7,17 @@
 --
 -- Replies: 1 when re-entered; 0 when the key no longer holds this hold (it was lost; nothing
 -- changed). Error WRONGTYPE when the key holds a value aqs did not write.
+--@include _lock_value
 local k = KEYS[1]
 local v = redis.call('GET', k)
 if not v then
   return 0
 end
-local hold, rest = string.match(v, '^(%x+%-%x+%-%x+%-%x+%-%x+:%d+)(.*)$')
-if not hold then
-  return redis.error_reply('WRONGTYPE the lock key holds a value aqs did not write')
-end
+local hold, rest = parse_value(v)
 if hold ~= ARGV[1] then
   return 0
 end
-local n = tonumber(string.match(rest, ' n(%d+)')) or 1
-rest = string.gsub(rest, ' n%d+', '')
-local value = hold .. ' n' .. (n + 1) .. rest
+local value = with_count(hold, rest, hold_count(rest) + 1)
 local lease = tonumber(ARGV[2])
 if lease > 0 and redis.call('PTTL', k) < lease then
   redis.call('SET', k, value, 'PX', lease)

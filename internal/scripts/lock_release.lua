@@ -14,6 +14,7 @@
 --
 -- The common release, of a fresh hold nobody waits for, is the first comparison: the same
 -- work as the minimal compare-and-delete lock.
+--@include _lock_value
 local k = KEYS[1]
 local v = redis.call('GET', k)
 if v == ARGV[1] and ARGV[2] == '1' then
@@ -27,13 +28,9 @@ if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
   return -1
 end
 local rest = string.sub(v, #ARGV[1] + 1)
-local n = tonumber(string.match(rest, ' n(%d+)')) or 1
+local n = hold_count(rest)
 if ARGV[2] == '0' and n > 1 then
-  rest = string.gsub(rest, ' n%d+', '')
-  if n > 2 then
-    rest = ' n' .. (n - 1) .. rest
-  end
-  redis.call('SET', k, ARGV[1] .. rest, 'KEEPTTL')
+  redis.call('SET', k, with_count(ARGV[1], rest, n - 1), 'KEEPTTL')
   return n - 1
 end
 redis.call('DEL', k)

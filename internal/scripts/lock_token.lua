@@ -11,15 +11,13 @@
 --
 -- Replies: the token (>= 1); 0 when the key no longer holds this hold. Error WRONGTYPE when
 -- the key holds a value aqs did not write.
+--@include _lock_value
 local k = KEYS[1]
 local v = redis.call('GET', k)
 if not v then
   return 0
 end
-local hold, rest = string.match(v, '^(%x+%-%x+%-%x+%-%x+%-%x+:%d+)(.*)$')
-if not hold then
-  return redis.error_reply('WRONGTYPE the lock key holds a value aqs did not write')
-end
+local hold, rest = parse_value(v)
 if hold ~= ARGV[1] then
   return 0
 end
