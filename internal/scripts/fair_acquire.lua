@@ -59,13 +59,17 @@ if not v then
   end
 end
 if ARGV[4] == '1' then
-  local s = redis.call('ZSCORE', d, member)
-  if s and tonumber(s) <= now then
-    redis.call('ZREM', d, member) -- dead already: its list entry is a ghost now
-    return 0
+  -- ZADD NX adds a newcomer (the common case, one call); an existing waiter is refreshed
+  -- below, unless its deadline had passed.
+  local added = redis.call('ZADD', d, 'NX', now + timeout, member) == 1
+  if not added then
+    if tonumber(redis.call('ZSCORE', d, member)) <= now then
+      redis.call('ZREM', d, member) -- dead already: its list entry is a ghost now
+      return 0
+    end
+    redis.call('ZADD', d, now + timeout, member)
   end
-  redis.call('ZADD', d, now + timeout, member)
-  if not s and redis.call('RPUSH', q, member) == 1 then
+  if added and redis.call('RPUSH', q, member) == 1 then
     -- A new queue: it expires on its own once abandoned (heartbeats extend it while waiters
     -- live), so a queue is never left behind.
     redis.call('PEXPIRE', q, 2 * timeout)
