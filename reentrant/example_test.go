@@ -198,7 +198,7 @@ func ExampleLock_Token() {
 		log.Fatal(err)
 	}
 	tokenA, _ := lock.Token(heldA)
-	time.Sleep(300 * time.Millisecond) // A pauses past its lease
+	<-heldA.Done() // A pauses past its lease: its held context ends (aqs.ErrLockLost)
 
 	heldB, err := lock.Lock(ctx) // B gets the lock, with a greater token
 	if err != nil {
