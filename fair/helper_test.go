@@ -20,10 +20,11 @@ import (
 
 // Helper processes.
 //
-// The multi-process tests (process_test.go) re-execute this test binary with helperEnv set.
-// TestMain sees the variable and calls runHelperProcess instead of running tests, so a child
-// never starts a redis-server of its own and never runs a test. A child is a process of
-// waiters on one fair lock, one aqs Client shared by all of them, each waiter a goroutine:
+// The multi-process tests (process_test.go) run this test binary again with
+// redistest.StartChild, helperEnv set. TestMain sees the variable and calls runHelperProcess
+// instead of running tests, so a child never starts a redis-server of its own and never runs a
+// test. A child is a process of waiters on one fair lock, one aqs Client shared by all of
+// them, each waiter a goroutine:
 //
 //	child:  "ready"                    connected, scripts loaded
 //	parent: "start <k>"                start waiter k in a new goroutine
@@ -36,8 +37,8 @@ import (
 // cannot reach Redis before its time, so a delay measured from it is never too short. The
 // exit code is 0 when every waiter succeeded, 1 when one failed, 2 for a bad environment, 3
 // when stdin reached EOF first: the parent went away, or is done with us, and the process
-// exits on the spot, holding whatever it holds, as a crash would. The parent closes the pipe
-// in t.Cleanup and the kernel closes it when the parent dies, so no child outlives the test.
+// exits on the spot, holding whatever it holds, as a crash would (redistest.StartChild relies
+// on that exit so that no child outlives the test binary).
 
 const (
 	helperEnv        = "AQS_FAIR_HELPER"         // set (to "waiters") in a child

@@ -1,18 +1,12 @@
 package fair_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"maps"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -71,7 +65,8 @@ func TestKilledWaiterIsSkippedWithinWaiterTimeoutAndOthersKeepOrder(t *testing.T
 	ctx := context.Background()
 
 	// Kill the victim while everyone is queued: its entry stays, and nothing refreshes it.
-	q.children[victim].kill(t)
+	exit := q.children[victim].Kill(t, 10*time.Second)
+	require.Equal(t, -1, exit.ExitCode(), "%s ended by a signal: %v", q.children[victim].Label(), exit)
 	deadline, err := q.rdb.ZScore(ctx, q.l.Key()+":d", q.members[victim]).Result()
 	require.NoError(t, err, "the dead waiter is still queued")
 	now, err := q.rdb.Time(ctx).Result()
@@ -100,8 +95,8 @@ type processQueue struct {
 	rdb      *redis.Client
 	l        *fair.Lock // the test's own
 	held     context.Context
-	children []*helperChild
-	events   chan childLine
+	children []*redistest.Child
+	events   <-chan redistest.ChildLine
 	members  []string // the queue member of each waiter, in join order
 }
 
@@ -111,7 +106,7 @@ type processQueue struct {
 func joinInOrder(t *testing.T, processes int, assign []int, waiterTimeout time.Duration) *processQueue {
 	t.Helper()
 	srv := redistest.Single(t)
-	q := &processQueue{rdb: srv.Client(t), events: make(chan childLine, 16)}
+	q := &processQueue{rdb: srv.Client(t)}
 	name := redistest.Name(t)
 	var err error
 	q.l, err = fair.New(newClient(t, q.rdb), name, fair.WithWaiterTimeout(waiterTimeout))
@@ -120,19 +115,20 @@ func joinInOrder(t *testing.T, processes int, assign []int, waiterTimeout time.D
 	t.Cleanup(func() { q.rdb.Del(ctx, orderKey(q.l)) }) // after the children are gone
 
 	for i := 0; i < processes; i++ {
-		q.children = append(q.children, startHelper(t, fmt.Sprintf("process %d", i), q.events,
+		q.children = append(q.children, redistest.StartChild(t, fmt.Sprintf("process %d", i), helperEnv+"=waiters",
 			helperAddrEnv+"="+srv.Addr(), helperLockEnv+"="+name, helperTimeoutEnv+"="+waiterTimeout.String()))
 	}
+	q.events = redistest.Merge(q.children...)
 	for ready := 0; ready < processes; ready++ {
-		if line := q.next(t, 30*time.Second); line.text != lineReady {
-			t.Fatalf("%s printed %q, want %q", line.child.label, line.text, lineReady)
+		if line := q.next(t, 30*time.Second); line.Text != lineReady {
+			t.Fatalf("%s printed %q, want %q", line.Child.Label(), line.Text, lineReady)
 		}
 	}
 
 	q.held, err = q.l.Lock(ctx)
 	require.NoError(t, err)
 	for k, p := range assign {
-		q.children[p].send(t, fmt.Sprintf("%s %d", lineStart, k))
+		q.children[p].Send(t, fmt.Sprintf("%s %d", lineStart, k))
 		waitQueued(t, q.rdb, q.l, int64(k+1))
 	}
 	q.members, err = q.rdb.LRange(ctx, q.l.Key()+":q", 0, -1).Result()
@@ -142,7 +138,7 @@ func joinInOrder(t *testing.T, processes int, assign []int, waiterTimeout time.D
 }
 
 // next returns the next line of any child.
-func (q *processQueue) next(t *testing.T, within time.Duration) childLine {
+func (q *processQueue) next(t *testing.T, within time.Duration) redistest.ChildLine {
 	t.Helper()
 	select {
 	case line := <-q.events:
@@ -162,7 +158,7 @@ func (q *processQueue) awaitWaiters(t *testing.T, ks []int, within time.Duration
 	timer := time.NewTimer(within)
 	defer timer.Stop()
 	for len(released) < len(ks) {
-		var line childLine
+		var line redistest.ChildLine
 		select {
 		case line = <-q.events:
 		case <-timer.C:
@@ -174,15 +170,15 @@ func (q *processQueue) awaitWaiters(t *testing.T, ks []int, within time.Duration
 			}
 			t.Fatalf("waiters %v not done within %v; %s", missing, within, q.state())
 		}
-		word, rest, _ := strings.Cut(line.text, " ")
+		word, rest, _ := strings.Cut(line.Text, " ")
 		num, at, _ := strings.Cut(rest, " ")
 		k, err := strconv.Atoi(num)
 		if word == lineFailed {
-			t.Fatalf("%s: waiter %s failed: %s", line.child.label, num, at)
+			t.Fatalf("%s: waiter %s failed: %s", line.Child.Label(), num, at)
 		}
 		ns, err2 := strconv.ParseInt(at, 10, 64)
 		if err != nil || err2 != nil || (word != lineGot && word != lineReleased) {
-			t.Fatalf("%s printed %q", line.child.label, line.text)
+			t.Fatalf("%s printed %q", line.Child.Label(), line.Text)
 		}
 		if word == lineGot {
 			got[k] = time.Unix(0, ns)
@@ -218,13 +214,13 @@ func (q *processQueue) state() string {
 func (q *processQueue) end(t *testing.T) {
 	t.Helper()
 	for _, c := range q.children {
-		if !c.killed {
-			c.send(t, lineEnd)
+		if !c.Killed() {
+			c.Send(t, lineEnd)
 		}
 	}
 	for _, c := range q.children {
-		if !c.killed {
-			require.NoError(t, c.wait(t, 10*time.Second), "%s failed", c.label)
+		if !c.Killed() {
+			require.NoError(t, c.Wait(t, 10*time.Second), "%s failed", c.Label())
 		}
 	}
 }
@@ -253,143 +249,7 @@ func (q *processQueue) assertClean(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "the queue keys are gone")
 	require.NoError(t, q.rdb.Del(ctx, orderKey(q.l)).Err())
-	assertEveryKeyExpires(t, q.rdb, q.l.Name(), q.l.Key())
-}
-
-// assertEveryKeyExpires checks that every key whose name contains name has a TTL. A probe key
-// in the lock's slot, set with a TTL just before the scan, must be among them, so that a wrong
-// pattern cannot pass unseen.
-func assertEveryKeyExpires(t *testing.T, rdb *redis.Client, name, lockKey string) {
-	t.Helper()
-	ctx := context.Background()
-	probe := lockKey + ":probe"
-	require.NoError(t, rdb.Set(ctx, probe, "x", time.Minute).Err())
-	defer rdb.Del(ctx, probe)
-	seen := map[string]time.Duration{}
-	var persisted []string
-	iter := rdb.Scan(ctx, 0, "*"+name+"*", 100).Iterator()
-	for iter.Next(ctx) {
-		pttl, err := rdb.PTTL(ctx, iter.Val()).Result()
-		require.NoError(t, err)
-		if pttl == -2 { // gone since the scan saw it
-			continue
-		}
-		seen[iter.Val()] = pttl
-		if pttl == -1 {
-			persisted = append(persisted, iter.Val())
-		}
-	}
-	require.NoError(t, iter.Err())
-	t.Logf("keys left: %v", seen)
-	assert.Contains(t, seen, probe, "the scan did not find the probe key")
-	assert.Empty(t, persisted, "keys without a TTL")
-}
-
-// helperChild is one helper process, killed in t.Cleanup at the latest.
-type helperChild struct {
-	label  string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stderr lockedBuffer
-	quit   chan struct{} // closed in t.Cleanup: stop passing lines on
-	exited chan struct{} // closed once Wait returned
-	err    error         // Wait's error, set before exited is closed
-	killed bool          // by the test
-}
-
-// childLine is one stdout line of a child.
-type childLine struct {
-	child *helperChild
-	text  string
-}
-
-// startHelper runs this test binary as a helper process with the extra environment entries
-// env; its stdout lines go to lines.
-func startHelper(t *testing.T, label string, lines chan<- childLine, env ...string) *helperChild {
-	t.Helper()
-	c := &helperChild{label: label, quit: make(chan struct{}), exited: make(chan struct{})}
-	// -test.run=^$: should the role not be dispatched, the child runs no test either.
-	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(append(os.Environ(), helperEnv+"=waiters"), env...)
-	c.cmd.Stderr = &c.stderr
-	var err error
-	c.stdin, err = c.cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := c.cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, c.cmd.Start())
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- childLine{c, sc.Text()}:
-			case <-c.quit: // nobody reads any more: read on to EOF
-			}
-		}
-		c.err = c.cmd.Wait() // only after every read, as StdoutPipe requires
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		_ = c.stdin.Close()
-		_ = c.cmd.Process.Kill() // fails only when it has exited already
-		close(c.quit)
-		select {
-		case <-c.exited:
-		case <-time.After(10 * time.Second):
-			t.Errorf("%s (pid %d) did not exit after SIGKILL", c.label, c.cmd.Process.Pid)
-		}
-		if t.Failed() {
-			t.Logf("%s (pid %d) stderr:\n%s", c.label, c.cmd.Process.Pid, c.stderr.String())
-		}
-	})
-	return c
-}
-
-// send writes one line to the child's stdin.
-func (c *helperChild) send(t *testing.T, line string) {
-	t.Helper()
-	_, err := fmt.Fprintln(c.stdin, line)
-	require.NoError(t, err, "%s: writing %q", c.label, line)
-}
-
-// kill ends the child with SIGKILL and waits until it is gone.
-func (c *helperChild) kill(t *testing.T) {
-	t.Helper()
-	require.NoError(t, c.cmd.Process.Kill())
-	c.killed = true
-	var exit *exec.ExitError
-	require.ErrorAs(t, c.wait(t, 10*time.Second), &exit)
-	require.Equal(t, -1, exit.ExitCode(), "%s ended by a signal: %v", c.label, exit)
-}
-
-// wait waits for the child to exit and returns Wait's error.
-func (c *helperChild) wait(t *testing.T, within time.Duration) error {
-	t.Helper()
-	select {
-	case <-c.exited:
-		return c.err
-	case <-time.After(within):
-		t.Fatalf("%s did not exit within %v", c.label, within)
-	}
-	return nil
-}
-
-// lockedBuffer is a bytes.Buffer safe for the copying goroutine of exec and the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	redistest.AssertNoKeyWithoutTTL(t, q.rdb, q.l.Name(), q.l.Key())
 }
 
 // allBut returns 0..n-1 without skip.

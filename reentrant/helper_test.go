@@ -20,16 +20,16 @@ import (
 
 // Helper processes.
 //
-// The multi-process tests (process_test.go) re-execute this test binary with helperEnv set to
-// a role. TestMain sees the variable and calls runHelperProcess instead of running tests, so a
-// child never starts a redis-server of its own and never runs a test. Everything else a child
-// needs comes in the environment variables below; it talks back with lines on stdout and its
-// exit code: 0 the role is done, 1 the role failed, 2 the environment is bad, 3 the parent
-// went away. The reason of a failure is on stderr, which the parent logs when a test fails.
+// The multi-process tests (process_test.go) run this test binary again with
+// redistest.StartChild, helperEnv set to a role. TestMain sees the variable and calls
+// runHelperProcess instead of running tests, so a child never starts a redis-server of its own
+// and never runs a test. Everything else a child needs comes in the environment variables
+// below; it talks back with lines on stdout and its exit code: 0 the role is done, 1 the role
+// failed, 2 the environment is bad, 3 the parent went away. The reason of a failure is on
+// stderr, which the parent logs when a test fails.
 //
-// A child exits as soon as its stdin reaches EOF. The parent closes the pipe in t.Cleanup, and
-// the kernel closes it when the parent dies, so no child outlives the test binary, whatever
-// the platform (Pdeathsig is Linux-only and tied to the forking thread).
+// A child exits as soon as its stdin reaches EOF (watchStdin), as redistest.StartChild requires
+// so that no child outlives the test binary.
 
 const (
 	helperEnv           = "AQS_REENTRANT_HELPER"     // the role: roleContend or roleHold

@@ -1,17 +1,11 @@
 package reentrant_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,27 +44,26 @@ func contendAcrossProcesses(t *testing.T, rdb redis.UniversalClient, processes, 
 	keys := keysOf(l)
 	t.Cleanup(func() { rdb.Del(ctx, keys.all()...) }) // after the children are gone
 
-	children := make([]*helperChild, processes)
+	children := make([]*redistest.Child, processes)
 	for i := range children {
-		children[i] = startHelper(t, fmt.Sprintf("contender %d", i), roleContend, addrEnv,
+		children[i] = redistest.StartChild(t, fmt.Sprintf("contender %d", i), helperEnv+"="+roleContend, addrEnv,
 			helperLockEnv+"="+name,
 			helperGoroutinesEnv+"="+strconv.Itoa(goroutines),
 			helperRoundsEnv+"="+strconv.Itoa(rounds))
 	}
 	for _, c := range children {
-		c.expectLine(t, lineReady, 30*time.Second)
+		c.Expect(t, lineReady, 30*time.Second)
 	}
 	began := time.Now()
 	for _, c := range children {
-		_, err := fmt.Fprintln(c.stdin, lineGo)
-		require.NoError(t, err)
+		c.Send(t, lineGo)
 	}
 	reported := 0
 	for _, c := range children {
-		n, err := strconv.Atoi(c.expectLine(t, lineDone+" ", time.Minute))
+		n, err := strconv.Atoi(c.Expect(t, lineDone+" ", time.Minute))
 		require.NoError(t, err)
 		reported += n
-		require.NoError(t, c.wait(t, 10*time.Second), "%s failed", c.label)
+		require.NoError(t, c.Wait(t, 10*time.Second), "%s failed", c.Label())
 	}
 	took := time.Since(began)
 
@@ -99,7 +92,7 @@ func contendAcrossProcesses(t *testing.T, rdb redis.UniversalClient, processes, 
 	assert.False(t, locked, "the lock is free once every contender is done")
 
 	require.NoError(t, rdb.Del(ctx, keys.all()...).Err())
-	t.Run("LeavesNoKeyWithoutTTL", func(t *testing.T) { assertNoKeyWithoutTTL(t, rdb, name, l.Key()) })
+	t.Run("LeavesNoKeyWithoutTTL", func(t *testing.T) { redistest.AssertNoKeyWithoutTTL(t, rdb, name, l.Key()) })
 }
 
 func TestKillDashNineOfHolderFreesLockWithinWatchdogTimeout(t *testing.T) {
@@ -113,9 +106,9 @@ func TestKillDashNineOfHolderFreesLockWithinWatchdogTimeout(t *testing.T) {
 	srv := redistest.Single(t)
 	rdb := srv.Client(t)
 	name := redistest.Name(t)
-	holder := startHelper(t, "holder", roleHold, helperAddrEnv+"="+srv.Addr(),
+	holder := redistest.StartChild(t, "holder", helperEnv+"="+roleHold, helperAddrEnv+"="+srv.Addr(),
 		helperLockEnv+"="+name, helperWatchdogEnv+"="+timeout.String())
-	holderToken, err := strconv.ParseInt(holder.expectLine(t, lineHeld+" ", 30*time.Second), 10, 64)
+	holderToken, err := strconv.ParseInt(holder.Expect(t, lineHeld+" ", 30*time.Second), 10, 64)
 	require.NoError(t, err)
 
 	c := newClient(t, rdb, aqs.WithWatchdogTimeout(timeout))
@@ -155,9 +148,7 @@ func TestKillDashNineOfHolderFreesLockWithinWatchdogTimeout(t *testing.T) {
 	lease, err := l.RemainingLease(ctx)
 	require.NoError(t, err)
 	killed := time.Now()
-	require.NoError(t, holder.cmd.Process.Kill())
-	var exit *exec.ExitError
-	require.ErrorAs(t, holder.wait(t, 10*time.Second), &exit)
+	exit := holder.Kill(t, 10*time.Second)
 	assert.Equal(t, -1, exit.ExitCode(), "the holder ended by a signal: %v", exit)
 
 	var r result
@@ -176,164 +167,5 @@ func TestKillDashNineOfHolderFreesLockWithinWatchdogTimeout(t *testing.T) {
 	assert.Greater(t, token, holderToken, "the new hold is fenced above the dead one")
 	require.NoError(t, l.Unlock(r.held))
 
-	t.Run("LeavesNoKeyWithoutTTL", func(t *testing.T) { assertNoKeyWithoutTTL(t, rdb, name, l.Key()) })
-}
-
-// assertNoKeyWithoutTTL checks every key whose name contains name, on every master: each must
-// expire (a released lock leaves no key at all). A probe key in the lock's slot, set with a TTL
-// just before the scan, must be among them, so that a wrong pattern cannot pass unseen.
-func assertNoKeyWithoutTTL(t *testing.T, rdb redis.UniversalClient, name, lockKey string) {
-	t.Helper()
-	probe := lockKey + ":probe"
-	require.NoError(t, rdb.Set(context.Background(), probe, "x", time.Minute).Err())
-	defer rdb.Del(context.Background(), probe)
-	var (
-		mu        sync.Mutex
-		seen      = map[string]time.Duration{}
-		persisted []string
-	)
-	scan := func(ctx context.Context, node *redis.Client) error {
-		iter := node.Scan(ctx, 0, "*"+name+"*", 100).Iterator()
-		for iter.Next(ctx) {
-			key := iter.Val()
-			pttl, err := node.PTTL(ctx, key).Result()
-			if err != nil {
-				return err
-			}
-			if pttl == -2 { // gone since the scan saw it
-				continue
-			}
-			mu.Lock()
-			seen[key] = pttl
-			if pttl == -1 {
-				persisted = append(persisted, key)
-			}
-			mu.Unlock()
-		}
-		return iter.Err()
-	}
-	ctx := context.Background()
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		require.NoError(t, c.ForEachMaster(ctx, scan))
-	case *redis.Client:
-		require.NoError(t, scan(ctx, c))
-	default:
-		t.Fatalf("unexpected client %T", rdb)
-	}
-	t.Logf("keys left: %v", seen)
-	assert.Contains(t, seen, probe, "the scan did not find the probe key")
-	assert.Empty(t, persisted, "keys without a TTL")
-}
-
-// helperChild is one helper process (see helper_test.go), killed in t.Cleanup at the latest.
-type helperChild struct {
-	label  string
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string // stdout lines, closed at EOF
-	stderr lockedBuffer
-	exited chan struct{} // closed once Wait returned
-	err    error         // Wait's error, set before exited is closed
-}
-
-// startHelper runs this test binary in role with the extra environment entries env.
-func startHelper(t *testing.T, label, role string, env ...string) *helperChild {
-	t.Helper()
-	c := &helperChild{label: label, lines: make(chan string, 16), exited: make(chan struct{})}
-	// -test.run=^$: should the role not be dispatched, the child runs no test either.
-	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(append(os.Environ(), helperEnv+"="+role), env...)
-	c.cmd.Stderr = &c.stderr
-	var err error
-	c.stdin, err = c.cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := c.cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, c.cmd.Start())
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-		c.err = c.cmd.Wait() // only after every read, as StdoutPipe requires
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		_ = c.stdin.Close()
-		_ = c.cmd.Process.Kill() // fails only when it has exited already
-		// Drain what was not read, so the reader reaches EOF and Wait.
-		for range c.lines {
-		}
-		select {
-		case <-c.exited:
-		case <-time.After(10 * time.Second):
-			t.Errorf("%s (pid %d) did not exit after SIGKILL", c.label, c.cmd.Process.Pid)
-		}
-		if t.Failed() {
-			t.Logf("%s (pid %d) stderr:\n%s", c.label, c.cmd.Process.Pid, c.stderr.String())
-		}
-	})
-	return c
-}
-
-// expectLine waits for the child's next stdout line, which must start with prefix, and
-// returns the rest of it.
-func (c *helperChild) expectLine(t *testing.T, prefix string, within time.Duration) string {
-	t.Helper()
-	select {
-	case line, ok := <-c.lines:
-		if !ok {
-			<-c.exited
-			t.Fatalf("%s exited (%v) before printing %q; stderr:\n%s", c.label, c.err, prefix, c.stderr.String())
-		}
-		if !strings.HasPrefix(line, prefix) {
-			t.Fatalf("%s printed %q, want a line starting with %q", c.label, line, prefix)
-		}
-		return strings.TrimPrefix(line, prefix)
-	case <-time.After(within):
-		t.Fatalf("%s printed no %q within %v", c.label, prefix, within)
-	}
-	return ""
-}
-
-// wait waits for the child to exit and returns Wait's error. It expects no more output.
-func (c *helperChild) wait(t *testing.T, within time.Duration) error {
-	t.Helper()
-	timer := time.NewTimer(within)
-	defer timer.Stop()
-	lines := c.lines
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				lines = nil // EOF; Wait follows
-				continue
-			}
-			t.Errorf("%s printed unexpected %q", c.label, line)
-		case <-c.exited:
-			return c.err
-		case <-timer.C:
-			t.Fatalf("%s did not exit within %v", c.label, within)
-		}
-	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the copying goroutine of exec and the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	t.Run("LeavesNoKeyWithoutTTL", func(t *testing.T) { redistest.AssertNoKeyWithoutTTL(t, rdb, name, l.Key()) })
 }
