@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -172,5 +173,55 @@ func BenchmarkFairContended(b *testing.B) {
 		b.ReportMetric(rate/pingRate, "ratio-to-ping")
 		b.ReportMetric(sum*sum/(workers*sq), "jain")
 		b.ReportMetric(float64(repeats.Load())/float64(total.Load()), "reacquire-share")
+	}
+}
+
+// BenchmarkFairContendedProcesses runs 4 processes × 8 goroutines on one fair lock for a
+// fixed time, then a single connection's PING loop for the same time, and reports
+// acquisitions per second as a ratio of PINGs per second and Jain's fairness index over the
+// 32 goroutines' counts.
+func BenchmarkFairContendedProcesses(b *testing.B) {
+	srv := redistest.Single(b)
+	rdb := srv.Client(b)
+	ctx := context.Background()
+	const procs, goroutines = 4, 8
+	const span = time.Second
+	for i := 0; i < b.N; i++ {
+		name := fmt.Sprintf("%s-%d", redistest.Name(b), i)
+		var children []*redistest.Child
+		for p := 0; p < procs; p++ {
+			c := redistest.StartChild(b, fmt.Sprintf("contender %d", p),
+				helperEnv+"="+roleContend, helperAddrEnv+"="+srv.Addr(), helperLockEnv+"="+name,
+				helperTimeoutEnv+"=5s")
+			c.Expect(b, lineReady, 10*time.Second)
+			children = append(children, c)
+		}
+		start := time.Now()
+		for _, c := range children {
+			c.Send(b, fmt.Sprintf("go %d %d", goroutines, span.Nanoseconds()))
+		}
+		var counts []float64
+		for _, c := range children {
+			line := c.Expect(b, "counts", span+30*time.Second)
+			for _, f := range strings.Fields(line)[1:] {
+				n, err := strconv.Atoi(f)
+				require.NoError(b, err)
+				counts = append(counts, float64(n))
+			}
+		}
+		elapsed := time.Since(start)
+		pings, pstart := 0, time.Now()
+		for time.Since(pstart) < span {
+			require.NoError(b, rdb.Ping(ctx).Err())
+			pings++
+		}
+		pingRate := float64(pings) / time.Since(pstart).Seconds()
+		var sum, sq float64
+		for _, c := range counts {
+			sum += c
+			sq += c * c
+		}
+		b.ReportMetric(sum/elapsed.Seconds()/pingRate, "ratio-to-ping")
+		b.ReportMetric(sum*sum/(float64(len(counts))*sq), "jain")
 	}
 }

@@ -69,8 +69,11 @@ const (
 // starts with the lock key, so it lies in the lock's hash slot.
 func orderKey(l *fair.Lock) string { return l.Key() + ":order" }
 
-// runHelperProcess runs a waiters process and returns its exit code.
+// runHelperProcess runs a helper process and returns its exit code.
 func runHelperProcess() int {
+	if os.Getenv(helperEnv) == roleContend {
+		return runContender()
+	}
 	rdb, l, err := helperLock()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "helper (pid %d): %v\n", os.Getpid(), err)
@@ -190,4 +193,65 @@ func (w *lineWriter) println(a ...any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	fmt.Println(a...)
+}
+
+// roleContend is the helper role of the multi-process benchmark (bench_test.go): goroutines
+// that take and release the lock as fast as they can.
+//
+//	child:  "ready"
+//	parent: "go <goroutines> <duration in ns>"
+//	child:  "counts <n1> <n2> …"   acquisitions per goroutine, once the duration is over
+const roleContend = "contend"
+
+func runContender() int {
+	rdb, l, err := helperLock()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "contender (pid %d): %v\n", os.Getpid(), err)
+		return exitBadEnv
+	}
+	defer rdb.Close()
+	out := &lineWriter{}
+	out.println(lineReady)
+	cmd := <-readCommands()
+	var goroutines int
+	var span time.Duration
+	if _, err := fmt.Sscanf(cmd, "go %d %d", &goroutines, &span); err != nil {
+		fmt.Fprintf(os.Stderr, "contender (pid %d): bad command %q: %v\n", os.Getpid(), cmd, err)
+		return exitBadEnv
+	}
+	counts := make([]int, goroutines)
+	stop := time.Now().Add(span)
+	var wg sync.WaitGroup
+	failed := false
+	var mu sync.Mutex
+	for g := range counts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				h, err := l.Lock(context.Background())
+				if err == nil {
+					err = l.Unlock(h)
+				}
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "contender (pid %d): %v\n", os.Getpid(), err)
+					mu.Lock()
+					failed = true
+					mu.Unlock()
+					return
+				}
+				counts[g]++
+			}
+		}()
+	}
+	wg.Wait()
+	if failed {
+		return exitFailed
+	}
+	words := []any{"counts"}
+	for _, n := range counts {
+		words = append(words, n)
+	}
+	out.println(words...)
+	return exitOK
 }
