@@ -62,9 +62,12 @@ func (rt *Runtime) watchdog() {
 	}
 }
 
-// wakeWatchdogBy makes sure the watchdog wakes no later than due.
+// wakeWatchdogBy makes sure the watchdog wakes no later than due. A due within one renewal
+// interval always signals (the watchdog then recomputes, and the hold is registered already),
+// because dogNext may be stale while the watchdog is between computing and storing it; a
+// later due is seen at the next regular tick anyway.
 func (rt *Runtime) wakeWatchdogBy(due time.Time) {
-	if due.UnixNano() < rt.dogNext.Load() {
+	if due.UnixNano() < rt.dogNext.Load() || time.Until(due) < rt.Cfg.WatchdogTimeout/3 {
 		select {
 		case rt.dogWake <- struct{}{}:
 		default:
