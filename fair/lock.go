@@ -109,6 +109,7 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Con
 // attempt is the outcome of one fair_acquire.lua call.
 type attempt struct {
 	acquired bool
+	granted  bool          // acquired by a grant the waiter had missed (see fair_acquire.lua)
 	token    int64         // when the attempt assigned one
 	dropped  bool          // the waiter had been dropped as dead: start over with a new hold id
 	wait     time.Duration // when not acquired: how long to wait at most before trying again
@@ -127,8 +128,10 @@ func (l *Lock) attempt(ctx context.Context, hold string, cfg core.LockConfig, en
 	switch {
 	case err != nil:
 		return attempt{}, core.RedisError(l.Key(), err)
-	case r > 1:
+	case r > 2:
 		return attempt{acquired: true, token: r}, nil
+	case r == 2:
+		return attempt{acquired: true, granted: true}, nil
 	case r == 1:
 		return attempt{acquired: true}, nil
 	case r == 0:
@@ -192,6 +195,9 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		waitCtx, cancel = context.WithTimeout(ctx, cfg.Wait)
 		defer cancel()
 	}
+	// queuedAt is the send time of the last attempt that found this hold queued: a grant came
+	// later, so a granted lease started after it (the heartbeats move it on too).
+	var queuedAt time.Time
 	w := l.RT.Hub.Join(l.grants, hold)
 	if w == nil {
 		sentAt := time.Now()
@@ -203,6 +209,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		if a.acquired {
 			return l.Won(ctx, hold, cfg, a.token, sentAt)
 		}
+		queuedAt = sentAt
 		if w, err = l.RT.Hub.Wait(waitCtx, l.grants, hold); err != nil {
 			gerr := l.giveUp(ctx, hold, cfg)
 			switch {
@@ -217,6 +224,12 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	defer w.Close()
 	var q *queued
 	defer func() { q.stop() }()
+	since := func() time.Time {
+		if q != nil && q.since().After(queuedAt) {
+			return q.since()
+		}
+		return queuedAt
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -226,6 +239,9 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		if err != nil {
 			l.abandon(hold, cfg)
 			return nil, false, err
+		}
+		if a.granted {
+			return l.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
 		}
 		if a.acquired {
 			return l.Won(ctx, hold, cfg, a.token, sentAt)
@@ -239,16 +255,16 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 			q.stop() // heartbeats start once queued, so the uncontended path has none
 			q = l.queue(hold, cfg)
 		}
-		q.queuedAt(sentAt)
+		queuedAt = sentAt
 		timer.Reset(a.wait)
 		select {
 		case <-w.C:
 			if w.Tagged() {
-				return l.WonGrant(ctx, hold, cfg, q.since(), l.waiterTimeout)
+				return l.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
 			}
 			// A reconnect, or a wakeup passed on: check again.
 		case <-q.granted:
-			return l.WonGrant(ctx, hold, cfg, q.since(), l.waiterTimeout)
+			return l.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
 		case <-q.dropped:
 		case <-timer.C:
 		case <-waitCtx.Done():

@@ -285,3 +285,36 @@ func TestManyGoroutinesFairAndExclusive(t *testing.T) {
 		rdb.Del(context.Background(), inside)
 	})
 }
+
+func TestGrantLostWithThePubSubConnectionStillReachesTheWaiter(t *testing.T) {
+	srv := redistest.NewServer(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	holder := newLock(t, newClient(t, rdb))
+	held, err := holder.Lock(ctx)
+	require.NoError(t, err)
+	waiterClient := newClient(t, srv.Client(t))
+	l, err := fair.New(waiterClient, holder.Name(), fair.WithWaiterTimeout(300*time.Millisecond))
+	require.NoError(t, err)
+	got := make(chan context.Context, 1)
+	go func() {
+		h, err := l.Lock(ctx)
+		assert.NoError(t, err)
+		got <- h
+	}()
+	waitQueued(t, rdb, holder, 1)
+	// Cut every subscriber's connection, then release at once: the grant may be published
+	// while the waiter's Client is reconnecting. A heartbeat (or the re-check after the
+	// reconnect) finds the lock handed over.
+	require.NoError(t, rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	require.NoError(t, holder.Unlock(held))
+	select {
+	case h := <-got:
+		tok, err := l.Token(h)
+		require.NoError(t, err)
+		assert.Positive(t, tok)
+		require.NoError(t, l.Unlock(h))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter never learned of its grant")
+	}
+}

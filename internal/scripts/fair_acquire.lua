@@ -12,7 +12,9 @@
 -- Replies:
 --   >= 1   acquired; the fencing token when ARGV[5] was "1", else 1. The lock is taken only
 --          when it is free and no live waiter is ahead: a newcomer never passes a live waiter.
---          A waiter that already holds the lock (its grant message was lost) gets 1.
+--          2: this waiter already holds the lock, handed over by a release or taken by its
+--          heartbeat, and missed the grant message (its lease may be the capped one of a grant;
+--          a token is never 2: tokens are server times in microseconds)
 --   0      this waiter had been dropped as dead (its deadline passed before it was heard of
 --          again): it is out of the queue and must start over, with a new hold id, at the tail
 --   < 0    not acquired; -1 - reply is how long to wait at most before trying again (the
@@ -40,7 +42,7 @@ end
 local v = redis.call('GET', l)
 if v then
   if parse_value(v) == hold then
-    return 1
+    return 2 -- handed over earlier: the caller treats it as the grant it missed
   end
 elseif not redis.call('LINDEX', q, 0) then
   return take(false) -- the uncontended path: free, and nobody queued
