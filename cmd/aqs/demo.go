@@ -244,9 +244,12 @@ func (w *demoWorker) checkToken(ctx context.Context) (int64, error) {
 	}
 	defer w.lock.Unlock(inner)
 	d.reentries.Add(1)
-	token, _ := aqs.FencingToken(inner)
-	if outer, _ := aqs.FencingToken(ctx); token != outer {
-		return 0, fmt.Errorf("re-entry changed the fencing token from %d to %d", outer, token)
+	token, err := aqs.FencingToken(inner)
+	if err != nil {
+		return 0, fmt.Errorf("fencing token: %w", err)
+	}
+	if outer, err := aqs.FencingToken(ctx); err != nil || token != outer {
+		return 0, fmt.Errorf("re-entry changed the fencing token from %d to %d (%v)", outer, token, err)
 	}
 	last, err := w.rdb.Get(inner, d.lastKey).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
