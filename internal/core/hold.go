@@ -84,8 +84,10 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 		h = nil
 	}
 	if h == nil {
+		// The deadline is set before the hold is visible to the watchdog, which would take a
+		// zero deadline for an expired lease.
 		h = &Hold{rt: rt, Key: g.Key, ID: g.ID, renew: g.Renew, fetch: g.FetchToken,
-			watchdog: g.Watchdog}
+			watchdog: g.Watchdog, lease: g.Lease, deadline: g.SentAt.Add(g.Lease)}
 		rt.holds[k] = h
 	}
 	rt.holdsMu.Unlock()

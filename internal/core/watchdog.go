@@ -33,8 +33,7 @@ func (rt *Runtime) watchdog() {
 	defer close(rt.dogDone)
 	interval := rt.Cfg.WatchdogTimeout / 3
 	nextRenew := time.Now().Add(interval)
-	rt.dogNext.Store(nextRenew.UnixNano())
-	timer := time.NewTimer(interval)
+	timer := time.NewTimer(time.Until(rt.expireOverdue(time.Now(), nextRenew)))
 	defer timer.Stop()
 	for {
 		select {
@@ -43,31 +42,30 @@ func (rt *Runtime) watchdog() {
 		case <-rt.dogWake:
 		case <-timer.C:
 		}
-		now := time.Now()
-		earliest := rt.expireOverdue(now)
-		if !now.Before(nextRenew) {
+		if !time.Now().Before(nextRenew) {
 			next := interval
 			if !rt.renewAll(interval) {
 				next = interval / 3
 			}
 			nextRenew = time.Now().Add(next)
-			earliest = rt.expireOverdue(time.Now())
 		}
-		wake := nextRenew
-		if !earliest.IsZero() && earliest.Before(wake) {
-			wake = earliest
+		wake := rt.expireOverdue(time.Now(), nextRenew)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
 		}
-		rt.dogNext.Store(wake.UnixNano())
 		timer.Reset(time.Until(wake))
 	}
 }
 
-// wakeWatchdogBy makes sure the watchdog wakes no later than due. A due within one renewal
-// interval always signals (the watchdog then recomputes, and the hold is registered already),
-// because dogNext may be stale while the watchdog is between computing and storing it; a
-// later due is seen at the next regular tick anyway.
+// wakeWatchdogBy makes sure the watchdog wakes no later than due. It must be called after the
+// hold is in rt.holds with its deadline set: the watchdog stores its next wake-up (dogNext) in
+// the same critical section in which it scans the holds, so either that scan saw the hold, or
+// dogNext was stored before the hold arrived and this comparison sees it.
 func (rt *Runtime) wakeWatchdogBy(due time.Time) {
-	if due.UnixNano() < rt.dogNext.Load() || time.Until(due) < rt.Cfg.WatchdogTimeout/3 {
+	if due.UnixNano() < rt.dogNext.Load() {
 		select {
 		case rt.dogWake <- struct{}{}:
 		default:
@@ -76,31 +74,36 @@ func (rt *Runtime) wakeWatchdogBy(due time.Time) {
 }
 
 // expireOverdue ends every hold whose trusted lease is over, extends the granted holds whose
-// extension is due (see ExtendLater), and returns the earliest moment at which a remaining
-// hold will need the watchdog.
-func (rt *Runtime) expireOverdue(now time.Time) (earliest time.Time) {
+// extension is due (see ExtendLater), and returns when the watchdog must wake next: at
+// nextRenew, or earlier for a hold that needs it. It stores that moment in dogNext while it
+// holds holdsMu (see wakeWatchdogBy).
+func (rt *Runtime) expireOverdue(now, nextRenew time.Time) time.Time {
 	var overdue, extend []*Hold
+	wake := nextRenew
 	rt.holdsMu.Lock()
 	for _, h := range rt.holds {
 		h.mu.Lock()
 		due := h.deadline.Add(-margin(h.lease))
-		if h.extendTo > 0 && h.extendAt.Before(due) {
+		extending := h.extendTo > 0 && h.extendAt.Before(due)
+		if extending {
 			due = h.extendAt
-			if !due.After(now) {
-				extend = append(extend, h)
-			}
 		}
 		h.mu.Unlock()
-		if !due.After(now) {
-			if len(extend) == 0 || extend[len(extend)-1] != h {
-				overdue = append(overdue, h)
+		switch {
+		case due.After(now):
+			if due.Before(wake) {
+				wake = due
 			}
-			continue
-		}
-		if earliest.IsZero() || due.Before(earliest) {
-			earliest = due
+		case extending:
+			extend = append(extend, h)
+		default:
+			overdue = append(overdue, h)
 		}
 	}
+	if len(extend) > 0 {
+		wake = now // look again once the extended holds have new deadlines
+	}
+	rt.dogNext.Store(wake.UnixNano())
 	rt.holdsMu.Unlock()
 	for _, h := range overdue {
 		rt.Logger().Warn("aqs: lease no longer trusted", "key", h.Key, "hold", h.ID)
@@ -108,18 +111,19 @@ func (rt *Runtime) expireOverdue(now time.Time) (earliest time.Time) {
 	}
 	if len(extend) > 0 {
 		rt.renew(extend, rt.Cfg.WatchdogTimeout/3)
-		return time.Now() // look again: the extended holds have new deadlines
 	}
-	return earliest
+	return wake
 }
 
 // ExtendLater sets a hold's lease to lease at the moment at, if the hold still exists then:
 // for a hold granted with a shorter lease than its own (the fair lock's hand-off). Most holds
 // are released before, and never cost the extra call; the watchdog batches the others.
 func (rt *Runtime) ExtendLater(h *Hold, lease time.Duration, at time.Time) {
+	rt.holdsMu.Lock() // serialized with the watchdog's scan (see wakeWatchdogBy)
 	h.mu.Lock()
 	h.extendTo, h.extendAt = lease, at
 	h.mu.Unlock()
+	rt.holdsMu.Unlock()
 	rt.wakeWatchdogBy(at)
 }
 
