@@ -540,3 +540,26 @@ func TestNewHoldersWaitEvenWithAContextThatHoldsAnotherLock(t *testing.T) {
 	require.NoError(t, b.Unlock(hb))
 	require.NoError(t, a.Unlock(ha))
 }
+
+func TestFailingRenewalsCancelHeldContextBeforeTheLeaseEnds(t *testing.T) {
+	srv := redistest.NewServer(t)
+	opts := srv.Options()
+	opts.MaxRetries = -1
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	const timeout = 300 * time.Millisecond
+	l := newLock(t, newClient(t, rdb, aqs.WithWatchdogTimeout(timeout)))
+	acquired := time.Now()
+	held, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, srv.Kill()) // renewals fail from now on; the lease is not extended
+	select {
+	case <-held.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("held context outlived a lease that could not be renewed")
+	}
+	assert.ErrorIs(t, context.Cause(held), aqs.ErrLockLost)
+	// The local deadline is the acquisition's send time plus the lease, minus a margin: the
+	// holder stops before Redis could have let anyone else in.
+	assert.Less(t, time.Since(acquired), timeout+200*time.Millisecond, "slack for a loaded machine")
+}
