@@ -195,10 +195,25 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		waitCtx, cancel = context.WithTimeout(ctx, cfg.Wait)
 		defer cancel()
 	}
+	// The first attempt is a plain SET NX PX, the minimal lock's command. It cannot pass a
+	// waiter: while the queue is not empty the lock key exists even when the holder's lease has
+	// run out (see _lock_value.lua). When it fails, the attempts go through fair_acquire.lua.
+	w := l.RT.Hub.Join(l.grants, hold)
+	if w == nil && !cfg.Token { // when this Client has waiters already, the lock is contended
+		sentAt := time.Now()
+		ok, err := l.RT.Redis.SetNX(ctx, l.Key(), hold, l.Lease(cfg)).Result()
+		if err != nil {
+			l.Abandon(hold, err)
+			return nil, false, core.RedisError(l.Key(), err)
+		}
+		if ok {
+			return l.Won(ctx, hold, cfg, 0, sentAt)
+		}
+	}
+
 	// queuedAt is the send time of the last attempt that found this hold queued: a grant came
 	// later, so a granted lease started after it (the heartbeats move it on too).
 	var queuedAt time.Time
-	w := l.RT.Hub.Join(l.grants, hold)
 	if w == nil {
 		sentAt := time.Now()
 		a, err := l.attempt(ctx, hold, cfg, true)

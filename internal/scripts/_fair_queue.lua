@@ -10,10 +10,7 @@
 -- O(log N) in the queue length and no score is ever rewritten for anyone else.
 --@include _lock_value
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+local now_ms = server_ms
 
 -- live_head drops dead waiters and ghosts at the head of the queue and returns the live
 -- head's member and its liveness deadline, or nil when no live waiter is left.
@@ -32,6 +29,23 @@ local function live_head(q, d, now)
   end
 end
 
+-- set_holder makes hold the holder of l for lease ms. While others wait, the value records
+-- the lease end (e) and the key lives on until the next waiter's liveness deadline after it,
+-- so that it never vanishes under a live waiter (see _lock_value.lua).
+local function set_holder(l, q, d, value, lease, now)
+  local next = redis.call('LINDEX', q, 0)
+  if not next then
+    redis.call('SET', l, value, 'PX', lease)
+    return
+  end
+  local ttl = lease
+  local s = redis.call('ZSCORE', d, next)
+  if s and tonumber(s) - now > ttl then
+    ttl = tonumber(s) - now
+  end
+  redis.call('SET', l, value .. ' w e' .. (now + lease), 'PX', ttl + lease)
+end
+
 -- grant gives the lock at l to a waiter taken off the head of the queue. The lease runs, at
 -- first, only to the waiter's liveness deadline (if that is sooner than the lease it asked
 -- for): a waiter that died a moment before its turn holds the lock no longer than it would
@@ -41,9 +55,11 @@ local function grant(l, q, d, m, deadline, now)
   local hold, lease = string.match(m, '^(%S+) (%d+)$')
   redis.call('LPOP', q)
   redis.call('ZREM', d, m)
-  -- Marked w whether or not others wait (cheaper than LLEN on this hot path): at worst the
-  -- next release looks at an empty queue once.
-  redis.call('SET', l, hold .. ' w', 'PX', math.max(1, math.min(tonumber(lease), deadline - now)))
+  lease = math.max(1, math.min(tonumber(lease), deadline - now))
+  -- Marked w and e whether or not others wait (cheaper than looking on this hot path: at worst
+  -- the next release looks at an empty queue once); the key outlives the lease by the granted
+  -- waiter's own liveness horizon, which the other waiters' heartbeats then keep extending.
+  redis.call('SET', l, hold .. ' w e' .. (now + lease), 'PX', lease + math.max(deadline - now, lease))
   return hold
 end
 

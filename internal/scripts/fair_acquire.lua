@@ -24,31 +24,26 @@
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local hold, lease, timeout = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
--- take sets the lock for this hold; the queue keeps its w mark when others wait
-local function take(waiting)
+local raw = redis.call('GET', l)
+local now = raw and lease_end(raw) and now_ms()
+local v = live_value(raw, now)
+if v then
+  if parse_value(v) == hold then
+    return 2 -- handed over earlier: the caller treats it as the grant it missed
+  end
+elseif not redis.call('LINDEX', q, 0) then
+  -- The uncontended path: free, and nobody queued.
   local value, reply = hold, 1
   if ARGV[5] == '1' then
     local t = redis.call('TIME')
     reply = tonumber(t[1]) * 1000000 + tonumber(t[2])
     value = value .. ' t' .. string.format('%d', reply)
   end
-  if waiting then
-    value = value .. ' w'
-  end
   redis.call('SET', l, value, 'PX', lease)
   return reply
 end
-
-local v = redis.call('GET', l)
-if v then
-  if parse_value(v) == hold then
-    return 2 -- handed over earlier: the caller treats it as the grant it missed
-  end
-elseif not redis.call('LINDEX', q, 0) then
-  return take(false) -- the uncontended path: free, and nobody queued
-end
 local member = hold .. ' ' .. lease
-local now = now_ms()
+now = now or now_ms()
 local head
 if not v then
   head = live_head(q, d, now)
@@ -57,7 +52,14 @@ if not v then
       redis.call('LPOP', q)
       redis.call('ZREM', d, member)
     end
-    return take(redis.call('LLEN', q) > 0)
+    local value, reply = hold, 1
+    if ARGV[5] == '1' then
+      local t = redis.call('TIME')
+      reply = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      value = value .. ' t' .. string.format('%d', reply)
+    end
+    set_holder(l, q, d, value, tonumber(lease), now)
+    return reply
   end
 end
 if ARGV[4] == '1' then
@@ -77,13 +79,25 @@ if ARGV[4] == '1' then
     redis.call('PEXPIRE', q, 2 * timeout)
     redis.call('PEXPIRE', d, 2 * timeout)
   end
-  if v and not string.find(v, ' w', 1, true) then
-    redis.call('SET', l, v .. ' w', 'KEEPTTL')
+  if v then
+    -- Behind a holder: mark the lock (the release hands off), record its lease end and keep
+    -- the key alive beyond it while we wait (see _lock_value.lua).
+    local e = lease_end(v)
+    if not e then
+      local pttl = math.max(redis.call('PTTL', l), 0)
+      local marked = v .. ' e' .. (now + pttl)
+      if not string.find(v, ' w', 1, true) then
+        marked = marked .. ' w'
+      end
+      redis.call('SET', l, marked, 'PX', pttl + 2 * timeout)
+    elseif redis.call('PTTL', l) < e - now + timeout then
+      redis.call('PEXPIRE', l, e - now + 2 * timeout)
+    end
   end
 end
 local wait
 if v then
-  wait = redis.call('PTTL', l)
+  wait = remaining(l, v)
 else
   wait = tonumber(redis.call('ZSCORE', d, head)) - now
 end

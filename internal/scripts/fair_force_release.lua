@@ -8,7 +8,7 @@
 -- Replies: 1 the lock was held (by that hold) and passed on or was freed; 0 otherwise.
 --@include _fair_queue
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
-local v = redis.call('GET', l)
+local v = live_value(redis.call('GET', l))
 if not v then
   return 0
 end

@@ -18,7 +18,7 @@ local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local member = ARGV[1] .. ' ' .. ARGV[2]
 local now = now_ms()
 local s = redis.call('ZSCORE', d, member)
-local v = redis.call('GET', l)
+local v = live_value(redis.call('GET', l), now)
 if s then
   local head = not v and live_head(q, d, now) == member
   redis.call('ZREM', d, member)

@@ -14,9 +14,9 @@ local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local timeout = tonumber(ARGV[3])
 local member = ARGV[1] .. ' ' .. ARGV[2]
 local s = redis.call('ZSCORE', d, member)
-local v = redis.call('GET', l)
+local now = now_ms()
+local v = live_value(redis.call('GET', l), now)
 if s then
-  local now = now_ms()
   if tonumber(s) <= now then
     redis.call('ZREM', d, member) -- dead already: it is not revived
     return 0
@@ -24,6 +24,10 @@ if s then
   redis.call('ZADD', d, now + timeout, member)
   redis.call('PEXPIRE', q, 2 * timeout)
   redis.call('PEXPIRE', d, 2 * timeout)
+  local e = v and lease_end(v)
+  if e and redis.call('PTTL', l) < e - now + timeout then
+    redis.call('PEXPIRE', l, e - now + 2 * timeout) -- the key outlives the lease while we wait
+  end
   if not v and live_head(q, d, now) == member then
     -- The lock is free and kept for this waiter (the holder's lease ran out, or a waiter it
     -- was handed to died): take it now rather than at the waiter's next attempt.

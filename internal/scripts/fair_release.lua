@@ -15,6 +15,8 @@ if v == ARGV[1] and ARGV[2] == '1' then
   redis.call('DEL', l) -- no w: nobody waits
   return 0
 end
+local now = now_ms()
+v = live_value(v, now)
 if not v then
   return -1
 end
@@ -27,5 +29,5 @@ if ARGV[2] == '0' and n > 1 then
   redis.call('SET', l, with_count(ARGV[1], rest, n - 1), 'KEEPTTL')
   return n - 1
 end
-hand_off(l, q, d, now_ms(), ARGV[3])
+hand_off(l, q, d, now, ARGV[3])
 return 0

@@ -9,7 +9,7 @@
 -- changed). Error WRONGTYPE when the key holds a value aqs did not write.
 --@include _lock_value
 local k = KEYS[1]
-local v = redis.call('GET', k)
+local v = live_value(redis.call('GET', k))
 if not v then
   return 0
 end
@@ -19,9 +19,8 @@ if hold ~= ARGV[1] then
 end
 local value = with_count(hold, rest, hold_count(rest) + 1)
 local lease = tonumber(ARGV[2])
-if lease > 0 and redis.call('PTTL', k) < lease then
-  redis.call('SET', k, value, 'PX', lease)
-else
-  redis.call('SET', k, value, 'KEEPTTL')
+redis.call('SET', k, value, 'KEEPTTL')
+if lease > 0 and remaining(k, value) < lease then
+  extend_lease(k, value, lease)
 end
 return 1

@@ -6,11 +6,12 @@
 -- ARGV[2]  lease in ms, or 0 to check that the hold is still there without extending it
 --
 -- Replies: 1 the hold is alive (and extended when ARGV[2] > 0); 0 it is gone.
-local v = redis.call('GET', KEYS[1])
+--@include _lock_value
+local v = live_value(redis.call('GET', KEYS[1]))
 if not v or (v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ') then
   return 0
 end
 if ARGV[2] ~= '0' then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  extend_lease(KEYS[1], v, tonumber(ARGV[2]))
 end
 return 1

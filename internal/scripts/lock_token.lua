@@ -13,7 +13,7 @@
 -- the key holds a value aqs did not write.
 --@include _lock_value
 local k = KEYS[1]
-local v = redis.call('GET', k)
+local v = live_value(redis.call('GET', k))
 if not v then
   return 0
 end
