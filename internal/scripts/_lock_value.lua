@@ -50,10 +50,11 @@ local function live_value(v, now)
 end
 
 -- remaining is the holder's remaining lease in ms: to e when recorded, else the key's TTL.
-local function remaining(k, v)
+-- now (server ms) may be given, or is read when needed.
+local function remaining(k, v, now)
   local e = lease_end(v)
   if e then
-    return e - server_ms()
+    return e - (now or server_ms())
   end
   return redis.call('PTTL', k)
 end

@@ -97,7 +97,7 @@ if ARGV[4] == '1' then
 end
 local wait
 if v then
-  wait = remaining(l, v)
+  wait = remaining(l, v, now)
 else
   wait = tonumber(redis.call('ZSCORE', d, head)) - now
 end
