@@ -84,12 +84,9 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 // its queue entry is removed, and a lock handed to it in the same instant passes on to the
 // next waiter. Options: aqs.WithLease, aqs.WithFencingToken.
 func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
-	cfg, err := core.ApplyLockOptions(opts)
+	cfg, err := core.ApplyBlockingLockOptions(opts)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Wait > 0 {
-		return nil, core.Invalid("Lock takes no wait bound; use TryLock with WithWait")
 	}
 	held, _, err := l.acquire(ctx, cfg, true)
 	return held, err

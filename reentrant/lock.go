@@ -57,12 +57,9 @@ func New(c *aqs.Client, name string) (*Lock, error) {
 // On failure Lock returns ctx's error (context.Cause(ctx), or the Redis error) and leaves the lock unchanged: a
 // lock won in the same instant as the cancellation is released again. Options: WithLease.
 func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
-	cfg, err := core.ApplyLockOptions(opts)
+	cfg, err := core.ApplyBlockingLockOptions(opts)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Wait > 0 {
-		return nil, core.Invalid("Lock takes no wait bound; use TryLock with WithWait")
 	}
 	held, _, err := l.acquire(ctx, cfg, true)
 	return held, err

@@ -27,3 +27,13 @@ func ApplyLockOptions(opts []LockOption) (LockConfig, error) {
 	}
 	return c, nil
 }
+
+// ApplyBlockingLockOptions applies the options of a Lock call, which waits until its context
+// is done and so takes no wait bound.
+func ApplyBlockingLockOptions(opts []LockOption) (LockConfig, error) {
+	c, err := ApplyLockOptions(opts)
+	if err == nil && c.Wait > 0 {
+		err = Invalid("Lock takes no wait bound; use TryLock with WithWait")
+	}
+	return c, err
+}
