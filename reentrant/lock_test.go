@@ -53,7 +53,7 @@ func TestLockReentersThroughHeldContextAndKeepsToken(t *testing.T) {
 	})
 }
 
-func TestUnrelatedContextsAreDifferentOwners(t *testing.T) {
+func TestUnrelatedContextsAreDifferentHolders(t *testing.T) {
 	l := newLock(t, newClient(t, redistest.Single(t).Client(t)))
 	held, err := l.Lock(context.Background())
 	require.NoError(t, err)
@@ -66,7 +66,7 @@ func TestUnrelatedContextsAreDifferentOwners(t *testing.T) {
 	require.NoError(t, l.Unlock(held))
 }
 
-func TestNestedLocksShareTheOwner(t *testing.T) {
+func TestReentryThroughTheHeldContextOfANestedLock(t *testing.T) {
 	c := newClient(t, redistest.Single(t).Client(t))
 	a, b := newLock(t, c), newLock(t, c)
 	ha, err := a.Lock(context.Background())
@@ -127,7 +127,7 @@ func TestTryLockWaitBoundEndsWithoutResidue(t *testing.T) {
 // waitForWaiters waits until the Client's hub has n channels subscribed (a waiter is parked).
 func waitForWaiters(t *testing.T, c *aqs.Client, n int) {
 	t.Helper()
-	eventually(t, 5*time.Second, func() bool { return hubChannels(c) >= n }, "waiter never subscribed")
+	eventually(t, 5*time.Second, func() bool { return hubWaiters(c) >= n }, "waiter never subscribed")
 }
 
 func TestCancelWhileWaitingLeavesNothingBehind(t *testing.T) {

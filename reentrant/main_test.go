@@ -44,8 +44,8 @@ func topologies(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 	t.Run("cluster", func(t *testing.T) { f(t, redistest.Cluster(t).Client(t)) })
 }
 
-// hubChannels reports how many local waiters the Client's hub has registered.
-func hubChannels(c *aqs.Client) int {
+// hubWaiters reports how many local waiters the Client's hub has registered.
+func hubWaiters(c *aqs.Client) int {
 	rt, err := core.ClientRuntime(c)
 	if err != nil {
 		panic(err)
