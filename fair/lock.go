@@ -65,6 +65,10 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 		return nil, err
 	}
 	l := &Lock{Base: b, waiterTimeout: 5 * time.Second, grants: b.Key() + ":c:" + b.RT.ID}
+	// A release that hands the lock to a waiter of this Client tells it here, with no pub/sub
+	// message. Should the reply be lost, the waiter finds its grant at its next attempt or
+	// heartbeat, as for a lost message.
+	b.Handed = func(hold string) { b.RT.Hub.Deliver(l.grants, hold) }
 	for _, o := range opts {
 		if o == nil {
 			return nil, core.Invalid("nil option")

@@ -14,6 +14,7 @@ import (
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/scripts"
 )
 
 func TestGrantsFollowJoinOrder(t *testing.T) {
@@ -317,4 +318,39 @@ func TestGrantLostWithThePubSubConnectionStillReachesTheWaiter(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiter never learned of its grant")
 	}
+}
+
+func TestLocalHandOffWhoseReplyIsLostStillReachesTheWaiter(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	ctx := context.Background()
+	c := newClient(t, rdb)
+	l, err := fair.New(c, redistest.Name(t), fair.WithWaiterTimeout(300*time.Millisecond))
+	require.NoError(t, err)
+	held, err := l.Lock(ctx)
+	require.NoError(t, err)
+	got := make(chan context.Context, 1)
+	go func() {
+		h, err := l.Lock(ctx)
+		assert.NoError(t, err)
+		got <- h
+	}()
+	waitQueued(t, rdb, l, 1)
+	// Release as Unlock would, but drop the reply: the waiter is of the releaser's own Client,
+	// so nothing was published and only that reply would have told it.
+	info, err := l.Info(ctx)
+	require.NoError(t, err)
+	r, err := scripts.FairRelease.Run(ctx, rdb, l.Keys(), info.Holder, "1", "PUBLISH").Result()
+	require.NoError(t, err)
+	granted, ok := r.(string)
+	require.True(t, ok, "a hand-off within one Client is reported with the waiter's hold id, got %v", r)
+	select {
+	case h := <-got:
+		info, err := l.Info(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, granted, info.Holder)
+		require.NoError(t, l.Unlock(h))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter never learned of its grant")
+	}
+	assert.ErrorIs(t, l.Unlock(held), aqs.ErrLockLost)
 }

@@ -359,6 +359,17 @@ func (h *Hub) close() {
 	h.wg.Wait()
 }
 
+// Deliver hands a message to the local waiters of channel as if it had arrived from Redis
+// (the fair lock's release tells a waiter of its own Client this way). Without waiters on the
+// channel it is dropped, as a published message would be.
+func (h *Hub) Deliver(channel, payload string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.chans[channel]; c != nil {
+		c.deliver(payload)
+	}
+}
+
 // Channels reports how many channels the hub is subscribed to or subscribing (for tests).
 func (h *Hub) Channels() int {
 	h.mu.Lock()

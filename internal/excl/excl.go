@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -29,6 +30,9 @@ type Base struct {
 	channel string   // release notifications: key + ":ch"
 	release *scripts.Script
 	force   *scripts.Script
+	// Handed, when set, is told of a release that handed the lock to a waiter of this Client
+	// without notifying it (the fair lock: see hand_off in _fair_queue.lua).
+	Handed func(hold string)
 }
 
 // New returns the shared part of the lock of the given name; extra are the keys, after the
@@ -183,10 +187,24 @@ func (b *Base) Unlock(ctx context.Context) error {
 		end = "1"
 	}
 	// The release must not be cut short by ctx: go-redis's own timeouts bound it.
-	n, err := b.release.Run(context.WithoutCancel(ctx), b.RT.Redis, b.keys,
-		h.ID, end, b.RT.PublishCommand()).Int64()
+	r, err := b.release.Run(context.WithoutCancel(ctx), b.RT.Redis, b.keys,
+		h.ID, end, b.RT.PublishCommand()).Result()
 	if err != nil {
 		return core.RedisError(b.key, err)
+	}
+	n, ok := r.(int64)
+	if !ok {
+		hold, isHold := r.(string)
+		if !isHold || b.Handed == nil {
+			return fmt.Errorf("%s: unlock %q: unexpected reply %v", b.Kind, b.name, r)
+		}
+		b.Handed(hold)
+		// The new holder is ready to run on this P; let it run first. Our caller's next step
+		// (typically its own next Lock, queueing at the tail) is not on anyone's critical
+		// path, the new holder's work and release are: this raises contended throughput by
+		// a third on 2 cores (BenchmarkFairContended).
+		runtime.Gosched()
+		return nil
 	}
 	if n < 0 {
 		h.Lost()

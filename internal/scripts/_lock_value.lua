@@ -3,44 +3,92 @@
 -- The lock key of the reentrant lock, the fair lock (and the write side of the read-write
 -- lock) is a string, present only while the lock is held:
 --
---   "<hold> [n<count>] [t<token>] [w]"
+--   "<hold> [n<count>] [t<token>] [w] [e<ms>]"
 --
--- <hold> is the hold id (a Client id and a sequence number, fresh for every hold), n the hold
--- count when above 1, t the fencing token once one was assigned, w a mark that a release must
--- notify (a waiter of the reentrant lock) or hand off (the fair lock's queue). A fresh hold is
--- just "<hold>", which a lock takes with a plain SET NX PX and frees with one comparison: the
--- uncontended cycle costs what the minimal lock costs.
+-- <hold> is the hold id (a Client id, which is a UUID, a colon and a sequence number, fresh
+-- for every hold), n the hold count when above 1, t the fencing token once one was assigned,
+-- w a mark that a release must notify (a waiter of the reentrant lock) or hand off (the fair
+-- lock's queue). The fields after the hold id come in any order, except that e is always the
+-- last. A fresh hold is just "<hold>", which a lock takes with a plain SET NX PX and
+-- frees with one comparison: the uncontended cycle costs what the minimal lock costs.
 --
 -- e<ms> appears while a fair lock's queue is not empty: the holder's lease end, in server
 -- time, while the key itself lives longer (until waiters could have taken over). So the key
 -- never vanishes under live waiters, and a newcomer's plain SET NX can never pass them; the
 -- scripts judge the lease by e instead (live_value).
+--
+-- These helpers run on every lock operation, so they use plain finds and substrings: a Lua
+-- pattern match costs as much as a Redis command (see BENCHMARKS.md), a plain find a fifth.
+
+-- looks_ours reports whether a value has the shape of an aqs value: its hold id starts with a
+-- UUID ('-' at 9, ':' at 37 after the 36 characters of the Client id). Checked before any
+-- write to a key that holds a value, so that a foreign value is reported, never overwritten.
+local function looks_ours(v)
+  return string.byte(v, 37) == 58 and string.byte(v, 9) == 45
+end
+
+local function wrong_type()
+  error({err = 'WRONGTYPE the lock key holds a value aqs did not write'})
+end
 
 -- parse_value splits a value into its hold id and the rest, or raises WRONGTYPE for a value
 -- aqs did not write.
 local function parse_value(v)
-  local hold, rest = string.match(v, '^(%x+%-%x+%-%x+%-%x+%-%x+:%d+)(.*)$')
-  if not hold then
-    error({err = 'WRONGTYPE the lock key holds a value aqs did not write'})
+  if not looks_ours(v) then
+    wrong_type()
   end
-  return hold, rest
+  local sp = string.find(v, ' ', 38, true)
+  if not sp then
+    return v, ''
+  end
+  return string.sub(v, 1, sp - 1), string.sub(v, sp)
+end
+
+-- owns reports whether v is hold's value.
+local function owns(v, hold)
+  return v == hold or (string.byte(v, #hold + 1) == 32 and string.sub(v, 1, #hold) == hold)
+end
+
+-- rest_of returns the rest of v after hold when v is hold's value ('' for a bare hold), or
+-- nil when it is another hold's (or nil). It raises WRONGTYPE for a value aqs did not write.
+local function rest_of(v, hold)
+  if not v then
+    return nil
+  end
+  if v == hold then
+    return ''
+  end
+  if owns(v, hold) then
+    return string.sub(v, #hold + 1)
+  end
+  if not looks_ours(v) then
+    wrong_type()
+  end
+  return nil
 end
 
 -- server_ms is the server time in milliseconds.
 local function server_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
--- lease_end is the lease end recorded in a value (e), or nil.
+-- lease_end is the lease end recorded in a value (e), or nil. e is always the last field.
 local function lease_end(v)
-  return tonumber(string.match(v, ' e(%d+)'))
+  local i = string.find(v, ' e', 38, true)
+  if i then
+    return tonumber(string.sub(v, i + 2))
+  end
+  return nil
 end
 
 -- live_value returns v, or false when v records a lease end that has passed: the lock is free
--- then, though its key is still there. now (server ms) may be given, or is read when needed.
+-- then, though its key is still there. It raises WRONGTYPE for a value aqs did not write. now (server ms) may be given, or is read when needed.
 local function live_value(v, now)
   if v then
+    if not looks_ours(v) then
+      wrong_type()
+    end
     local e = lease_end(v)
     if e and e <= (now or server_ms()) then
       return false
@@ -59,6 +107,30 @@ local function remaining(k, v, now)
   return redis.call('PTTL', k)
 end
 
+-- without_end returns v without its e field.
+local function without_end(v)
+  local i = string.find(v, ' e', 38, true)
+  if i then
+    return string.sub(v, 1, i - 1)
+  end
+  return v
+end
+
+-- with_field returns v with a field (" w", " t<token>") added before its e field, which stays
+-- the last.
+local function with_field(v, field)
+  local i = string.find(v, ' e', 38, true)
+  if i then
+    return string.sub(v, 1, i - 1) .. field .. string.sub(v, i)
+  end
+  return v .. field
+end
+
+-- with_end returns v with its lease end set to e (ms).
+local function with_end(v, e)
+  return without_end(v) .. ' e' .. string.format('%d', e)
+end
+
 -- extend_lease makes the holder's lease end lease ms from now, keeping the time by which the
 -- key outlives it when e is recorded.
 local function extend_lease(k, v, lease)
@@ -72,17 +144,27 @@ local function extend_lease(k, v, lease)
   if extra < 0 then
     extra = 0
   end
-  redis.call('SET', k, (string.gsub(v, ' e%d+', ' e' .. (now + lease))), 'PX', lease + extra)
+  redis.call('SET', k, with_end(v, now + lease), 'PX', lease + extra)
 end
 
 -- hold_count is the hold count recorded in the rest of a value.
 local function hold_count(rest)
-  return tonumber(string.match(rest, ' n(%d+)')) or 1
+  local i = string.find(rest, ' n', 1, true)
+  if not i then
+    return 1
+  end
+  local j = string.find(rest, ' ', i + 2, true)
+  return tonumber(string.sub(rest, i + 2, j and j - 1))
 end
 
--- with_count returns the value of hold with its count set to n.
+-- with_count returns the value of hold with its count set to n (rest is the rest of its
+-- current value).
 local function with_count(hold, rest, n)
-  rest = string.gsub(rest, ' n%d+', '')
+  local i = string.find(rest, ' n', 1, true)
+  if i then
+    local j = string.find(rest, ' ', i + 2, true)
+    rest = j and string.sub(rest, j) or ''
+  end
   if n > 1 then
     return hold .. ' n' .. n .. rest
   end

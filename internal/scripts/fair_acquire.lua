@@ -24,23 +24,41 @@
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local hold, lease, timeout = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
-local raw = redis.call('GET', l)
-local now = raw and lease_end(raw) and now_ms()
-local v = live_value(raw, now)
-if v then
-  if parse_value(v) == hold then
-    return 2 -- handed over earlier: the caller treats it as the grant it missed
-  end
-elseif not redis.call('LINDEX', q, 0) then
-  -- The uncontended path: free, and nobody queued.
+-- take makes hold the holder; value and reply carry the fencing token when one is asked for.
+local function take(now)
   local value, reply = hold, 1
   if ARGV[5] == '1' then
     local t = redis.call('TIME')
     reply = tonumber(t[1]) * 1000000 + tonumber(t[2])
     value = value .. ' t' .. string.format('%d', reply)
   end
-  redis.call('SET', l, value, 'PX', lease)
+  if now then
+    set_holder(l, q, d, value, tonumber(lease), now)
+  else
+    redis.call('SET', l, value, 'PX', lease)
+  end
   return reply
+end
+
+local v = redis.call('GET', l)
+local e, now
+if v then
+  if not looks_ours(v) then
+    wrong_type()
+  end
+  e = lease_end(v)
+  if e then
+    now = now_ms()
+    if e <= now then
+      v = false -- the holder's lease ran out: the lock is free, kept for the queue's head
+    end
+  end
+  if v and owns(v, hold) then
+    return 2 -- handed over earlier: the caller treats it as the grant it missed
+  end
+end
+if not v and not redis.call('LINDEX', q, 0) then
+  return take(nil) -- the uncontended path: free, and nobody queued
 end
 local member = hold .. ' ' .. lease
 now = now or now_ms()
@@ -52,26 +70,30 @@ if not v then
       redis.call('LPOP', q)
       redis.call('ZREM', d, member)
     end
-    local value, reply = hold, 1
-    if ARGV[5] == '1' then
-      local t = redis.call('TIME')
-      reply = tonumber(t[1]) * 1000000 + tonumber(t[2])
-      value = value .. ' t' .. string.format('%d', reply)
-    end
-    set_holder(l, q, d, value, tonumber(lease), now)
-    return reply
+    return take(now)
   end
+end
+local wait
+if v then
+  if e then
+    wait = e - now
+  else
+    wait = redis.call('PTTL', l)
+  end
+else
+  wait = tonumber(redis.call('ZSCORE', d, head)) - now
 end
 if ARGV[4] == '1' then
   -- ZADD NX adds a newcomer (the common case, one call); an existing waiter is refreshed
   -- below, unless its deadline had passed.
-  local added = redis.call('ZADD', d, 'NX', now + timeout, member) == 1
+  local deadline = string.format('%d', now + timeout)
+  local added = redis.call('ZADD', d, 'NX', deadline, member) == 1
   if not added then
     if tonumber(redis.call('ZSCORE', d, member)) <= now then
       redis.call('ZREM', d, member) -- dead already: its list entry is a ghost now
       return 0
     end
-    redis.call('ZADD', d, now + timeout, member)
+    redis.call('ZADD', d, deadline, member)
   end
   if added and redis.call('RPUSH', q, member) == 1 then
     -- A new queue: it expires on its own once abandoned (heartbeats extend it while waiters
@@ -82,24 +104,17 @@ if ARGV[4] == '1' then
   if v then
     -- Behind a holder: mark the lock (the release hands off), record its lease end and keep
     -- the key alive beyond it while we wait (see _lock_value.lua).
-    local e = lease_end(v)
     if not e then
-      local pttl = math.max(redis.call('PTTL', l), 0)
-      local marked = v .. ' e' .. (now + pttl)
-      if not string.find(v, ' w', 1, true) then
+      local pttl = math.max(wait, 0)
+      local marked = v
+      if not string.find(v, ' w', 38, true) then
         marked = marked .. ' w'
       end
-      redis.call('SET', l, marked, 'PX', pttl + 2 * timeout)
+      redis.call('SET', l, marked .. ' e' .. string.format('%d', now + pttl), 'PX', pttl + 2 * timeout)
     elseif redis.call('PTTL', l) < e - now + timeout then
       redis.call('PEXPIRE', l, e - now + 2 * timeout)
     end
   end
-end
-local wait
-if v then
-  wait = remaining(l, v, now)
-else
-  wait = tonumber(redis.call('ZSCORE', d, head)) - now
 end
 if wait < 1 then
   wait = 1

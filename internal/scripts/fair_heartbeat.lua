@@ -31,12 +31,14 @@ if s then
   if not v and live_head(q, d, now) == member then
     -- The lock is free and kept for this waiter (the holder's lease ran out, or a waiter it
     -- was handed to died): take it now rather than at the waiter's next attempt.
-    grant(l, q, d, member, now + timeout, now)
+    redis.call('LPOP', q)
+    redis.call('ZREM', d, member)
+    grant(l, member, now + timeout, now)
     return 2
   end
   return 1
 end
-if v and parse_value(v) == ARGV[1] then
+if v and owns(v, ARGV[1]) then
   return 2
 end
 return 0

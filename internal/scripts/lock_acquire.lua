@@ -32,7 +32,7 @@ if not v then
 end
 local _, rest = parse_value(v)
 if ARGV[3] ~= '0' and not string.find(rest, ' w', 1, true) then
-  redis.call('SET', k, v .. ' w', 'KEEPTTL')
+  redis.call('SET', k, with_field(v, ' w'), 'KEEPTTL')
 end
 local pttl = redis.call('PTTL', k)
 if pttl < 0 then

@@ -27,5 +27,5 @@ if t then
 end
 local now = redis.call('TIME')
 local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-redis.call('SET', k, v .. ' t' .. string.format('%d', token), 'KEEPTTL')
+redis.call('SET', k, with_field(v, ' t' .. string.format('%d', token)), 'KEEPTTL')
 return token
