@@ -199,7 +199,7 @@ func (w *lineWriter) println(a ...any) {
 // that take and release the lock as fast as they can.
 //
 //	child:  "ready"
-//	parent: "go <goroutines> <duration in ns>"
+//	parent: "go <goroutines> <duration in ns>"   (a round; as many as the parent likes)
 //	child:  "counts <n1> <n2> …"   acquisitions per goroutine, once the duration is over
 const roleContend = "contend"
 
@@ -212,18 +212,35 @@ func runContender() int {
 	defer rdb.Close()
 	out := &lineWriter{}
 	out.println(lineReady)
-	cmd := <-readCommands()
-	var goroutines int
-	var span time.Duration
-	if _, err := fmt.Sscanf(cmd, "go %d %d", &goroutines, &span); err != nil {
-		fmt.Fprintf(os.Stderr, "contender (pid %d): bad command %q: %v\n", os.Getpid(), cmd, err)
-		return exitBadEnv
+	for cmd := range readCommands() {
+		var goroutines int
+		var span time.Duration
+		if _, err := fmt.Sscanf(cmd, "go %d %d", &goroutines, &span); err != nil {
+			fmt.Fprintf(os.Stderr, "contender (pid %d): bad command %q: %v\n", os.Getpid(), cmd, err)
+			return exitBadEnv
+		}
+		counts, err := contend(l, goroutines, span)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "contender (pid %d): %v\n", os.Getpid(), err)
+			return exitFailed
+		}
+		words := []any{"counts"}
+		for _, n := range counts {
+			words = append(words, n)
+		}
+		out.println(words...)
 	}
+	panic("unreachable: readCommands exits the process at EOF")
+}
+
+// contend runs goroutines that take and release l as fast as they can for span, and returns
+// each one's count of acquisitions.
+func contend(l *fair.Lock, goroutines int, span time.Duration) ([]int, error) {
 	counts := make([]int, goroutines)
 	stop := time.Now().Add(span)
 	var wg sync.WaitGroup
-	failed := false
 	var mu sync.Mutex
+	var failed error
 	for g := range counts {
 		wg.Add(1)
 		go func() {
@@ -234,9 +251,8 @@ func runContender() int {
 					err = l.Unlock(h)
 				}
 				if err != nil {
-					fmt.Fprintf(os.Stderr, "contender (pid %d): %v\n", os.Getpid(), err)
 					mu.Lock()
-					failed = true
+					failed = err
 					mu.Unlock()
 					return
 				}
@@ -245,13 +261,5 @@ func runContender() int {
 		}()
 	}
 	wg.Wait()
-	if failed {
-		return exitFailed
-	}
-	words := []any{"counts"}
-	for _, n := range counts {
-		words = append(words, n)
-	}
-	out.println(words...)
-	return exitOK
+	return counts, failed
 }

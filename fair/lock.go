@@ -246,9 +246,9 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		}
 		return queuedAt
 	}
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop() // armed by each failed attempt; since Go 1.23 a stopped timer holds no value
 	defer timer.Stop()
-	<-timer.C
 	for {
 		sentAt := time.Now()
 		a, err := l.attempt(ctx, hold, cfg, true)
@@ -298,12 +298,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 			cancel()
 			return nil, false, aqs.ErrClosed
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
+		timer.Stop()
 	}
 }
 

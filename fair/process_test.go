@@ -1,6 +1,7 @@
 package fair_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -263,8 +264,9 @@ func allBut(n, skip int) []int {
 	return ks
 }
 
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
+// median returns the middle value (the upper one of an even count).
+func median[T cmp.Ordered](xs []T) T {
+	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
 }

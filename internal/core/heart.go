@@ -35,6 +35,7 @@ type Beat struct {
 type heart struct {
 	mu    sync.Mutex
 	beats map[*Beat]struct{}
+	next  time.Time // when the heartbeat goroutine wakes next (under mu)
 	wake  chan struct{}
 	done  chan struct{}
 }
@@ -50,10 +51,18 @@ func (rt *Runtime) StartBeat(b *Beat) (stop func()) {
 	h.mu.Lock()
 	b.next = time.Now().Add(b.Interval)
 	h.beats[b] = struct{}{}
+	// Wake the goroutine only when this beat is due before it would wake anyway: on a busy
+	// lock, waiters come and go with every acquisition, all with the same interval.
+	early := b.next.Before(h.next)
+	if early {
+		h.next = b.next
+	}
 	h.mu.Unlock()
-	select {
-	case h.wake <- struct{}{}:
-	default:
+	if early {
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
 	}
 	return func() {
 		h.mu.Lock()
@@ -81,6 +90,7 @@ func (rt *Runtime) beat() {
 				next = b.next
 			}
 		}
+		h.next = next
 		h.mu.Unlock()
 		if len(due) > 0 {
 			rt.sendBeats(due)
