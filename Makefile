@@ -9,6 +9,8 @@ DEMO_FLAGS ?=
 
 test:
 	$(GO) test -race -count=1 -timeout 9m ./...
+	# Every benchmark once, briefly, so that none of them rots (figures: make bench).
+	AQS_BENCH_SPAN=100ms $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./...
 
 demo:
 	$(GO) run ./cmd/aqs demo $(DEMO_FLAGS)
