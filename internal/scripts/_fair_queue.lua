@@ -76,10 +76,12 @@ local function grant(l, m, deadline, now)
   local hold = string.sub(m, 1, sp - 1)
   local lease = math.max(1, math.min(tonumber(string.sub(m, sp + 1)), deadline - now))
   -- Marked w and e whether or not others wait (cheaper than looking on this hot path: at worst
-  -- the next release looks at an empty queue once); the key outlives the lease by the granted
-  -- waiter's own liveness horizon, which the other waiters' heartbeats then keep extending.
+  -- the next release looks at an empty queue once). The key outlives the lease by twice the
+  -- granted waiter's own liveness horizon, which is at least two thirds of a waiter timeout
+  -- while heartbeats keep time: so the next joiner finds the key alive long enough (see
+  -- fair_acquire.lua) and need not extend it on every hand-off; heartbeats extend it later.
   redis.call('SET', l, hold .. ' w e' .. string.format('%d', now + lease),
-    'PX', lease + math.max(deadline - now, lease))
+    'PX', lease + math.max(2 * (deadline - now), lease))
   return hold
 end
 
