@@ -121,30 +121,48 @@ func BenchmarkFairQueueDepth(b *testing.B) {
 	b.ReportMetric(float64(td)/float64(ts), "deep/shallow")
 }
 
-// The contended benchmarks alternate rounds of contention with rounds of a single
-// connection's PING loop, each round as long, and report medians over the rounds: drift of
-// a shared machine hits both alike.
+// The contended benchmarks alternate contention with a single connection's PING loop in
+// short slices, five of each per round, and report the median over three rounds of the
+// acquisition rate (acquisitions over the contention slices' time) as a ratio of the PING
+// rate (PINGs over the PING slices' time): drift of a shared machine hits both alike.
 //
-// AQS_BENCH_SPAN shortens the rounds (make test runs every benchmark once that way, so that
-// none of them rots); the figures want the default of a second.
-const contendRounds = 3
+// AQS_BENCH_SPAN sets a round's length (contention and PING slices each take half); make test
+// runs every benchmark once with a short one, so that none of them rots. The figures want
+// the default of two seconds.
+const (
+	contendRounds = 3
+	contendSlices = 5
+)
 
 var contendSpan = func() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("AQS_BENCH_SPAN")); err == nil && d > 0 {
 		return d
 	}
-	return time.Second
+	return 2 * time.Second
 }()
 
-// pingRate measures PINGs per second on one connection for contendSpan.
-func pingRate(b *testing.B, rdb redis.UniversalClient) float64 {
+// sliceSpan is the length of one contention or PING slice.
+var sliceSpan = contendSpan / (2 * contendSlices)
+
+// interleaved runs one round: contendSlices contention slices (contend runs one of sliceSpan
+// and returns its acquisitions), each followed by a PING slice, and returns the acquisition
+// rate and the PING rate per second.
+func interleaved(b *testing.B, rdb redis.UniversalClient, contend func(time.Duration) float64) (rate, ping float64) {
 	ctx := context.Background()
-	pings, start := 0, time.Now()
-	for time.Since(start) < contendSpan {
-		require.NoError(b, rdb.Ping(ctx).Err())
-		pings++
+	var acquired, pings float64
+	var contendTime, pingTime time.Duration
+	for range contendSlices {
+		start := time.Now()
+		acquired += contend(sliceSpan)
+		contendTime += time.Since(start)
+		start = time.Now()
+		for time.Since(start) < sliceSpan {
+			require.NoError(b, rdb.Ping(ctx).Err())
+			pings++
+		}
+		pingTime += time.Since(start)
 	}
-	return float64(pings) / time.Since(start).Seconds()
+	return acquired / contendTime.Seconds(), pings / pingTime.Seconds()
 }
 
 // commandCalls returns how many times the server ran command since its stats were reset.
@@ -186,42 +204,43 @@ func BenchmarkFairContended(b *testing.B) {
 		var repeats, total atomic.Int64
 		for round := 0; round < contendRounds; round++ {
 			counts := make([]float64, workers)
-			var last, acquired, active atomic.Int64
-			last.Store(-1)
-			active.Store(workers)
-			stop := time.Now().Add(contendSpan)
-			var wg sync.WaitGroup
-			start := time.Now()
-			for w := 0; w < workers; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
-					defer active.Add(-1)
-					for time.Now().Before(stop) {
-						h, err := l.Lock(ctx)
-						if err != nil {
-							b.Error(err)
-							return
+			rate, ping := interleaved(b, rdb, func(span time.Duration) float64 {
+				var last, acquired, active atomic.Int64
+				last.Store(-1)
+				active.Store(workers)
+				stop := time.Now().Add(span)
+				var wg sync.WaitGroup
+				for w := 0; w < workers; w++ {
+					wg.Add(1)
+					go func(w int) {
+						defer wg.Done()
+						defer active.Add(-1)
+						for time.Now().Before(stop) {
+							h, err := l.Lock(ctx)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							// A repeat while every worker is still at it: the others were
+							// queued (or about to be) and this one passed them. Once workers
+							// stop at the end of a slice, the last ones may rightly find
+							// nobody waiting.
+							if last.Swap(int64(w)) == int64(w) && active.Load() == workers {
+								repeats.Add(1)
+							}
+							acquired.Add(1)
+							counts[w]++
+							if err := l.Unlock(h); err != nil {
+								b.Error(err)
+								return
+							}
 						}
-						// A repeat while every worker is still at it: the others were queued
-						// (or about to be) and this one passed them. Once workers stop at
-						// the end of the round, the last ones may rightly find nobody waiting.
-						if last.Swap(int64(w)) == int64(w) && active.Load() == workers {
-							repeats.Add(1)
-						}
-						acquired.Add(1)
-						counts[w]++
-						if err := l.Unlock(h); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}(w)
-			}
-			wg.Wait()
-			rate := float64(acquired.Load()) / time.Since(start).Seconds()
-			total.Add(acquired.Load())
-			ping := pingRate(b, rdb)
+					}(w)
+				}
+				wg.Wait()
+				total.Add(acquired.Load())
+				return float64(acquired.Load())
+			})
 			b.Logf("round %d: %.0f acquisitions/s, %.0f PINGs/s", round, rate, ping)
 			ratios = append(ratios, rate/ping)
 			minJain = min(minJain, jain(counts))
@@ -255,28 +274,35 @@ func BenchmarkFairContendedProcesses(b *testing.B) {
 		var crossed []float64
 		for round := 0; round < contendRounds; round++ {
 			require.NoError(b, rdb.ConfigResetStat(context.Background()).Err())
-			start := time.Now()
-			for _, c := range children {
-				c.Send(b, fmt.Sprintf("go %d %d", goroutines, contendSpan.Nanoseconds()))
-			}
 			var counts []float64
-			for _, c := range children {
-				line := c.Expect(b, "counts", contendSpan+30*time.Second)
-				for _, f := range strings.Fields(line)[1:] {
-					n, err := strconv.Atoi(f)
-					require.NoError(b, err)
-					counts = append(counts, float64(n))
+			rate, ping := interleaved(b, rdb, func(span time.Duration) float64 {
+				for _, c := range children {
+					c.Send(b, fmt.Sprintf("go %d %d", goroutines, span.Nanoseconds()))
 				}
-			}
+				var sum float64
+				k := 0
+				for _, c := range children {
+					line := c.Expect(b, "counts", span+30*time.Second)
+					for _, f := range strings.Fields(line)[1:] {
+						n, err := strconv.Atoi(f)
+						require.NoError(b, err)
+						if len(counts) <= k {
+							counts = append(counts, 0)
+						}
+						counts[k] += float64(n)
+						sum += float64(n)
+						k++
+					}
+				}
+				return sum
+			})
 			var sum float64
 			for _, c := range counts {
 				sum += c
 			}
-			rate := sum / time.Since(start).Seconds()
 			// Each hand-off to a waiter of another process publishes its grant once; one
 			// within a process publishes nothing (see hand_off in _fair_queue.lua).
 			publishes := commandCalls(b, rdb, "publish")
-			ping := pingRate(b, rdb)
 			b.Logf("round %d: %.0f acquisitions/s, %.0f PINGs/s, %.0f%% of hand-offs across processes",
 				round, rate, ping, 100*publishes/sum)
 			ratios = append(ratios, rate/ping)
