@@ -176,6 +176,17 @@ var (
 	FairGiveUp       = mustLoad("fair_give_up")
 	FairHeartbeat    = mustLoad("fair_heartbeat")
 	FairForceRelease = mustLoad("fair_force_release")
+
+	RWWriteAcquire    = mustLoad("rw_write_acquire")
+	RWWriteRelease    = mustLoad("rw_write_release")
+	RWReadAcquire     = mustLoad("rw_read_acquire")
+	RWReadRelease     = mustLoad("rw_read_release")
+	RWReadReenter     = mustLoad("rw_read_reenter")
+	RWReadRenew       = mustLoad("rw_read_renew")
+	RWWriterHeartbeat = mustLoad("rw_writer_heartbeat")
+	RWWriterGiveUp    = mustLoad("rw_writer_give_up")
+	RWForceRelease    = mustLoad("rw_force_release")
+	RWInfo            = mustLoad("rw_info")
 )
 
 // All returns every script, in a fixed order.
