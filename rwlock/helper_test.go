@@ -1,5 +1,366 @@
 package rwlock_test
 
-const helperEnv = "AQS_RWLOCK_HELPER"
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
-func runHelperProcess() int { return 2 }
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/rwlock"
+)
+
+// Helper processes.
+//
+// The multi-process tests (process_test.go) run this test binary again with
+// redistest.StartChild, helperEnv set to a role. TestMain sees the variable and calls
+// runHelperProcess instead of running tests, so a child never starts a redis-server of its own
+// and never runs a test. Everything else a child needs comes in the environment variables
+// below; it talks back with lines on stdout and its exit code: 0 the role is done, 1 the role
+// failed, 2 the environment is bad, 3 the parent went away. The reason of a failure is on
+// stderr, which the parent logs when a test fails.
+//
+// A child exits as soon as its stdin reaches EOF (watchStdin), as redistest.StartChild requires
+// so that no child outlives the test binary: it then exits on the spot, holding whatever it
+// holds, as a crash would.
+
+const (
+	helperEnv           = "AQS_RWLOCK_HELPER"     // the role: roleContend or roleRead
+	helperAddrEnv       = "AQS_RWLOCK_ADDR"       // single node "host:port"
+	helperClusterEnv    = "AQS_RWLOCK_CLUSTER"    // cluster masters, comma-separated; instead of the address
+	helperLockEnv       = "AQS_RWLOCK_LOCK"       // the lock's name
+	helperNonFairEnv    = "AQS_RWLOCK_NONFAIR"    // "1": the lock is made WithNonFair; optional
+	helperGoroutinesEnv = "AQS_RWLOCK_GOROUTINES" // roleContend: goroutines in the process
+	helperRoundsEnv     = "AQS_RWLOCK_ROUNDS"     // roleContend: holds per goroutine
+	helperWatchdogEnv   = "AQS_RWLOCK_WATCHDOG"   // the Client's watchdog timeout (time.ParseDuration); optional
+)
+
+// Roles.
+const (
+	// roleContend prints lineReady once connected, waits for lineGo on stdin, then runs
+	// goroutines × rounds holds, a mix of reads and writes (see isWrite), each checked in Redis
+	// (see enterScript), and prints "lineDone <reads> <writes> <violations>".
+	roleContend = "contend"
+	// roleRead takes the read side, prints lineHeld, and then holds it, its watchdog renewing
+	// the lease, until it is killed.
+	roleRead = "read"
+)
+
+// The protocol lines.
+const (
+	lineReady = "ready" // child: connected, scripts loaded
+	lineGo    = "go"    // parent, on stdin: start contending
+	lineHeld  = "held"  // child: the read side is held
+	lineDone  = "done"  // child: "done <reads> <writes> <violations>"
+)
+
+// Exit codes of a helper process.
+const (
+	exitOK         = 0
+	exitFailed     = 1
+	exitBadEnv     = 2
+	exitParentGone = 3
+)
+
+// holdTime is how long a contender stays inside each hold, long enough for an overlap to show
+// if the lock allowed one.
+const holdTime = 500 * time.Microsecond
+
+// bookTTL is the TTL every book key gets on each write to it, so that none outlives the test
+// even if a child dies inside a hold.
+const bookTTL = 60 * time.Second
+
+// books are the Redis-side records of the holds, all in the lock's hash slot (the lock key
+// ends with its "{name}" hash tag), so the scripts below run alike on a cluster.
+type books struct {
+	insideW    string // writers inside: INCR on entry, DECR on exit
+	insideR    string // readers inside: INCR on entry, DECR on exit
+	violations string // entries that found the lock's promise broken
+	maxReaders string // the most readers found inside at once
+	reads      string // read holds completed
+	writes     string // write holds completed
+}
+
+func booksOf(l *rwlock.Lock) books {
+	k := l.Key()
+	return books{
+		insideW:    k + ":inside-w",
+		insideR:    k + ":inside-r",
+		violations: k + ":violations",
+		maxReaders: k + ":max-readers",
+		reads:      k + ":reads",
+		writes:     k + ":writes",
+	}
+}
+
+func (b books) all() []string {
+	return []string{b.insideW, b.insideR, b.violations, b.maxReaders, b.reads, b.writes}
+}
+
+// enterScript enters a hold, and checks it, in one atomic step in Redis.
+//
+// KEYS: insideW, insideR, violations, maxReaders. ARGV[1] "w" for a writer, "r" for a reader;
+// ARGV[2] TTL in ms for every key written.
+//
+// A writer counts itself in insideW and must find itself alone: insideW 1 and insideR 0. A
+// reader counts itself in insideR and must find no writer: insideW 0. Every overlap of a
+// writer with anyone is seen by whichever of the two entered second. A violation is counted in
+// the violations key, and the reply is the number of violations this entry found (0 or 1).
+var enterScript = redis.NewScript(`
+local w, r, v, m = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local ttl = ARGV[2]
+local bad = false
+if ARGV[1] == 'w' then
+  local nw = redis.call('INCR', w)
+  redis.call('PEXPIRE', w, ttl)
+  bad = nw ~= 1 or tonumber(redis.call('GET', r) or '0') ~= 0
+else
+  local nr = redis.call('INCR', r)
+  redis.call('PEXPIRE', r, ttl)
+  if nr > tonumber(redis.call('GET', m) or '0') then
+    redis.call('SET', m, nr, 'PX', ttl)
+  end
+  bad = tonumber(redis.call('GET', w) or '0') ~= 0
+end
+if bad then
+  redis.call('INCR', v)
+  redis.call('PEXPIRE', v, ttl)
+  return 1
+end
+return 0
+`)
+
+// leaveScript leaves a hold: it counts the holder out and the hold as completed.
+//
+// KEYS: inside (insideW or insideR), completed (writes or reads). ARGV[1] TTL in ms.
+var leaveScript = redis.NewScript(`
+redis.call('DECR', KEYS[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return 1
+`)
+
+// isWrite reports whether round i of goroutine g takes the write side: one in four, at
+// staggered rounds, so writers and readers of every process are interleaved.
+func isWrite(g, i int) bool { return (g+i)%4 == 0 }
+
+// runHelperProcess runs the role named by helperEnv and returns the exit code.
+func runHelperProcess() int {
+	role := os.Getenv(helperEnv)
+	start := watchStdin()
+	rdb, l, err := helperLock()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "helper %s: %v\n", role, err)
+		return exitBadEnv
+	}
+	defer rdb.Close()
+	switch role {
+	case roleContend:
+		err = contend(rdb, l, start)
+	case roleRead:
+		err = readUntilKilled(l)
+	default:
+		err = fmt.Errorf("unknown role %q", role)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "helper %s (pid %d): %v\n", role, os.Getpid(), err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// watchStdin reads the parent's lines: the returned channel is closed when lineGo arrives.
+// At EOF the parent is gone or done with us, and the process exits on the spot.
+func watchStdin() <-chan struct{} {
+	start := make(chan struct{})
+	go func() {
+		var once sync.Once
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if sc.Text() == lineGo {
+				once.Do(func() { close(start) })
+			}
+		}
+		os.Exit(exitParentGone)
+	}()
+	return start
+}
+
+// helperLock connects to the Redis named in the environment and returns the lock on it, on a
+// Client that logs to stderr. The Client is never closed: the process ends with it, and a
+// kill must find it running.
+func helperLock() (redis.UniversalClient, *rwlock.Lock, error) {
+	var rdb redis.UniversalClient
+	switch addrs, addr := os.Getenv(helperClusterEnv), os.Getenv(helperAddrEnv); {
+	case addrs != "":
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
+	case addr != "":
+		rdb = redis.NewClient(&redis.Options{Addr: addr})
+	default:
+		return nil, nil, fmt.Errorf("neither %s nor %s is set", helperAddrEnv, helperClusterEnv)
+	}
+	opts := []aqs.Option{aqs.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))}
+	if s := os.Getenv(helperWatchdogEnv); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			rdb.Close()
+			return nil, nil, fmt.Errorf("%s: %w", helperWatchdogEnv, err)
+		}
+		opts = append(opts, aqs.WithWatchdogTimeout(d))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := aqs.New(ctx, rdb, opts...)
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	var lopts []rwlock.Option
+	if os.Getenv(helperNonFairEnv) == "1" {
+		lopts = append(lopts, rwlock.WithNonFair())
+	}
+	l, err := rwlock.New(c, os.Getenv(helperLockEnv), lopts...)
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	return rdb, l, nil
+}
+
+func envInt(name string) (int, error) {
+	n, err := strconv.Atoi(os.Getenv(name))
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q is not a positive integer", name, os.Getenv(name))
+	}
+	return n, nil
+}
+
+// contend is roleContend.
+func contend(rdb redis.UniversalClient, l *rwlock.Lock, start <-chan struct{}) error {
+	goroutines, err := envInt(helperGoroutinesEnv)
+	if err != nil {
+		return err
+	}
+	rounds, err := envInt(helperRoundsEnv)
+	if err != nil {
+		return err
+	}
+	b := booksOf(l)
+	// Load the checking scripts before the start, so the first holds are not slower.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range []*redis.Script{enterScript, leaveScript} {
+		if err := s.Load(ctx, rdb).Err(); err != nil {
+			return fmt.Errorf("script load: %w", err)
+		}
+	}
+	fmt.Println(lineReady)
+	select {
+	case <-start:
+	case <-time.After(time.Minute):
+		return errors.New("no go from the parent")
+	}
+	var (
+		wg                        sync.WaitGroup
+		mu                        sync.Mutex
+		errs                      []error
+		reads, writes, violations int
+	)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				write := isWrite(g, i)
+				// Every fifth read re-enters its hold once, so the re-entry counts take part.
+				bad, err := hold(rdb, l, b, write, !write && i%5 == 1)
+				mu.Lock()
+				violations += bad
+				switch {
+				case err != nil:
+					errs = append(errs, fmt.Errorf("goroutine %d round %d (write %v): %w", g, i, write, err))
+				case write:
+					writes++
+				default:
+					reads++
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("%s %d %d %d\n", lineDone, reads, writes, violations)
+	return errors.Join(errs...)
+}
+
+// hold takes one side of the lock and, holding it, enters (checked in Redis), stays holdTime,
+// and leaves. It returns the violations its entry found. The Redis calls run under the held
+// context, so a lost lease shows up as an error instead of unprotected work.
+func hold(rdb redis.UniversalClient, l *rwlock.Lock, b books, write, reenter bool) (bad int, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	side, inside, completed := "r", b.insideR, b.reads
+	lock, unlock := l.RLock, l.RUnlock
+	if write {
+		side, inside, completed = "w", b.insideW, b.writes
+		lock, unlock = l.Lock, l.Unlock
+	}
+	held, err := lock(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("lock: %w", err)
+	}
+	defer func() {
+		if uerr := unlock(held); uerr != nil && err == nil {
+			err = fmt.Errorf("unlock: %w", uerr)
+		}
+	}()
+	ttl := bookTTL.Milliseconds()
+	bad, err = enterScript.Run(held, rdb, []string{b.insideW, b.insideR, b.violations, b.maxReaders}, side, ttl).Int()
+	if err != nil {
+		return 0, fmt.Errorf("enter: %w", err)
+	}
+	if reenter {
+		inner, err := l.RLock(held)
+		if err != nil {
+			return bad, fmt.Errorf("re-enter: %w", err)
+		}
+		if err := l.RUnlock(inner); err != nil {
+			return bad, fmt.Errorf("unlock the re-entry: %w", err)
+		}
+	}
+	select {
+	case <-time.After(holdTime):
+	case <-held.Done():
+		return bad, fmt.Errorf("hold ended inside: %w", context.Cause(held))
+	}
+	if err := leaveScript.Run(held, rdb, []string{inside, completed}, ttl).Err(); err != nil {
+		return bad, fmt.Errorf("leave: %w", err)
+	}
+	return bad, nil
+}
+
+// readUntilKilled is roleRead. It never returns on success: the parent kills the process.
+func readUntilKilled(l *rwlock.Lock) error {
+	held, ok, err := l.TryRLock(context.Background(), aqs.WithWait(30*time.Second))
+	if err != nil {
+		return fmt.Errorf("read-lock: %w", err)
+	}
+	if !ok {
+		return errors.New("read-lock: not granted within 30s")
+	}
+	fmt.Println(lineHeld)
+	<-held.Done() // the kill comes first; this returns only if the lease was lost
+	return fmt.Errorf("read hold ended before the kill: %w", context.Cause(held))
+}

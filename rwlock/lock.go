@@ -219,19 +219,33 @@ func (l *Lock) acquireWrite(ctx context.Context, cfg core.LockConfig, block bool
 	}
 	hold := l.rt.NewHoldID()
 	wait := block || cfg.Wait > 0
+	// When this Client is subscribed to the writers' channel already (it stays subscribed a
+	// while after its last waiter), the writer registers before its first attempt, at no
+	// cost: a wake after that attempt reaches it, and it need not try twice before waiting.
+	var w *core.Waiter
+	if wait {
+		w = l.rt.Hub.Join(l.writeCh, "")
+	}
+	closeW := func() {
+		if w != nil {
+			w.Close()
+		}
+	}
 	sentAt := time.Now()
 	ok, token, hint, err := l.writeAttempt(ctx, hold, cfg, wait)
 	if err != nil {
+		closeW()
 		l.w.Abandon(hold, err)
 		if wait {
 			_ = l.giveUpWrite(ctx, hold)
 		}
 		return nil, false, err
 	}
-	if ok {
-		return l.w.Won(ctx, hold, cfg, token, sentAt)
-	}
-	if !wait {
+	if ok || !wait {
+		closeW()
+		if ok {
+			return l.w.Won(ctx, hold, cfg, token, sentAt)
+		}
 		return nil, false, nil
 	}
 
@@ -241,49 +255,68 @@ func (l *Lock) acquireWrite(ctx context.Context, cfg core.LockConfig, block bool
 		waitCtx, cancel = context.WithTimeout(ctx, cfg.Wait)
 		defer cancel()
 	}
-	// From here the writer is marked as waiting: every way out removes the mark.
+	// From here the writer is marked as waiting: every way out removes the mark. The error
+	// reported is the one that ended the wait; a failure to remove the mark is reported only
+	// when there is none (the mark then ends with its deadline).
 	giveUp := func(err error) (context.Context, bool, error) {
-		if gerr := l.giveUpWrite(ctx, hold); gerr != nil {
-			return nil, false, gerr
-		}
+		gerr := l.giveUpWrite(ctx, hold)
 		if err == nil && ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
+		if err == nil {
+			err = gerr
+		}
 		return nil, false, err
 	}
-	w, err := l.rt.Hub.Wait(waitCtx, l.writeCh, "")
-	if err != nil {
-		if ctx.Err() == nil && waitCtx.Err() != nil {
-			return giveUp(nil) // the wait bound ran out
+	retry := w == nil // subscribed only now: a wake may have come before, try again at once
+	if w == nil {
+		if w, err = l.rt.Hub.Wait(waitCtx, l.writeCh, ""); err != nil {
+			if ctx.Err() == nil && waitCtx.Err() != nil {
+				return giveUp(nil) // the wait bound ran out
+			}
+			return giveUp(err)
 		}
-		return giveUp(err)
 	}
 	defer w.Close()
-	// The mark is kept alive while the writer waits, as the fair lock's waiters are.
+	// The mark is kept alive while the writer waits, as the fair lock's waiters are. A
+	// heartbeat that finds the mark gone (it outlived its deadline) makes the writer attempt
+	// again, which marks it anew.
+	dropped := make(chan struct{}, 1)
 	stopBeat := l.rt.StartBeat(&core.Beat{
-		Keys:     []string{l.kww},
+		Keys:     []string{l.kw, l.kww},
 		Script:   scripts.RWWriterHeartbeat,
 		Args:     []any{hold, l.writerTimeout.Milliseconds()},
 		Interval: l.writerTimeout / 3,
-		OnReply:  func(int64, time.Time, error) {},
+		OnReply: func(r int64, _ time.Time, err error) {
+			if err == nil && r == 0 {
+				select {
+				case dropped <- struct{}{}:
+				default:
+				}
+			}
+		},
 	})
 	defer stopBeat()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	for {
-		sentAt = time.Now()
-		ok, token, hint, err = l.writeAttempt(ctx, hold, cfg, true)
-		if err != nil {
-			l.w.Abandon(hold, err)
-			return giveUp(err)
+		if retry {
+			sentAt = time.Now()
+			ok, token, hint, err = l.writeAttempt(ctx, hold, cfg, true)
+			if err != nil {
+				l.w.Abandon(hold, err)
+				return giveUp(err)
+			}
+			if ok {
+				return l.w.Won(ctx, hold, cfg, token, sentAt)
+			}
 		}
-		if ok {
-			return l.w.Won(ctx, hold, cfg, token, sentAt)
-		}
+		retry = true
 		timer.Reset(max(hint, time.Millisecond))
 		select {
 		case <-w.C:
+		case <-dropped:
 		case <-timer.C:
 		case <-waitCtx.Done():
 			if ctx.Err() != nil {
@@ -304,8 +337,10 @@ func (l *Lock) acquireWrite(ctx context.Context, cfg core.LockConfig, block bool
 
 // RLock blocks until the read side is granted or ctx is done, and returns the held context.
 // Through a context that holds the read side it re-enters at once; through one that holds the
-// write side it takes the read side too, at once (a downgrade). On failure it leaves nothing
-// behind. Options: aqs.WithLease (aqs.WithFencingToken is refused: readers have no token).
+// write side it takes the read side too, at once (a downgrade): that read context is not
+// ended by the write side's release (it keeps the values of the write side's context, not its
+// cancellation), and ends with its own RUnlock or the loss of its hold. On failure it leaves
+// nothing behind. Options: aqs.WithLease (aqs.WithFencingToken is refused: readers have no token).
 func (l *Lock) RLock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
 	cfg, err := core.ApplyBlockingLockOptions(opts)
 	if err != nil {
@@ -352,12 +387,13 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 	if last {
 		_, reentered = l.reentered.LoadAndDelete(h.ID)
 	}
-	n, err := scripts.RWReadRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, []string{l.kw, l.kr, l.krn, l.kww},
+	n, err := scripts.RWReadRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, []string{l.kw, l.kr, l.krn},
 		h.ID, flag(last), l.rt.PublishCommand(), flag(reentered)).Int64()
 	if err != nil {
 		return core.RedisError(l.kw, err)
 	}
 	if n < 0 {
+		l.reentered.Delete(h.ID)
 		h.Lost()
 		return fmt.Errorf("rwlock: read-unlock %q: %w: %w", l.name, core.ErrNotOwner, core.ErrLockLost)
 	}
@@ -365,8 +401,12 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 }
 
 func (l *Lock) readAttempt(ctx context.Context, hold, writer string, cfg core.LockConfig, wait bool) (bool, time.Duration, error) {
-	r, err := scripts.RWReadAcquire.Run(ctx, l.rt.Redis, []string{l.kw, l.kr, l.kww, l.krw},
-		hold, l.lease(cfg).Milliseconds(), writer, flag(wait), flag(l.fair), l.writerTimeout.Milliseconds()).Int64()
+	margin := int64(0) // a waiting reader's flag outlives its next attempt by this much
+	if wait {
+		margin = l.writerTimeout.Milliseconds()
+	}
+	r, err := scripts.RWReadAcquire.Run(ctx, l.rt.Redis, []string{l.kw, l.kr, l.krw},
+		hold, l.lease(cfg).Milliseconds(), writer, flag(l.fair), margin).Int64()
 	switch {
 	case err != nil:
 		return false, 0, core.RedisError(l.kw, err)
@@ -378,8 +418,14 @@ func (l *Lock) readAttempt(ctx context.Context, hold, writer string, cfg core.Lo
 }
 
 // wonRead turns a successful read attempt into a held context, unless ctx ended meanwhile.
-func (l *Lock) wonRead(ctx context.Context, hold string, cfg core.LockConfig, sentAt time.Time) (context.Context, bool, error) {
-	held := l.rt.Adopt(ctx, core.Grant{
+// A downgrade's held context does not inherit the cancellation of the write side's held
+// context (only its values): it must outlive the write side's release.
+func (l *Lock) wonRead(ctx context.Context, hold string, downgrade bool, cfg core.LockConfig, sentAt time.Time) (context.Context, bool, error) {
+	parent := ctx
+	if downgrade {
+		parent = context.WithoutCancel(ctx)
+	}
+	held := l.rt.Adopt(parent, core.Grant{
 		Key: l.kr, ID: hold, Lease: l.lease(cfg), Watchdog: cfg.Lease == 0,
 		Renew: scripts.RWReadRenew, FetchToken: noToken, SentAt: sentAt,
 	})
@@ -403,6 +449,7 @@ func (l *Lock) reenterRead(ctx context.Context, h *core.Hold, cfg core.LockConfi
 		return nil, false, core.RedisError(l.kw, err)
 	}
 	if ok == 0 {
+		l.reentered.Delete(h.ID)
 		h.Lost()
 		return nil, false, fmt.Errorf("rwlock: read re-enter %q: %w", l.name, core.ErrLockLost)
 	}
@@ -437,7 +484,7 @@ func (l *Lock) acquireRead(ctx context.Context, cfg core.LockConfig, block bool)
 		return nil, false, err
 	}
 	if ok {
-		return l.wonRead(ctx, hold, cfg, sentAt)
+		return l.wonRead(ctx, hold, writer != "", cfg, sentAt)
 	}
 	if !wait {
 		return nil, false, nil
@@ -467,7 +514,7 @@ func (l *Lock) acquireRead(ctx context.Context, cfg core.LockConfig, block bool)
 			return nil, false, err
 		}
 		if ok {
-			return l.wonRead(ctx, hold, cfg, sentAt)
+			return l.wonRead(ctx, hold, writer != "", cfg, sentAt)
 		}
 		timer.Reset(max(hint, time.Millisecond))
 		select {

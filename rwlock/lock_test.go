@@ -179,6 +179,8 @@ func TestDowngradeLeavesAReaderAndWakesReaders(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting reader was not woken by the downgrade")
 	}
+	assert.ErrorIs(t, context.Cause(w), aqs.ErrReleased)
+	assert.NoError(t, down.Err(), "the downgraded read context outlives the write side's release")
 	_, ok, err := l.TryLock(ctx)
 	require.NoError(t, err)
 	assert.False(t, ok, "the downgraded holder is still a reader")

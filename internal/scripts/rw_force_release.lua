@@ -12,12 +12,16 @@ local w, r, rn, ww, rw = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local pub, hold = ARGV[1], ARGV[2]
 local now = server_ms()
 local v = redis.call('GET', w)
+if v == WAITING then
+  v = false
+end
 if hold == '' then
   local held = v ~= false or live_first(r, now) ~= nil
   if v then
     parse_value(v)
   end
   redis.call('DEL', w, r, rn, rw)
+  mark_waiting(w, ww, now)
   redis.call(pub, w .. ':rch', '*')
   redis.call(pub, w .. ':wch', '1')
   if held then
@@ -26,14 +30,15 @@ if hold == '' then
   return 0
 end
 if v and owns(v, hold) then
-  redis.call('DEL', w)
   wake_readers(w, rw, pub)
-  wake_writer(w, r, ww, now, pub)
+  if mark_waiting(w, ww, now) then
+    wake_writer(w, r, now, pub)
+  end
   return 1
 end
 if redis.call('ZREM', r, hold) == 1 then
   redis.call('HDEL', rn, hold)
-  wake_writer(w, r, ww, now, pub)
+  wake_writer(w, r, now, pub)
   return 1
 end
 return 0

@@ -11,7 +11,7 @@ local now = server_ms()
 local readers = redis.call('ZCOUNT', r, '(' .. now, '+inf')
 local writers = redis.call('ZCOUNT', ww, '(' .. now, '+inf')
 local v = redis.call('GET', w)
-if not v then
+if not v or v == WAITING then
   return {false, false, false, -2, readers, writers}
 end
 local hold, rest = parse_value(v)

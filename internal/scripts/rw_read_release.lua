@@ -1,16 +1,16 @@
 -- rw_read_release: count one read hold down, or end it; the last reader wakes a writer.
 --
--- KEYS[1] w, KEYS[2] r, KEYS[3] rn, KEYS[4] ww (see _rw.lua)
+-- KEYS[1] w, KEYS[2] r, KEYS[3] rn (see _rw.lua)
 -- ARGV[1]  hold id
 -- ARGV[2]  "1" to end the hold whatever its count, "0" to count one down
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  "1" if the hold was ever re-entered (its count in rn must go too), "0" if not
 --
--- Replies: n >= 1 holds left; 0 released (and, if it was the last live reader and a writer
--- waits with no writer holding, "1" was published to the writers); -1 the hold is not a live
--- reader, nothing changed.
+-- Replies: n >= 1 holds left; 0 released (and, if it was the last live reader while a writer
+-- waits and none holds, "1" was published to the writers); -1 the hold is not a live reader,
+-- nothing changed.
 --@include _rw
-local w, r, rn, ww = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local w, r, rn = KEYS[1], KEYS[2], KEYS[3]
 local hold = ARGV[1]
 local s = redis.call('ZSCORE', r, hold)
 local now = server_ms()
@@ -33,5 +33,5 @@ redis.call('ZREM', r, hold)
 if ARGV[4] == '1' then
   redis.call('HDEL', rn, hold)
 end
-wake_writer(w, r, ww, now, ARGV[3])
+wake_writer(w, r, now, ARGV[3])
 return 0

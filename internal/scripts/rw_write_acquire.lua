@@ -20,8 +20,9 @@ local w, r, rn, ww = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, timeout = ARGV[1], tonumber(ARGV[3])
 local v = redis.call('GET', w)
 local now = server_ms()
+local held = v and v ~= WAITING
 local wait
-if v then
+if held then
   parse_value(v)
   wait = redis.call('PTTL', w)
 else
@@ -43,8 +44,12 @@ else
   end
 end
 if ARGV[4] == '1' then
-  redis.call('ZADD', ww, string.format('%d', now + timeout), hold)
+  local deadline = now + timeout
+  redis.call('ZADD', ww, string.format('%d', deadline), hold)
   redis.call('PEXPIRE', ww, 2 * timeout)
+  if not held and redis.call('PTTL', w) < timeout then
+    redis.call('SET', w, WAITING, 'PX', timeout)
+  end
 end
 if wait < 1 then
   wait = 1

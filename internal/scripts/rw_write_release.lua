@@ -27,7 +27,9 @@ if ARGV[2] == '0' then
   end
   return 1 -- count one down from 1: the caller still holds once more than Redis knew
 end
-redis.call('DEL', w)
+local now = server_ms()
 wake_readers(w, rw, ARGV[3])
-wake_writer(w, r, ww, server_ms(), ARGV[3])
+if mark_waiting(w, ww, now) then
+  wake_writer(w, r, now, ARGV[3])
+end
 return 0

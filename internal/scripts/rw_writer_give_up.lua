@@ -11,8 +11,11 @@
 --@include _rw
 local w, ww, rw = KEYS[1], KEYS[2], KEYS[3]
 redis.call('ZREM', ww, ARGV[1])
-local d = latest(ww)
-if (d and d > server_ms()) or redis.call('EXISTS', w) == 1 then
+local v = redis.call('GET', w)
+if v and v ~= WAITING then
+  return 0 -- a writer holds: its release wakes the readers
+end
+if mark_waiting(w, ww, server_ms()) then
   return 0
 end
 if wake_readers(w, rw, ARGV[2]) then

@@ -1,0 +1,160 @@
+package rwlock_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/benchutil"
+	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/rwlock"
+)
+
+// benchSpan is how long each measured phase runs: AQS_BENCH_SPAN shortens it (make test runs
+// every benchmark once that way, so that none of them rots); the figures want the default.
+var benchSpan = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("AQS_BENCH_SPAN")); err == nil && d > 0 {
+		return d
+	}
+	return 2 * time.Second
+}()
+
+// run starts n goroutines that call f until span has passed, and returns the calls made and
+// the time taken.
+func run(n int, span time.Duration, f func(g int)) (int64, time.Duration) {
+	var calls atomic.Int64
+	stop := time.Now().Add(span)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := 0; g < n; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				f(g)
+				calls.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return calls.Load(), time.Since(start)
+}
+
+// BenchmarkRWReadersVsFloor runs 32 goroutines taking and releasing the read side of one lock,
+// and 32 goroutines each doing the floor's cycle (SET NX PX, then Lua compare-and-delete) on a
+// key of its own, alternately in slices of a tenth of the span, and reports the read rate as
+// a ratio of the floor's: readers do not serialize.
+func BenchmarkRWReadersVsFloor(b *testing.B) {
+	rdb := redistest.Single(b).Client(b)
+	l := newLock(b, newClient(b, rdb))
+	ctx := context.Background()
+	require.NoError(b, benchutil.LoadFloor(ctx, rdb))
+	const goroutines = 32
+	keys := make([]string, goroutines)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s:floor:%d", l.Key(), i)
+	}
+	token := uuid.NewString()
+	read := func(int) {
+		h, err := l.RLock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.RUnlock(h); err != nil {
+			b.Fatal(err)
+		}
+	}
+	floor := func(g int) { benchutil.FloorCycle(ctx, b, rdb, keys[g], token) }
+	for i := 0; i < b.N; i++ {
+		var reads, floors float64
+		var readTime, floorTime time.Duration
+		for range 5 {
+			n, d := run(goroutines, benchSpan/10, read)
+			reads, readTime = reads+float64(n), readTime+d
+			n, d = run(goroutines, benchSpan/10, floor)
+			floors, floorTime = floors+float64(n), floorTime+d
+		}
+		b.ReportMetric(reads/readTime.Seconds()/(floors/floorTime.Seconds()), "ratio")
+		b.ReportMetric(reads/readTime.Seconds(), "reads/s")
+	}
+}
+
+// BenchmarkRWWriterWaitUnderReadLoad keeps 32 readers busy on one lock, each holding about a
+// millisecond at a time, while a writer takes the lock again and again; it reports the
+// writer's wait, p99 and longest, in milliseconds and as a multiple of the read hold time, in
+// the fair mode (the default) and in the non-fair mode. A non-fair writer that waits a whole
+// span gives up (its wait is counted as the span).
+func BenchmarkRWWriterWaitUnderReadLoad(b *testing.B) {
+	rdb := redistest.Single(b).Client(b)
+	ctx := context.Background()
+	const readers = 32
+	const hold = time.Millisecond
+	for i := 0; i < b.N; i++ {
+		for _, mode := range []struct {
+			name string
+			opts []rwlock.Option
+		}{{"fair", nil}, {"nonfair", []rwlock.Option{rwlock.WithNonFair()}}} {
+			l := newLock(b, newClient(b, rdb), mode.opts...)
+			writer, err := rwlock.New(newClient(b, rdb), l.Name(), mode.opts...)
+			require.NoError(b, err)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for r := 0; r < readers; r++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						h, err := l.RLock(ctx)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						time.Sleep(hold)
+						if err := l.RUnlock(h); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			var waits []time.Duration
+			deadline := time.Now().Add(benchSpan)
+			for time.Now().Before(deadline) || len(waits) < 5 {
+				start := time.Now()
+				h, ok, err := writer.TryLock(ctx, aqs.WithWait(benchSpan))
+				require.NoError(b, err)
+				waits = append(waits, time.Since(start))
+				if ok {
+					time.Sleep(hold)
+					require.NoError(b, writer.Unlock(h))
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			close(stop)
+			wg.Wait()
+			sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
+			p99 := waits[(len(waits)*99)/100]
+			if (len(waits)*99)/100 >= len(waits) {
+				p99 = waits[len(waits)-1]
+			}
+			b.Logf("%s: %d waits, median %v, p90 %v", mode.name, len(waits), waits[len(waits)/2], waits[len(waits)*9/10])
+			b.ReportMetric(float64(p99.Microseconds())/1000, mode.name+"-p99-ms")
+			b.ReportMetric(float64(p99)/float64(hold), mode.name+"-p99/hold")
+			b.ReportMetric(float64(waits[len(waits)-1].Microseconds())/1000, mode.name+"-max-ms")
+		}
+	}
+}
