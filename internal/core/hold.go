@@ -211,6 +211,15 @@ func (x *Acquisition) Release() (last bool, err error) {
 	return last, nil
 }
 
+// LeaseTrusted reports whether the hold's lease is certainly still running in Redis: its local
+// deadline (the lease counted from before the acquiring or renewing call was sent), less the
+// margin for the clocks' rates, has not passed, and the hold was not found lost.
+func (h *Hold) LeaseTrusted() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.ended && time.Now().Before(h.deadline.Add(-margin(h.lease)))
+}
+
 // Lost ends the hold because Redis no longer has it: every held context of it is cancelled
 // with ErrLockLost.
 func (h *Hold) Lost() { h.rt.forget(h); h.lose(ErrLockLost) }

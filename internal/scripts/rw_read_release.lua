@@ -5,6 +5,9 @@
 -- ARGV[2]  "1" to end the hold whatever its count, "0" to count one down
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  "1" if the hold was ever re-entered (its count in rn must go too), "0" if not
+-- ARGV[5]  "1" if the caller knows that the hold's lease is still running (its local deadline,
+--          a lower bound of the lease in server time, has not passed): the end of the hold then
+--          skips the server-time check, "0" if not
 --
 -- Replies: n >= 1 holds left; 0 released (and, if it was the last live reader while a writer
 -- waits and none holds, "1" was published to the writers); -1 the hold is not a live reader,
@@ -12,6 +15,19 @@
 --@include _rw
 local w, r, rn = KEYS[1], KEYS[2], KEYS[3]
 local hold = ARGV[1]
+if ARGV[2] == '1' and ARGV[5] == '1' then
+  -- The common release: two commands unless a writer waits.
+  if redis.call('ZREM', r, hold) == 0 then
+    return -1
+  end
+  if ARGV[4] == '1' then
+    redis.call('HDEL', rn, hold)
+  end
+  if redis.call('GET', w) == WAITING then
+    wake_writer(w, r, server_ms(), ARGV[3])
+  end
+  return 0
+end
 local s = redis.call('ZSCORE', r, hold)
 local now = server_ms()
 if not s or tonumber(s) <= now then

@@ -187,6 +187,7 @@ var (
 	RWWriterGiveUp    = mustLoad("rw_writer_give_up")
 	RWForceRelease    = mustLoad("rw_force_release")
 	RWInfo            = mustLoad("rw_info")
+	RWWakeWriter      = mustLoad("rw_wake_writer")
 )
 
 // All returns every script, in a fixed order.
