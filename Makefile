@@ -17,7 +17,8 @@ demo:
 
 bench:
 	$(GO) test -run '^$$' -bench 'Floor|Uncontended|Depth' -benchtime 5000x ./reentrant/ ./fair/
-	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x -count 3 ./fair/
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./rwlock/
+	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x ./fair/
 
 vet:
 	$(GO) vet ./...
