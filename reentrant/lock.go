@@ -176,9 +176,9 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		return nil, false, err
 	}
 	defer w.Close()
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop() // armed by each failed attempt; since Go 1.23 a stopped timer holds no value
 	defer timer.Stop()
-	<-timer.C
 	for {
 		mode := waiting
 		if w.Others() {
@@ -206,9 +206,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		timer.Reset(wait)
 		select {
 		case <-w.C:
-			if !timer.Stop() {
-				<-timer.C
-			}
+			timer.Stop()
 		case <-timer.C:
 		case <-ctx.Done():
 			return nil, false, context.Cause(ctx)
