@@ -47,6 +47,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -74,6 +75,11 @@ type Lock struct {
 	readCh, writeCh       string
 
 	reentered sync.Map // read hold id -> struct{}: holds whose count in Redis is above 1
+
+	// writerSeen is set when this Lock last saw a writer waiting (a release found the
+	// WAITING marker): releases then go through the script, which wakes the writer in the
+	// same round trip, rather than through plain commands and a second call.
+	writerSeen atomic.Bool
 }
 
 // Option configures a Lock.
@@ -390,13 +396,17 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 	if last {
 		_, reentered = l.reentered.LoadAndDelete(h.ID)
 	}
-	if last && trusted && !reentered {
+	if last && trusted && !reentered && !l.writerSeen.Load() {
 		return l.releaseRead(ctx, h)
 	}
 	n, err := scripts.RWReadRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, []string{l.kw, l.kr, l.krn},
 		h.ID, flag(last), l.rt.PublishCommand(), flag(reentered), flag(trusted)).Int64()
 	if err != nil {
 		return core.RedisError(l.kw, err)
+	}
+	if last && (n == 0 || n == -2) {
+		l.writerSeen.Store(n == -2) // -2: released while a writer waits
+		n = 0
 	}
 	if n < 0 {
 		l.reentered.Delete(h.ID)
@@ -427,6 +437,7 @@ func (l *Lock) releaseRead(ctx context.Context, h *core.Hold) error {
 		return fmt.Errorf("rwlock: read-unlock %q: %w: %w", l.name, core.ErrNotOwner, core.ErrLockLost)
 	}
 	if get.Val() == waitingMarker {
+		l.writerSeen.Store(true)
 		err := scripts.RWWakeWriter.Run(ctx, l.rt.Redis, []string{l.kw, l.kr}, l.rt.PublishCommand()).Err()
 		return core.RedisError(l.kw, err)
 	}

@@ -167,8 +167,16 @@ func (s *rwMachine) readRelease(t *rapid.T) {
 	switch {
 	case err != nil && r != -1:
 		t.Fatalf("read release by non-reader %s: redis %d", s.readers[i], r)
-	case err == nil && int64(want.Count) != r:
-		t.Fatalf("read release by %s (last %v): redis %d, model %+v", s.readers[i], last, r, want)
+	case err == nil:
+		// An ended hold replies -2 instead of 0 when a writer waits and none holds.
+		got := r
+		if r == -2 {
+			got = 0
+		}
+		if int64(want.Count) != got || (want.Count == 0 && (r == -2) != s.writerWaitsUnheld()) {
+			t.Fatalf("read release by %s (last %v): redis %d, model %+v, writer waits unheld %v",
+				s.readers[i], last, r, want, s.writerWaitsUnheld())
+		}
 	}
 	readers, writer := s.wakes(t)
 	if readers || writer != want.WakeWriter {
@@ -236,6 +244,12 @@ func (s *rwMachine) force(t *rapid.T) {
 			s.writers[i] = s.newHold()
 		}
 	}
+}
+
+// writerWaitsUnheld reports whether, in the model, a live writer waits and none holds.
+func (s *rwMachine) writerWaitsUnheld() bool {
+	_, _, held := s.m.Writer(0)
+	return !held && len(s.m.WaitingWriters(0)) > 0
 }
 
 func (s *rwMachine) noWakes(t *rapid.T, op string) {

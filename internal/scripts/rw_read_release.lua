@@ -9,9 +9,9 @@
 --          a lower bound of the lease in server time, has not passed): the end of the hold then
 --          skips the server-time check, "0" if not
 --
--- Replies: n >= 1 holds left; 0 released (and, if it was the last live reader while a writer
--- waits and none holds, "1" was published to the writers); -1 the hold is not a live reader,
--- nothing changed.
+-- Replies: n >= 1 holds left; 0 released; -2 released while writers wait and none holds (if it
+-- was the last live reader, "1" was published to the writers); -1 the hold is not a live
+-- reader, nothing changed.
 --@include _rw
 local w, r, rn = KEYS[1], KEYS[2], KEYS[3]
 local hold = ARGV[1]
@@ -25,6 +25,7 @@ if ARGV[2] == '1' and ARGV[5] == '1' then
   end
   if redis.call('GET', w) == WAITING then
     wake_writer(w, r, server_ms(), ARGV[3])
+    return -2
   end
   return 0
 end
@@ -49,5 +50,8 @@ redis.call('ZREM', r, hold)
 if ARGV[4] == '1' then
   redis.call('HDEL', rn, hold)
 end
-wake_writer(w, r, now, ARGV[3])
+if redis.call('GET', w) == WAITING then
+  wake_writer(w, r, now, ARGV[3])
+  return -2
+end
 return 0
