@@ -417,14 +417,17 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 }
 
 // releaseRead ends a read hold whose lease is known to run and that was never re-entered,
-// with plain commands in one transaction (ZREM of the hold, GET of the write key): the common
-// release costs Redis a third of a script's work. Only when the write key shows a waiting
-// writer does a script (rw_wake_writer.lua) wake it, if this was the last live reader.
+// with two plain commands in one round trip (ZREM of the hold, then GET of the write key): the
+// common release costs Redis a third of a script's work. Only when the write key shows a
+// waiting writer does a script (rw_wake_writer.lua) wake it, if this was the last live
+// reader. The two need not be atomic: a writer that marks itself waiting after the GET made
+// its attempt after the ZREM, so it saw this reader gone; if other readers remain, the last of
+// them wakes it.
 func (l *Lock) releaseRead(ctx context.Context, h *core.Hold) error {
 	ctx = context.WithoutCancel(ctx)
 	var zrem *redis.IntCmd
 	var get *redis.StringCmd
-	_, err := l.rt.Redis.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := l.rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 		zrem = p.ZRem(ctx, l.kr, h.ID)
 		get = p.Get(ctx, l.kw)
 		return nil
