@@ -620,6 +620,15 @@ func (l *Lock) Info(ctx context.Context) (Info, error) {
 	return in, nil
 }
 
+// IsLocked reports whether a writer or any reader holds the lock.
+func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
+	in, err := l.Info(ctx)
+	if err != nil {
+		return false, err
+	}
+	return in.Writer != "" || in.Readers > 0, nil
+}
+
 // toInt reads an integer reply element: an int64, a numeric string, or false/nil as 0.
 func toInt(v any) int64 {
 	switch x := v.(type) {

@@ -27,6 +27,9 @@ func TestReadersShareAndWriterExcludes(t *testing.T) {
 		info, err := l.Info(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 2, info.Readers)
+		locked, err := l.IsLocked(ctx)
+		require.NoError(t, err)
+		assert.True(t, locked)
 
 		_, ok, err := l.TryLock(ctx)
 		require.NoError(t, err)
@@ -47,6 +50,9 @@ func TestReadersShareAndWriterExcludes(t *testing.T) {
 		require.NoError(t, err)
 		assert.Positive(t, tok)
 		require.NoError(t, l.Unlock(w))
+		locked, err = l.IsLocked(ctx)
+		require.NoError(t, err)
+		assert.False(t, locked)
 		redistest.AssertNoKeyWithoutTTL(t, rdb, l.Name(), l.Key())
 	})
 }
