@@ -5,7 +5,8 @@
 // a newcomer never takes the lock while a live waiter is queued, not even a goroutine in the
 // holder's own process. The release hands the lock straight to the live head of the queue,
 // inside the release script, and notifies only that waiter's Client, which owns the lock on
-// receipt, without a further round trip.
+// receipt, without a further round trip. When that waiter is of the releaser's own Client,
+// nothing is published: the release's reply names it and the releasing goroutine wakes it.
 //
 // The queue lives in Redis as a list (arrival order) and a zset of liveness deadlines, in the
 // lock's slot (see internal/scripts/_fair_queue.lua). Each waiter's deadline is its own,
