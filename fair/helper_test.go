@@ -1,7 +1,6 @@
 package fair_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
+	"github.com/redaqs/aqs/internal/redistest"
 )
 
 // Helper processes.
@@ -57,14 +57,6 @@ const (
 	lineEnd      = "end"
 )
 
-// Exit codes of a helper process.
-const (
-	exitOK         = 0
-	exitFailed     = 1
-	exitBadEnv     = 2
-	exitParentGone = 3
-)
-
 // orderKey is the list to which each waiter appends its number once it holds the lock. It
 // starts with the lock key, so it lies in the lock's hash slot.
 func orderKey(l *fair.Lock) string { return l.Key() + ":order" }
@@ -77,7 +69,7 @@ func runHelperProcess() int {
 	rdb, l, err := helperLock()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "helper (pid %d): %v\n", os.Getpid(), err)
-		return exitBadEnv
+		return redistest.ExitBadEnv
 	}
 	defer rdb.Close()
 	out := &lineWriter{}
@@ -88,14 +80,14 @@ func runHelperProcess() int {
 		mu     sync.Mutex
 		failed bool
 	)
-	for cmd := range readCommands() {
+	for cmd := range redistest.StdinLines() {
 		word, arg, _ := strings.Cut(cmd, " ")
 		switch word {
 		case lineStart:
 			k, err := strconv.Atoi(arg)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "helper (pid %d): bad command %q\n", os.Getpid(), cmd)
-				return exitFailed
+				return redistest.ExitFailed
 			}
 			wg.Add(1)
 			go func() {
@@ -111,29 +103,15 @@ func runHelperProcess() int {
 		case lineEnd:
 			wg.Wait()
 			if failed {
-				return exitFailed
+				return redistest.ExitFailed
 			}
-			return exitOK
+			return redistest.ExitOK
 		default:
 			fmt.Fprintf(os.Stderr, "helper (pid %d): unknown command %q\n", os.Getpid(), cmd)
-			return exitFailed
+			return redistest.ExitFailed
 		}
 	}
-	panic("unreachable: readCommands exits the process at EOF")
-}
-
-// readCommands returns the parent's lines. At EOF it exits the process with exitParentGone,
-// whatever the waiters are doing.
-func readCommands() <-chan string {
-	cmds := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			cmds <- sc.Text()
-		}
-		os.Exit(exitParentGone)
-	}()
-	return cmds
+	panic("unreachable: redistest.StdinLines exits the process at EOF")
 }
 
 // helperLock connects to the Redis named in the environment and returns the fair lock on it,
@@ -207,22 +185,22 @@ func runContender() int {
 	rdb, l, err := helperLock()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "contender (pid %d): %v\n", os.Getpid(), err)
-		return exitBadEnv
+		return redistest.ExitBadEnv
 	}
 	defer rdb.Close()
 	out := &lineWriter{}
 	out.println(lineReady)
-	for cmd := range readCommands() {
+	for cmd := range redistest.StdinLines() {
 		var goroutines int
 		var span time.Duration
 		if _, err := fmt.Sscanf(cmd, "go %d %d", &goroutines, &span); err != nil {
 			fmt.Fprintf(os.Stderr, "contender (pid %d): bad command %q: %v\n", os.Getpid(), cmd, err)
-			return exitBadEnv
+			return redistest.ExitBadEnv
 		}
 		counts, err := contend(l, goroutines, span)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "contender (pid %d): %v\n", os.Getpid(), err)
-			return exitFailed
+			return redistest.ExitFailed
 		}
 		words := []any{"counts"}
 		for _, n := range counts {
@@ -230,7 +208,7 @@ func runContender() int {
 		}
 		out.println(words...)
 	}
-	panic("unreachable: readCommands exits the process at EOF")
+	panic("unreachable: redistest.StdinLines exits the process at EOF")
 }
 
 // contend runs goroutines that take and release l as fast as they can for span, and returns

@@ -1,7 +1,6 @@
 package reentrant_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/reentrant"
 )
 
@@ -28,7 +28,7 @@ import (
 // failed, 2 the environment is bad, 3 the parent went away. The reason of a failure is on
 // stderr, which the parent logs when a test fails.
 //
-// A child exits as soon as its stdin reaches EOF (watchStdin), as redistest.StartChild requires
+// A child exits as soon as its stdin reaches EOF (redistest.WaitForLine), as redistest.StartChild requires
 // so that no child outlives the test binary.
 
 const (
@@ -58,14 +58,6 @@ const (
 	lineGo    = "go"    // parent, on stdin: start contending
 	lineHeld  = "held"  // child: "held <fencing token>"
 	lineDone  = "done"  // child: "done <critical sections completed>"
-)
-
-// Exit codes of a helper process.
-const (
-	exitOK         = 0
-	exitFailed     = 1
-	exitBadEnv     = 2
-	exitParentGone = 3
 )
 
 // sectionKeys are the Redis-side books of the critical section, all in the lock's hash slot
@@ -100,11 +92,11 @@ func (k sectionKeys) all() []string {
 // runHelperProcess runs the role named by helperEnv and returns the exit code.
 func runHelperProcess() int {
 	role := os.Getenv(helperEnv)
-	start := watchStdin()
+	start := redistest.WaitForLine(lineGo)
 	rdb, l, err := helperLock()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "helper %s: %v\n", role, err)
-		return exitBadEnv
+		return redistest.ExitBadEnv
 	}
 	defer rdb.Close()
 	switch role {
@@ -117,27 +109,9 @@ func runHelperProcess() int {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "helper %s (pid %d): %v\n", role, os.Getpid(), err)
-		return exitFailed
+		return redistest.ExitFailed
 	}
-	return exitOK
-}
-
-// watchStdin reads the parent's lines: the returned channel is closed when lineGo arrives.
-// At EOF the parent is gone or done with us, and the process exits on the spot, holding
-// whatever it holds, as a crash would.
-func watchStdin() <-chan struct{} {
-	start := make(chan struct{})
-	go func() {
-		var once sync.Once
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			if sc.Text() == lineGo {
-				once.Do(func() { close(start) })
-			}
-		}
-		os.Exit(exitParentGone)
-	}()
-	return start
+	return redistest.ExitOK
 }
 
 // helperLock connects to the Redis named in the environment and returns the lock on it, on a
@@ -177,21 +151,13 @@ func helperLock() (redis.UniversalClient, *reentrant.Lock, error) {
 	return rdb, l, nil
 }
 
-func envInt(name string) (int, error) {
-	n, err := strconv.Atoi(os.Getenv(name))
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%s=%q is not a positive integer", name, os.Getenv(name))
-	}
-	return n, nil
-}
-
 // contend is roleContend.
 func contend(rdb redis.UniversalClient, l *reentrant.Lock, start <-chan struct{}) error {
-	goroutines, err := envInt(helperGoroutinesEnv)
+	goroutines, err := redistest.EnvInt(helperGoroutinesEnv)
 	if err != nil {
 		return err
 	}
-	rounds, err := envInt(helperRoundsEnv)
+	rounds, err := redistest.EnvInt(helperRoundsEnv)
 	if err != nil {
 		return err
 	}

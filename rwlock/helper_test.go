@@ -1,13 +1,11 @@
 package rwlock_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/rwlock"
 )
 
@@ -28,7 +27,7 @@ import (
 // failed, 2 the environment is bad, 3 the parent went away. The reason of a failure is on
 // stderr, which the parent logs when a test fails.
 //
-// A child exits as soon as its stdin reaches EOF (watchStdin), as redistest.StartChild requires
+// A child exits as soon as its stdin reaches EOF (redistest.WaitForLine), as redistest.StartChild requires
 // so that no child outlives the test binary: it then exits on the spot, holding whatever it
 // holds, as a crash would.
 
@@ -60,14 +59,6 @@ const (
 	lineGo    = "go"    // parent, on stdin: start contending
 	lineHeld  = "held"  // child: the read side is held
 	lineDone  = "done"  // child: "done <reads> <writes> <violations>"
-)
-
-// Exit codes of a helper process.
-const (
-	exitOK         = 0
-	exitFailed     = 1
-	exitBadEnv     = 2
-	exitParentGone = 3
 )
 
 // holdTime is how long a contender stays inside each hold, long enough for an overlap to show
@@ -156,11 +147,11 @@ func isWrite(g, i int) bool { return (g+i)%4 == 0 }
 // runHelperProcess runs the role named by helperEnv and returns the exit code.
 func runHelperProcess() int {
 	role := os.Getenv(helperEnv)
-	start := watchStdin()
+	start := redistest.WaitForLine(lineGo)
 	rdb, l, err := helperLock()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "helper %s: %v\n", role, err)
-		return exitBadEnv
+		return redistest.ExitBadEnv
 	}
 	defer rdb.Close()
 	switch role {
@@ -173,26 +164,9 @@ func runHelperProcess() int {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "helper %s (pid %d): %v\n", role, os.Getpid(), err)
-		return exitFailed
+		return redistest.ExitFailed
 	}
-	return exitOK
-}
-
-// watchStdin reads the parent's lines: the returned channel is closed when lineGo arrives.
-// At EOF the parent is gone or done with us, and the process exits on the spot.
-func watchStdin() <-chan struct{} {
-	start := make(chan struct{})
-	go func() {
-		var once sync.Once
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			if sc.Text() == lineGo {
-				once.Do(func() { close(start) })
-			}
-		}
-		os.Exit(exitParentGone)
-	}()
-	return start
+	return redistest.ExitOK
 }
 
 // helperLock connects to the Redis named in the environment and returns the lock on it, on a
@@ -236,21 +210,13 @@ func helperLock() (redis.UniversalClient, *rwlock.Lock, error) {
 	return rdb, l, nil
 }
 
-func envInt(name string) (int, error) {
-	n, err := strconv.Atoi(os.Getenv(name))
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%s=%q is not a positive integer", name, os.Getenv(name))
-	}
-	return n, nil
-}
-
 // contend is roleContend.
 func contend(rdb redis.UniversalClient, l *rwlock.Lock, start <-chan struct{}) error {
-	goroutines, err := envInt(helperGoroutinesEnv)
+	goroutines, err := redistest.EnvInt(helperGoroutinesEnv)
 	if err != nil {
 		return err
 	}
-	rounds, err := envInt(helperRoundsEnv)
+	rounds, err := redistest.EnvInt(helperRoundsEnv)
 	if err != nil {
 		return err
 	}

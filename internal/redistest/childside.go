@@ -1,0 +1,59 @@
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+)
+
+// What a child process started by StartChild uses on its side.
+
+// Exit codes of a child process.
+const (
+	ExitOK         = 0
+	ExitFailed     = 1
+	ExitBadEnv     = 2
+	ExitParentGone = 3 // stdin reached EOF: the parent is gone or done with the child
+)
+
+// StdinLines returns the parent's lines as they come. At EOF the process exits on the spot
+// with ExitParentGone, holding whatever it holds, as a crash would: no child outlives the test
+// binary (see StartChild).
+func StdinLines() <-chan string {
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		os.Exit(ExitParentGone)
+	}()
+	return lines
+}
+
+// WaitForLine returns a channel that is closed when the parent sends the line want; other
+// lines are ignored. At EOF the process exits as with StdinLines.
+func WaitForLine(want string) <-chan struct{} {
+	got := make(chan struct{})
+	lines := StdinLines()
+	go func() {
+		var once sync.Once
+		for line := range lines {
+			if line == want {
+				once.Do(func() { close(got) })
+			}
+		}
+	}()
+	return got
+}
+
+// EnvInt reads a positive integer from the environment variable name.
+func EnvInt(name string) (int, error) {
+	n, err := strconv.Atoi(os.Getenv(name))
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q is not a positive integer", name, os.Getenv(name))
+	}
+	return n, nil
+}
