@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -117,14 +116,9 @@ func runHelperProcess() int {
 // helperLock connects to the Redis named in the environment and returns the lock on it, on a
 // Client that logs to stderr.
 func helperLock() (redis.UniversalClient, *reentrant.Lock, error) {
-	var rdb redis.UniversalClient
-	switch addrs, addr := os.Getenv(helperClusterEnv), os.Getenv(helperAddrEnv); {
-	case addrs != "":
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
-	case addr != "":
-		rdb = redis.NewClient(&redis.Options{Addr: addr})
-	default:
-		return nil, nil, fmt.Errorf("neither %s nor %s is set", helperAddrEnv, helperClusterEnv)
+	rdb, err := redistest.ChildRedis(helperAddrEnv, helperClusterEnv)
+	if err != nil {
+		return nil, nil, err
 	}
 	opts := []aqs.Option{aqs.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))}
 	if s := os.Getenv(helperWatchdogEnv); s != "" {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -173,14 +172,9 @@ func runHelperProcess() int {
 // Client that logs to stderr. The Client is never closed: the process ends with it, and a
 // kill must find it running.
 func helperLock() (redis.UniversalClient, *rwlock.Lock, error) {
-	var rdb redis.UniversalClient
-	switch addrs, addr := os.Getenv(helperClusterEnv), os.Getenv(helperAddrEnv); {
-	case addrs != "":
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
-	case addr != "":
-		rdb = redis.NewClient(&redis.Options{Addr: addr})
-	default:
-		return nil, nil, fmt.Errorf("neither %s nor %s is set", helperAddrEnv, helperClusterEnv)
+	rdb, err := redistest.ChildRedis(helperAddrEnv, helperClusterEnv)
+	if err != nil {
+		return nil, nil, err
 	}
 	opts := []aqs.Option{aqs.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))}
 	if s := os.Getenv(helperWatchdogEnv); s != "" {

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // What a child process started by StartChild uses on its side.
@@ -56,4 +59,18 @@ func EnvInt(name string) (int, error) {
 		return 0, fmt.Errorf("%s=%q is not a positive integer", name, os.Getenv(name))
 	}
 	return n, nil
+}
+
+// ChildRedis returns a client of the Redis that the parent named in the environment: a
+// cluster when clusterEnv holds its masters (comma-separated), else the single node in
+// addrEnv ("host:port").
+func ChildRedis(addrEnv, clusterEnv string) (redis.UniversalClient, error) {
+	switch addrs, addr := os.Getenv(clusterEnv), os.Getenv(addrEnv); {
+	case addrs != "":
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")}), nil
+	case addr != "":
+		return redis.NewClient(&redis.Options{Addr: addr}), nil
+	default:
+		return nil, fmt.Errorf("neither %s nor %s is set", addrEnv, clusterEnv)
+	}
 }
