@@ -73,6 +73,14 @@ local function server_ms()
   return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
+-- new_token returns a fresh fencing token, the server time in microseconds (see
+-- lock_token.lua), and the value field that records it.
+local function new_token()
+  local t = redis.call('TIME')
+  local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return token, ' t' .. string.format('%d', token)
+end
+
 -- lease_end is the lease end recorded in a value (e), or nil. e is always the last field.
 local function lease_end(v)
   local i = string.find(v, ' e', 38, true)

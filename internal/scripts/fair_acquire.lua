@@ -28,9 +28,9 @@ local hold, lease, timeout = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local function take(now)
   local value, reply = hold, 1
   if ARGV[5] == '1' then
-    local t = redis.call('TIME')
-    reply = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    value = value .. ' t' .. string.format('%d', reply)
+    local field
+    reply, field = new_token()
+    value = value .. field
   end
   if now then
     set_holder(l, q, d, value, tonumber(lease), now)

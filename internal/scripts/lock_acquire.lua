@@ -20,9 +20,9 @@ local v = redis.call('GET', k)
 if not v then
   local value, reply = ARGV[1], 1
   if ARGV[4] == '1' then
-    local now = redis.call('TIME')
-    reply = tonumber(now[1]) * 1000000 + tonumber(now[2])
-    value = value .. ' t' .. string.format('%d', reply)
+    local field
+    reply, field = new_token()
+    value = value .. field
   end
   if ARGV[3] == '2' then
     value = value .. ' w'

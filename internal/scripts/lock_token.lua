@@ -25,7 +25,6 @@ local t = string.match(rest, ' t(%d+)')
 if t then
   return tonumber(t)
 end
-local now = redis.call('TIME')
-local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-redis.call('SET', k, with_field(v, ' t' .. string.format('%d', token)), 'KEEPTTL')
+local token, field = new_token()
+redis.call('SET', k, with_field(v, field), 'KEEPTTL')
 return token

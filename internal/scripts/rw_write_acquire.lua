@@ -35,9 +35,9 @@ else
     redis.call('ZREM', ww, hold)
     local value, reply = hold, 1
     if ARGV[5] == '1' then
-      local t = redis.call('TIME')
-      reply = tonumber(t[1]) * 1000000 + tonumber(t[2])
-      value = value .. ' t' .. string.format('%d', reply)
+      local field
+      reply, field = new_token()
+      value = value .. field
     end
     redis.call('SET', w, value, 'PX', ARGV[2])
     return reply
