@@ -111,6 +111,20 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 	return context.WithValue(cctx, acqKey{}, a)
 }
 
+// Relet records that a call sent at sentAt set a hold's lease in Redis to lease: from now on
+// a fixed lease, only checked by the watchdog, or, with watchdog, a lease the watchdog renews.
+// (A leased permit's SetLease.)
+func (rt *Runtime) Relet(h *Hold, lease time.Duration, watchdog bool, sentAt time.Time) {
+	rt.holdsMu.Lock() // serialized with the watchdog's scan (see wakeWatchdogBy)
+	h.mu.Lock()
+	h.watchdog, h.lease, h.extendTo = watchdog, lease, 0
+	h.deadline = sentAt.Add(lease)
+	due := h.deadline.Add(-margin(lease))
+	h.mu.Unlock()
+	rt.holdsMu.Unlock()
+	rt.wakeWatchdogBy(due)
+}
+
 // Held returns the caller's innermost unreleased acquisition of key through this runtime, or
 // nil when ctx holds no such lock.
 func (rt *Runtime) Held(ctx context.Context, key string) *Acquisition {

@@ -188,6 +188,20 @@ var (
 	RWForceRelease    = mustLoad("rw_force_release")
 	RWInfo            = mustLoad("rw_info")
 	RWWakeWriter      = mustLoad("rw_wake_writer")
+
+	SemAcquire   = mustLoad("sem_acquire")
+	SemRelease   = mustLoad("sem_release")
+	SemGiveUp    = mustLoad("sem_give_up")
+	SemHeartbeat = mustLoad("sem_heartbeat")
+	SemSet       = mustLoad("sem_set")
+	SemDrain     = mustLoad("sem_drain")
+
+	LSemAcquire   = mustLoad("lsem_acquire")
+	LSemRelease   = mustLoad("lsem_release")
+	LSemRenew     = mustLoad("lsem_renew")
+	LSemHeartbeat = mustLoad("lsem_heartbeat")
+	LSemGiveUp    = mustLoad("lsem_give_up")
+	LSemAvailable = mustLoad("lsem_available")
 )
 
 // All returns every script, in a fixed order.

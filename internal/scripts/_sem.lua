@@ -1,0 +1,128 @@
+-- _sem: the semaphores' wait queue, a fragment included by every sem_* and lsem_* script.
+--
+-- A semaphore named n has, all in n's slot:
+--   s  "aqs:{n}"     a hash: t the total permits (absent: never set), a the available permits
+--                    (counting semaphore) or u the permits leased out (leased semaphore), and
+--                    q "1" while the wait queue may hold entries (so the uncontended path reads
+--                    one hash and never looks at the queue). s has no TTL: like Redisson's, a
+--                    semaphore's permits are configuration, kept until deleted.
+--   q  "aqs:{n}:q"   the wait queue, a list of members "<hold id> <n>" (counting) or
+--                    "<hold id> <n> <lease ms>" (leased) in arrival order
+--   d  "aqs:{n}:d"   a zset of the same members scored by their liveness deadline (server ms),
+--                    kept by the waiters' attempts and their Client's heartbeats (see
+--                    _fair_queue.lua: dead waiters and ghosts are dropped at the head)
+-- and one channel per Client, s .. ':c:' .. client id: a grant is the granted hold id, sent
+-- to the waiter's Client only; "*" wakes that Client's waiters to look again.
+--@include _fair_queue
+
+-- parse_member returns a queue member's hold id, permits and lease (nil for the counting
+-- semaphore).
+local function parse_member(m)
+  local a = string.find(m, ' ', 38, true)
+  local b = string.find(m, ' ', a + 1, true)
+  if b then
+    return string.sub(m, 1, a - 1), tonumber(string.sub(m, a + 1, b - 1)), tonumber(string.sub(m, b + 1))
+  end
+  return string.sub(m, 1, a - 1), tonumber(string.sub(m, a + 1)), nil
+end
+
+-- dispatch serves the queue in order while the live head can be served: a head asking for
+-- more than the total is dropped (its Client is woken, and its next attempt reports the
+-- error); a head whose permits are available is granted them by give(member, hold, n, lease,
+-- deadline) and notified; a head that must wait stops the loop, so later small requests never
+-- pass a large one. A grant to a waiter of Client from (the caller's, or nil) is not
+-- published: its hold id is returned in mine for the caller to tell. It clears s's q flag when
+-- the queue is empty, and returns the permits left available and mine.
+local function dispatch(s, q, d, now, total, avail, give, pub, from)
+  local mine = {}
+  while true do
+    local m, deadline = live_head(q, d, now)
+    if not m then
+      redis.call('HDEL', s, 'q')
+      return avail, mine
+    end
+    local hold, n, lease = parse_member(m)
+    if n > avail and n <= total then
+      return avail, mine
+    end
+    redis.call('LPOP', q)
+    redis.call('ZREM', d, m)
+    local client = string.sub(hold, 1, 36)
+    if n > total then
+      redis.call(pub, s .. ':c:' .. client, '*')
+    else
+      avail = avail - n
+      give(m, hold, n, lease, deadline)
+      if client == from then
+        mine[#mine + 1] = hold
+      else
+        redis.call(pub, s .. ':c:' .. client, hold)
+      end
+    end
+  end
+end
+
+-- join puts member at the tail of the queue with a liveness deadline timeout ms from now, or,
+-- when it is queued and live, only renews its deadline (it keeps its place). A dead entry of
+-- the same member is taken out first (a rare O(N) LREM): it arrives anew.
+local function join(s, q, d, member, now, timeout)
+  local sc = redis.call('ZSCORE', d, member)
+  if sc and tonumber(sc) <= now then
+    redis.call('LREM', q, 0, member)
+    sc = nil
+  end
+  if not sc then
+    redis.call('RPUSH', q, member)
+    redis.call('HSET', s, 'q', '1')
+  end
+  redis.call('ZADD', d, string.format('%d', now + timeout), member)
+  redis.call('PEXPIRE', q, 2 * timeout)
+  redis.call('PEXPIRE', d, 2 * timeout)
+end
+
+-- leave takes member out of the queue: out of d at once, its list entry dropped as a ghost
+-- when it reaches the head (or at once when it is the head). Returns whether it was live.
+local function leave(q, d, member, now)
+  local sc = redis.call('ZSCORE', d, member)
+  if not sc then
+    return false
+  end
+  redis.call('ZREM', d, member)
+  if redis.call('LINDEX', q, 0) == member then
+    redis.call('LPOP', q)
+  end
+  return tonumber(sc) > now
+end
+
+-- keep_until makes key k live at least until ms from now.
+local function keep_until(k, ms)
+  if redis.call('PTTL', k) < ms then
+    redis.call('PEXPIRE', k, ms)
+  end
+end
+
+-- grants_in returns the counting semaphore's give (see dispatch): it records a grant in zset
+-- g, scored by the waiter's liveness deadline, as the fallback for a lost message, after
+-- dropping (once per call) the records whose deadline passed: their permits stay taken, as if
+-- their waiter took them and died, since it may well have taken them.
+local function grants_in(g, now)
+  local trimmed = false
+  return function(m, _, _, _, deadline)
+    if not trimmed then
+      redis.call('ZREMRANGEBYSCORE', g, '-inf', now)
+      trimmed = true
+    end
+    redis.call('ZADD', g, string.format('%d', deadline), m)
+    keep_until(g, deadline - now)
+  end
+end
+
+-- take_grant removes member's grant record from g and reports whether it was live.
+local function take_grant(g, member, now)
+  local sc = redis.call('ZSCORE', g, member)
+  if not sc then
+    return false
+  end
+  redis.call('ZREM', g, member)
+  return tonumber(sc) > now
+end

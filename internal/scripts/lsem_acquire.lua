@@ -1,0 +1,60 @@
+-- lsem_acquire: one attempt to lease n permits of a leased-permit semaphore.
+--
+-- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] p, KEYS[5] pn (see _lsem.lua)
+-- ARGV[1]  hold id, the permit's id once acquired (never used again once it gave up)
+-- ARGV[2]  n, the permits asked for (> 0)
+-- ARGV[3]  lease in ms (> 0)
+-- ARGV[4]  waiter timeout in ms
+-- ARGV[5]  "1" to join the queue (or stay in it) when the permits cannot be had now, "0" not to
+-- ARGV[6]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[7]  "1" when the hold attempted before (it may have been granted its permit), "0" for
+--          its first attempt
+--
+-- Waiters are served in arrival order, as by sem_acquire.lua; permits whose lease ran out
+-- count as available.
+--
+-- Replies: {status, hint, hold ids granted to waiters of the caller's Client, which were not
+-- notified: the caller tells them}. status: 1 acquired; 2 acquired by a grant made while the
+-- hold waited (its message missed); 0 not acquired, not queued; -1 queued; -2 the permits were
+-- never set; -3 n is above the total permits (and the hold left the queue). hint, when not
+-- acquired: ms until the nearest lease end (>= 1), when a waiter that hears nothing looks
+-- again; 0 when no permit is leased.
+--@include _lsem
+local s, q, d, p, pn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local hold, n, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local v = redis.call('HMGET', s, 't', 'q')
+if not v[1] then
+  return {-2, 0}
+end
+local total = tonumber(v[1])
+local now = server_ms()
+local avail = total - in_use(s, p, pn, now)
+local mine = {}
+local status
+if v[2] then
+  avail, mine = dispatch(s, q, d, now, total, avail, permits_in(s, p, pn, now), ARGV[6],
+    string.sub(hold, 1, 36))
+end
+local member = hold .. ' ' .. n .. ' ' .. lease
+local sc = ARGV[7] == '1' and redis.call('ZSCORE', p, hold)
+if sc and tonumber(sc) > now then
+  status = 2
+elseif n > total then
+  leave(q, d, member, now)
+  status = -3
+elseif avail >= n and not (v[2] and redis.call('LINDEX', q, 0)) then
+  add_permit(s, p, pn, hold, n, lease, now)
+  status = 1
+elseif ARGV[5] == '1' then
+  join(s, q, d, member, now, tonumber(ARGV[4]))
+  status = -1
+else
+  status = 0
+end
+local hint = 0
+if status <= 0 then
+  hint = nearest(p, now)
+end
+table.insert(mine, 1, status)
+table.insert(mine, 2, hint)
+return mine

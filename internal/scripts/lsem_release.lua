@@ -1,0 +1,47 @@
+-- lsem_release: give back k of the permits a leased permit holds, and serve the queue.
+--
+-- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] p, KEYS[5] pn (see _lsem.lua)
+-- ARGV[1]  permit id
+-- ARGV[2]  k: all of its permits (or 0, meaning all) ends the permit, fewer keep it with the
+--          rest
+-- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[4]  the caller's Client id: grants to its own waiters are returned, not published
+--
+-- Replies: {status, hold ids granted to the caller's Client's waiters}. status: n >= 0
+-- permits the permit still holds; -5 k is above the permits it holds (nothing changed); -6 no
+-- live permit has this id: its lease ran out, or it was released (nothing changed).
+--@include _lsem
+local s, q, d, p, pn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id, k = ARGV[1], tonumber(ARGV[2])
+local sc = redis.call('ZSCORE', p, id)
+local now = server_ms()
+if not sc or tonumber(sc) <= now then
+  return {-6}
+end
+local n = tonumber(redis.call('HGET', pn, id)) or 1
+if k == 0 then
+  k = n
+end
+if k > n then
+  return {-5}
+end
+if k == n then
+  redis.call('ZREM', p, id)
+  if n > 1 then
+    redis.call('HDEL', pn, id)
+  end
+elseif n - k == 1 then
+  redis.call('HDEL', pn, id)
+else
+  redis.call('HSET', pn, id, n - k)
+end
+redis.call('HINCRBY', s, 'u', -k)
+local mine = {}
+local v = redis.call('HMGET', s, 't', 'q')
+if v[1] and v[2] then
+  local total = tonumber(v[1])
+  mine = select(2, dispatch(s, q, d, now, total, total - in_use(s, p, pn, now), permits_in(s, p, pn, now),
+    ARGV[3], ARGV[4]))
+end
+table.insert(mine, 1, n - k)
+return mine

@@ -1,0 +1,20 @@
+-- lsem_renew: extend, or only check, one leased permit (the watchdog's call, and SetLease's).
+--
+-- KEYS[1] p (see _lsem.lua)
+-- ARGV[1]  permit id
+-- ARGV[2]  lease in ms from now, or 0 to check that the permit is still live without extending
+--          it
+--
+-- Each permit's lease is its own score: renewing one never extends another.
+--
+-- Replies: 1 the permit is live (and its lease set when ARGV[2] > 0); 0 it is gone.
+--@include _lsem
+local sc = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local now = server_ms()
+if not sc or tonumber(sc) <= now then
+  return 0
+end
+if ARGV[2] ~= '0' then
+  redis.call('ZADD', KEYS[1], 'XX', string.format('%d', now + tonumber(ARGV[2])), ARGV[1])
+end
+return 1

@@ -1,0 +1,237 @@
+// Package semaphore holds two distributed semaphores on Redis, for limits shared by several
+// processes, such as a worker pool that runs at most K jobs at once:
+//
+//   - Semaphore, a counting semaphore (Redisson's RSemaphore): permits are numbers, taken and
+//     given back by anyone;
+//   - Leased, a semaphore of leased permits (Redisson's RPermitExpirableSemaphore): each
+//     acquisition gets a permit with an id and a lease, renewed by the Client's watchdog or
+//     fixed, so that the permits of a process that crashed come back when their lease ends.
+//
+// # Order
+//
+// Both serve waiters in arrival order, across processes: while a waiter is queued nobody takes
+// permits past it, and a large request at the head is not passed by later small ones (as in
+// golang.org/x/sync/semaphore). A release grants the permits to exactly the waiters it can
+// now satisfy, in order, and tells only them; nothing polls. A waiter whose process died is
+// dropped from the queue after the waiter timeout (WithWaiterTimeout).
+//
+// # Permits in Redis
+//
+// The total and the available (or leased) permits live in one hash with no TTL: like
+// Redisson's, a semaphore's permits are configuration, kept until the key is deleted. Set them
+// once with TrySetPermits, change them with AddPermits.
+package semaphore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/scripts"
+)
+
+// Semaphore is a distributed counting semaphore. Create it with New; it is safe for concurrent
+// use. Permits are not owned: Release gives permits back whoever took them, so a process that
+// dies holding permits takes them with it (use Leased where that matters).
+type Semaphore struct {
+	base
+	keys []string // s, q, d, g (see internal/scripts/sem_acquire.lua)
+}
+
+// New returns the counting semaphore of the given name. Any bytes make a valid name, but it
+// must not be empty. Creating a Semaphore touches no key.
+func New(c *aqs.Client, name string, opts ...Option) (*Semaphore, error) {
+	b, err := newBase(c, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Semaphore{base: b, keys: []string{b.key, b.key + ":q", b.key + ":d", b.key + ":g"}}, nil
+}
+
+// Name returns the semaphore's name.
+func (s *Semaphore) Name() string { return s.name }
+
+// Key returns the Redis key of the semaphore's permits; its other keys share its hash tag.
+func (s *Semaphore) Key() string { return s.key }
+
+// Keys returns every key of the semaphore: the permits, the queue, its deadlines and the
+// grants not yet collected.
+func (s *Semaphore) Keys() []string { return s.keys }
+
+// TrySetPermits sets the semaphore's permits to k, all available, only if they were never
+// set, and reports whether it set them.
+func (s *Semaphore) TrySetPermits(ctx context.Context, k int) (bool, error) {
+	return trySet(ctx, &s.base, s.keys, k, "c")
+}
+
+// AddPermits changes the total permits by delta, and the available permits with it: a
+// positive delta serves the waiters it can, a negative one needs as many permits available
+// (ErrInsufficientPermits otherwise; it never waits). Waiters that now ask for more than the
+// total fail with ErrTooManyPermits. On a semaphore never set, it sets the permits to delta.
+func (s *Semaphore) AddPermits(ctx context.Context, delta int) error {
+	return add(ctx, &s.base, s.keys, delta, "c")
+}
+
+// Acquire blocks until n permits are granted or ctx is done. Waiters are served in arrival
+// order. It fails at once with ErrTooManyPermits when n is above the total, and with ErrNotSet
+// when the permits were never set.
+//
+// On failure Acquire returns context.Cause(ctx) (or the error), and leaves the semaphore
+// unchanged: it leaves the queue, and permits granted to it in the same instant go to the
+// next waiters. If ctx is already done, Acquire fails without a call to Redis.
+func (s *Semaphore) Acquire(ctx context.Context, n int) error {
+	if err := s.checkN("acquire", n); err != nil {
+		return err
+	}
+	cfg, err := core.ApplyBlockingLockOptions(nil)
+	if err != nil {
+		return err
+	}
+	_, _, err = s.acquire(ctx, cfg, true, counting{s, n})
+	return err
+}
+
+// TryAcquire takes n permits only if it can at once (they are available and nobody waits);
+// with aqs.WithWait(d) it waits in the queue up to d. Not getting them is a result, not an
+// error: (false, nil), and nothing is left behind. aqs.WithLease and aqs.WithFencingToken do
+// not apply to this semaphore and are refused.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...aqs.LockOption) (bool, error) {
+	if err := s.checkN("acquire", n); err != nil {
+		return false, err
+	}
+	cfg, err := core.ApplyLockOptions(opts)
+	if err != nil {
+		return false, err
+	}
+	if cfg.Lease > 0 || cfg.Token {
+		return false, core.Invalid("semaphore %q: a counting semaphore takes no lease or fencing token", s.name)
+	}
+	_, ok, err := s.acquire(ctx, cfg, false, counting{s, n})
+	return ok, err
+}
+
+// Release gives n permits back and grants them to the waiters it can now satisfy, in order.
+// It fails with ErrOverRelease, and changes nothing, when that would make more permits
+// available than the total. Release does not use ctx's cancellation, only its values: a
+// release cut short would leave the outcome unknown.
+func (s *Semaphore) Release(ctx context.Context, n int) error {
+	if err := s.checkN("release", n); err != nil {
+		return err
+	}
+	if err := s.rt.Check(); err != nil {
+		return err
+	}
+	v, err := scripts.SemRelease.Run(context.WithoutCancel(ctx), s.rt.Redis, s.keys,
+		n, s.rt.PublishCommand(), s.rt.ID).Result()
+	if err != nil {
+		return core.RedisError(s.key, err)
+	}
+	switch status, _ := s.parse(v, false); status {
+	case notSet:
+		return fmt.Errorf("semaphore %q: %w", s.name, ErrNotSet)
+	case -5:
+		return fmt.Errorf("semaphore %q: release of %d: %w", s.name, n, ErrOverRelease)
+	}
+	return nil
+}
+
+// Available returns the permits available now (0 when never set).
+func (s *Semaphore) Available(ctx context.Context) (int, error) {
+	if err := s.rt.Check(); err != nil {
+		return 0, err
+	}
+	n, err := s.rt.Redis.HGet(ctx, s.key, "a").Int()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, core.RedisError(s.key, err)
+	}
+	return n, nil
+}
+
+// Drain takes every permit available now, whoever waits, and returns how many it took.
+func (s *Semaphore) Drain(ctx context.Context) (int, error) {
+	if err := s.rt.Check(); err != nil {
+		return 0, err
+	}
+	n, err := scripts.SemDrain.Run(ctx, s.rt.Redis, s.keys[:1]).Int()
+	if err != nil {
+		return 0, core.RedisError(s.key, err)
+	}
+	return n, nil
+}
+
+// counting is the counting semaphore's side of the wait queue, for one call asking n permits.
+type counting struct {
+	s *Semaphore
+	n int
+}
+
+func (c counting) attempt(ctx context.Context, hold string, retry, enqueue bool) (reply, error) {
+	s := c.s
+	v, err := scripts.SemAcquire.Run(ctx, s.rt.Redis, s.keys, hold, c.n, s.waiterTimeout.Milliseconds(),
+		flag(enqueue), s.rt.PublishCommand(), flag(retry)).Result()
+	if err != nil {
+		return reply{}, core.RedisError(s.key, err)
+	}
+	status, _ := s.parse(v, false)
+	return reply{status: status}, nil
+}
+
+func (c counting) giveUp(ctx context.Context, hold string) error {
+	s := c.s
+	v, err := scripts.SemGiveUp.Run(context.WithoutCancel(ctx), s.rt.Redis, s.keys, hold, c.n,
+		s.rt.PublishCommand()).Result()
+	if err != nil {
+		return core.RedisError(s.key, err)
+	}
+	s.parse(v, false)
+	return nil
+}
+
+func (c counting) beat(hold string) *core.Beat {
+	s := c.s
+	return &core.Beat{Keys: s.keys, Script: scripts.SemHeartbeat,
+		Args: []any{hold, c.n, s.waiterTimeout.Milliseconds(), s.rt.PublishCommand()}}
+}
+
+// trySet runs sem_set.lua's "set" for either kind.
+func trySet(ctx context.Context, b *base, keys []string, k int, kind string) (bool, error) {
+	if k < 0 {
+		return false, core.Invalid("semaphore %q: %d permits", b.name, k)
+	}
+	if err := b.rt.Check(); err != nil {
+		return false, err
+	}
+	v, err := scripts.SemSet.Run(ctx, b.rt.Redis, keys, "set", k, b.rt.PublishCommand(), b.rt.ID, kind).Result()
+	if err != nil {
+		return false, core.RedisError(b.key, err)
+	}
+	status, _ := b.parse(v, false)
+	return status == 1, nil
+}
+
+// add runs sem_set.lua's "add" for either kind.
+func add(ctx context.Context, b *base, keys []string, delta int, kind string) error {
+	if err := b.rt.Check(); err != nil {
+		return err
+	}
+	v, err := scripts.SemSet.Run(context.WithoutCancel(ctx), b.rt.Redis, keys, "add", delta,
+		b.rt.PublishCommand(), b.rt.ID, kind).Result()
+	if err != nil {
+		return core.RedisError(b.key, err)
+	}
+	if status, _ := b.parse(v, false); status == -4 {
+		return fmt.Errorf("semaphore %q: remove %d: %w", b.name, -delta, ErrInsufficientPermits)
+	}
+	return nil
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

@@ -1,0 +1,322 @@
+package semaphore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/scripts"
+)
+
+// Leased is a distributed semaphore of leased permits. Create it with NewLeased; it is safe
+// for concurrent use.
+//
+// Each acquisition gets a Permit: an id, its number of permits, and a lease in server time of
+// its own. By default the Client's watchdog renews the lease while the Client lives, so a
+// process that dies (or loses Redis) gives its permits back when the lease ends, at most the
+// watchdog timeout later; aqs.WithLease sets a fixed lease instead. Leases that ran out count as
+// available at once, whoever looks, and the waiters are served when they do: each waiter
+// looks again at the nearest lease end reported by its last attempt, and the Client's
+// heartbeats serve the queue too, so no release is needed and nothing polls.
+type Leased struct {
+	base
+	kp   string
+	keys []string // s, q, d, p, pn (see internal/scripts/_lsem.lua)
+}
+
+// NewLeased returns the leased-permit semaphore of the given name. Any bytes make a valid
+// name, but it must not be empty. Creating a Leased touches no key.
+func NewLeased(c *aqs.Client, name string, opts ...Option) (*Leased, error) {
+	b, err := newBase(c, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	k := b.key
+	return &Leased{base: b, kp: k + ":p", keys: []string{k, k + ":q", k + ":d", k + ":p", k + ":pn"}}, nil
+}
+
+// Name returns the semaphore's name.
+func (l *Leased) Name() string { return l.name }
+
+// Key returns the Redis key of the semaphore's permits; its other keys share its hash tag.
+func (l *Leased) Key() string { return l.key }
+
+// Keys returns every key of the semaphore: the permits, the queue, its deadlines, the leased
+// permits and their counts.
+func (l *Leased) Keys() []string { return l.keys }
+
+// TrySetPermits sets the semaphore's total permits to k, only if they were never set, and
+// reports whether it set them.
+func (l *Leased) TrySetPermits(ctx context.Context, k int) (bool, error) {
+	return trySet(ctx, &l.base, l.keys, k, "l")
+}
+
+// AddPermits changes the total permits by delta: a positive delta serves the waiters it can,
+// a negative one needs as many permits available (ErrInsufficientPermits otherwise; it never
+// waits). Waiters that now ask for more than the total fail with ErrTooManyPermits. On a
+// semaphore never set, it sets the total to delta.
+func (l *Leased) AddPermits(ctx context.Context, delta int) error {
+	return add(ctx, &l.base, l.keys, delta, "l")
+}
+
+// Available returns the permits available now, in server time: permits whose lease ran out
+// are available, whether or not anyone has looked since. 0 when never set.
+func (l *Leased) Available(ctx context.Context) (int, error) {
+	if err := l.rt.Check(); err != nil {
+		return 0, err
+	}
+	r, err := scripts.LSemAvailable.Run(ctx, l.rt.Redis, []string{l.key, l.kp, l.kp + "n"}).Int64Slice()
+	if err != nil {
+		return 0, core.RedisError(l.key, err)
+	}
+	return int(r[0]), nil
+}
+
+// Permit is one acquisition of a Leased: n permits under one lease. Its methods are safe for
+// concurrent use.
+type Permit struct {
+	l    *Leased
+	id   string
+	held context.Context
+
+	mu sync.Mutex
+	n  int
+}
+
+// ID returns the permit's id, unique across Clients and time.
+func (p *Permit) ID() string { return p.id }
+
+// Permits returns how many permits it holds (fewer after ReleasePart).
+func (p *Permit) Permits() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+// Context returns the permit's held context, a child of the context Acquire was called with:
+// it is done, with aqs.ErrLockLost as its cause, once the permit's lease can no longer be
+// trusted (it ran out, the renewals failed, or Redis lost it), and with aqs.ErrReleased after
+// Release. Work done under the permit should stop when it is done.
+func (p *Permit) Context() context.Context { return p.held }
+
+// Acquire blocks until n permits are granted or ctx is done, and returns the permit. Waiters
+// are served in arrival order. It fails at once with ErrTooManyPermits when n is above the
+// total, and with ErrNotSet when the permits were never set. Option: aqs.WithLease, for a
+// fixed lease instead of the watchdog's renewals.
+//
+// On failure Acquire returns context.Cause(ctx) (or the error), and leaves the semaphore
+// unchanged: it leaves the queue, and a permit granted to it in the same instant goes to the
+// next waiters.
+func (l *Leased) Acquire(ctx context.Context, n int, opts ...aqs.LockOption) (*Permit, error) {
+	if err := l.checkN("acquire", n); err != nil {
+		return nil, err
+	}
+	cfg, err := core.ApplyBlockingLockOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	p, _, err := l.take(ctx, n, cfg, true)
+	return p, err
+}
+
+// TryAcquire takes n permits only if it can at once (they are available and nobody waits);
+// with aqs.WithWait(d) it waits in the queue up to d. Not getting them is a result, not an
+// error: (nil, false, nil), and nothing is left behind. Option aqs.WithLease as for Acquire.
+func (l *Leased) TryAcquire(ctx context.Context, n int, opts ...aqs.LockOption) (*Permit, bool, error) {
+	if err := l.checkN("acquire", n); err != nil {
+		return nil, false, err
+	}
+	cfg, err := core.ApplyLockOptions(opts)
+	if err != nil {
+		return nil, false, err
+	}
+	return l.take(ctx, n, cfg, false)
+}
+
+func (l *Leased) take(ctx context.Context, n int, cfg core.LockConfig, block bool) (*Permit, bool, error) {
+	if cfg.Token {
+		return nil, false, core.Invalid("semaphore %q: permits have no fencing token", l.name)
+	}
+	lease := l.lease(cfg)
+	o, ok, err := l.acquire(ctx, cfg, block, leasing{l, n, lease})
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	// A permit granted while its waiter queued has a lease that runs, at first, only to the
+	// waiter's liveness deadline (see permits_in in _lsem.lua), at least a waiter timeout after
+	// the last call that found it queued; the watchdog sets its own lease before that ends.
+	first := lease
+	if o.granted {
+		first = min(lease, l.waiterTimeout)
+	}
+	held := l.rt.Adopt(ctx, core.Grant{
+		Key: l.kp, ID: o.hold, Lease: first, Watchdog: cfg.Lease == 0,
+		Renew: scripts.LSemRenew, FetchToken: noToken, SentAt: o.since,
+	})
+	a := l.rt.Held(held, l.kp)
+	if first < lease {
+		l.rt.ExtendLater(a.Hold(), lease, o.since.Add(first/2))
+	}
+	p := &Permit{l: l, id: o.hold, held: held, n: n}
+	if err := ctx.Err(); err != nil {
+		_ = l.Release(ctx, p)
+		return nil, false, err
+	}
+	return p, true, nil
+}
+
+func (l *Leased) lease(cfg core.LockConfig) time.Duration {
+	if cfg.Lease > 0 {
+		return cfg.Lease
+	}
+	return l.rt.Cfg.WatchdogTimeout
+}
+
+func noToken(context.Context, *core.Hold) (int64, error) {
+	return 0, core.Invalid("semaphore: permits have no fencing token")
+}
+
+// own returns the permit's live acquisition, or the error for a permit that is not this
+// semaphore's or was released already.
+func (l *Leased) own(op string, p *Permit) (*core.Acquisition, error) {
+	if err := l.rt.Check(); err != nil {
+		return nil, err
+	}
+	if p == nil || p.l != l {
+		return nil, core.Invalid("semaphore %q: %s of a permit of another semaphore", l.name, op)
+	}
+	a := l.rt.Held(p.held, l.kp)
+	if a == nil {
+		return nil, fmt.Errorf("semaphore %q: %s of permit %s: %w", l.name, op, p.id, core.ErrNotOwner)
+	}
+	return a, nil
+}
+
+// Release gives back all of the permit's permits, and serves the waiters it can now satisfy,
+// in order. It fails with ErrPermitExpired when the permit's lease ran out (its permits came
+// back then), and with an error matching aqs.ErrNotOwner for a permit released already.
+// Release does not use ctx's cancellation, only its values.
+func (l *Leased) Release(ctx context.Context, p *Permit) error {
+	a, err := l.own("release", p)
+	if err != nil {
+		return err
+	}
+	h := a.Hold()
+	if _, err := a.Release(); err != nil {
+		return fmt.Errorf("semaphore %q: release of permit %s: %w: %w", l.name, p.id, ErrPermitExpired, err)
+	}
+	return l.giveBack(ctx, p, h, 0)
+}
+
+// ReleasePart gives back k of the permit's permits and keeps the permit with the rest; k equal
+// to all of them is Release. It fails with ErrOverRelease, and changes nothing, when k is above
+// the permits it holds.
+func (l *Leased) ReleasePart(ctx context.Context, p *Permit, k int) error {
+	if err := l.checkN("release", k); err != nil {
+		return err
+	}
+	a, err := l.own("release", p)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	n := p.n
+	p.mu.Unlock()
+	switch {
+	case k > n:
+		return fmt.Errorf("semaphore %q: release of %d of %d permits: %w", l.name, k, n, ErrOverRelease)
+	case k == n:
+		return l.Release(ctx, p)
+	}
+	return l.giveBack(ctx, p, a.Hold(), k)
+}
+
+// giveBack runs lsem_release.lua for k of the permit's permits (0: all).
+func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int) error {
+	v, err := scripts.LSemRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, l.keys, p.id, k,
+		l.rt.PublishCommand(), l.rt.ID).Result()
+	if err != nil {
+		return core.RedisError(l.key, err)
+	}
+	status, _ := l.parse(v, false)
+	switch {
+	case status == -6:
+		h.Lost()
+		return fmt.Errorf("semaphore %q: release of permit %s: %w: %w", l.name, p.id, ErrPermitExpired, core.ErrLockLost)
+	case status < 0:
+		return fmt.Errorf("semaphore %q: release of %d permits of permit %s: %w", l.name, k, p.id, ErrOverRelease)
+	}
+	p.mu.Lock()
+	p.n = int(status)
+	p.mu.Unlock()
+	return nil
+}
+
+// SetLease changes the permit's lease: d > 0 sets a fixed lease of d from now, which the
+// watchdog no longer renews; d == 0 hands the lease to the watchdog, which renews it while the
+// Client lives. It fails with ErrPermitExpired when the lease ran out already.
+func (l *Leased) SetLease(ctx context.Context, p *Permit, d time.Duration) error {
+	if d < 0 {
+		return core.Invalid("semaphore %q: negative lease %v", l.name, d)
+	}
+	if d > 0 && d < time.Millisecond {
+		return core.Invalid("semaphore %q: lease %v is below 1ms", l.name, d)
+	}
+	a, err := l.own("set the lease", p)
+	if err != nil {
+		return err
+	}
+	lease := d
+	if d == 0 {
+		lease = l.rt.Cfg.WatchdogTimeout
+	}
+	sentAt := time.Now()
+	ok, err := scripts.LSemRenew.Run(ctx, l.rt.Redis, []string{l.kp}, p.id, lease.Milliseconds()).Int()
+	if err != nil {
+		return core.RedisError(l.key, err)
+	}
+	if ok == 0 {
+		a.Hold().Lost()
+		return fmt.Errorf("semaphore %q: set the lease of permit %s: %w: %w", l.name, p.id, ErrPermitExpired, core.ErrLockLost)
+	}
+	l.rt.Relet(a.Hold(), lease, d == 0, sentAt)
+	return nil
+}
+
+// leasing is the leased semaphore's side of the wait queue, for one call asking n permits.
+type leasing struct {
+	l     *Leased
+	n     int
+	lease time.Duration
+}
+
+func (c leasing) attempt(ctx context.Context, hold string, retry, enqueue bool) (reply, error) {
+	l := c.l
+	v, err := scripts.LSemAcquire.Run(ctx, l.rt.Redis, l.keys, hold, c.n, c.lease.Milliseconds(),
+		l.waiterTimeout.Milliseconds(), flag(enqueue), l.rt.PublishCommand(), flag(retry)).Result()
+	if err != nil {
+		return reply{}, core.RedisError(l.key, err)
+	}
+	status, hint := l.parse(v, true)
+	return reply{status: status, hint: hint}, nil
+}
+
+func (c leasing) giveUp(ctx context.Context, hold string) error {
+	l := c.l
+	v, err := scripts.LSemGiveUp.Run(context.WithoutCancel(ctx), l.rt.Redis, l.keys, hold, c.n,
+		c.lease.Milliseconds(), l.rt.PublishCommand()).Result()
+	if err != nil {
+		return core.RedisError(l.key, err)
+	}
+	l.parse(v, false)
+	return nil
+}
+
+func (c leasing) beat(hold string) *core.Beat {
+	l := c.l
+	return &core.Beat{Keys: l.keys, Script: scripts.LSemHeartbeat,
+		Args: []any{hold, c.n, c.lease.Milliseconds(), l.waiterTimeout.Milliseconds(), l.rt.PublishCommand()}}
+}

@@ -1,0 +1,58 @@
+package semaphore_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/semaphore"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runHelperProcess())
+	}
+	os.Exit(redistest.Main(m))
+}
+
+// newClient returns an aqs Client on rdb, closed at the end of the test.
+func newClient(t testing.TB, rdb redis.UniversalClient, opts ...aqs.Option) *aqs.Client {
+	t.Helper()
+	c, err := aqs.New(context.Background(), rdb, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newSem returns a counting semaphore with a name unique to the test and k permits set.
+func newSem(t testing.TB, c *aqs.Client, k int, opts ...semaphore.Option) *semaphore.Semaphore {
+	t.Helper()
+	s, err := semaphore.New(c, redistest.Name(t), opts...)
+	require.NoError(t, err)
+	ok, err := s.TrySetPermits(context.Background(), k)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return s
+}
+
+// newLeased returns a leased-permit semaphore with a name unique to the test and k permits.
+func newLeased(t testing.TB, c *aqs.Client, k int, opts ...semaphore.Option) *semaphore.Leased {
+	t.Helper()
+	s, err := semaphore.NewLeased(c, redistest.Name(t), opts...)
+	require.NoError(t, err)
+	ok, err := s.TrySetPermits(context.Background(), k)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return s
+}
+
+// topologies runs f on a single node and on a cluster.
+func topologies(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Run("single", func(t *testing.T) { f(t, redistest.Single(t).Client(t)) })
+	t.Run("cluster", func(t *testing.T) { f(t, redistest.Cluster(t).Client(t)) })
+}
