@@ -1,0 +1,94 @@
+package semaphore_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/semaphore"
+)
+
+// A worker pool that runs at most two jobs at once, however many workers there are: each job
+// runs under a leased permit. (The workers are goroutines of one process here; across
+// processes, each with its own aqs.Client, it works the same, and the permits of a process
+// that crashes come back when their lease ends.)
+func Example_workerPool() {
+	// The example runs on the test binary's redis-server; an application uses its own address.
+	addr, err := redistest.SingleAddr()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	client, err := aqs.New(ctx, rdb) // one aqs.Client per process
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	pool, err := semaphore.NewLeased(client, "example-pool")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The permits are set once, by whichever process comes first; they stay until the keys are
+	// deleted.
+	if _, err := pool.TrySetPermits(ctx, 2); err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Del(ctx, pool.Keys()...)
+
+	// Six workers, one job each. The pool's limit is checked here by counting the jobs running.
+	var (
+		mu            sync.Mutex
+		running, most int
+		done          []int
+		wg            sync.WaitGroup
+	)
+	for job := 1; job <= 6; job++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			permit, err := pool.Acquire(ctx, 1) // waits for a permit, in arrival order
+			if err != nil {
+				log.Fatal(err)
+			}
+			defer pool.Release(ctx, permit)
+			mu.Lock()
+			running++
+			most = max(most, running)
+			mu.Unlock()
+
+			// The job's work, under permit.Context(): it is done should the lease be lost.
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-permit.Context().Done():
+				log.Fatal(context.Cause(permit.Context()))
+			}
+
+			mu.Lock()
+			running--
+			done = append(done, job)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if most <= 2 {
+		fmt.Printf("%d jobs done, never more than 2 at once\n", len(done))
+	} else {
+		fmt.Printf("%d jobs done, %d at once\n", len(done), most)
+	}
+	available, err := pool.Available(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("permits available:", available)
+	// Output:
+	// 6 jobs done, never more than 2 at once
+	// permits available: 2
+}
