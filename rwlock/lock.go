@@ -480,9 +480,9 @@ func (l *Lock) wonRead(ctx context.Context, hold string, downgrade bool, cfg cor
 		Key: l.kr, ID: hold, Lease: l.lease(cfg), Watchdog: cfg.Lease == 0,
 		Renew: scripts.RWReadRenew, FetchToken: noToken, SentAt: sentAt,
 	})
-	if err := ctx.Err(); err != nil {
+	if ctx.Err() != nil {
 		_ = l.RUnlock(held)
-		return nil, false, err
+		return nil, false, context.Cause(ctx)
 	}
 	return held, true, nil
 }

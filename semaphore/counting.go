@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -139,17 +140,27 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 	return nil
 }
 
-// Available returns the permits available now (0 when never set).
+// Available returns the permits available now (0 when never set). While acquisitions are
+// in flight it may read fewer (see internal/scripts/_csem.lua), never more.
 func (s *Semaphore) Available(ctx context.Context) (int, error) {
 	if err := s.rt.Check(); err != nil {
 		return 0, err
 	}
-	n, err := s.rt.Redis.HGet(ctx, s.key, "a").Int()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	v, err := s.rt.Redis.HMGet(ctx, s.key, "a", "q").Result()
+	if err != nil {
 		return 0, core.RedisError(s.key, err)
 	}
-	return n, nil
+	a, _ := v[0].(string)
+	n, _ := strconv.ParseInt(a, 10, 64)
+	if v[1] != nil {
+		n += gate
+	}
+	return int(max(n, 0)), nil
 }
+
+// gate is GATE in internal/scripts/_csem.lua: the available permits' field is kept that much
+// lower while waiters are queued.
+const gate = 1 << 50
 
 // Drain takes every permit available now, whoever waits, and returns how many it took.
 func (s *Semaphore) Drain(ctx context.Context) (int, error) {
@@ -169,11 +180,34 @@ type counting struct {
 	n int
 }
 
-func (c counting) attempt(ctx context.Context, hold string, retry, enqueue bool) (reply, error) {
+func (c counting) attempt(ctx context.Context, hold string, retry, enqueue, plain bool) (reply, error) {
 	s := c.s
-	v, err := scripts.SemAcquire.Run(ctx, s.rt.Redis, s.keys, hold, c.n, s.waiterTimeout.Milliseconds(),
-		flag(enqueue), s.rt.PublishCommand(), flag(retry)).Result()
+	undo := 0
+	if plain {
+		// The uncontended path: one plain command, no script (see _csem.lua). A negative
+		// result means the permits were not there, or waiters are queued (the gate), or the
+		// permits were never set: the script gives them back and decides.
+		// Without ctx's cancellation: a command cut off by ctx would leave unknown whether it
+		// took the permits, and nothing records who took them. (A connection lost in flight
+		// still can: the counting semaphore's permits are not owned.)
+		left, err := s.rt.Redis.HIncrBy(context.WithoutCancel(ctx), s.key, "a", int64(-c.n)).Result()
+		if err != nil {
+			return reply{}, core.RedisError(s.key, err)
+		}
+		if left >= 0 {
+			return reply{status: acquired}, nil
+		}
+		undo = c.n
+	}
+	v, err := scripts.SemAcquire.Run(context.WithoutCancel(ctx), s.rt.Redis, s.keys, hold, c.n,
+		s.waiterTimeout.Milliseconds(), flag(enqueue), s.rt.PublishCommand(), flag(retry), undo).Result()
 	if err != nil {
+		var rerr redis.Error
+		if undo > 0 && errors.As(err, &rerr) {
+			// The script failed (a key of another type, say) before its last write, which
+			// is where it gives the plain decrement back: give it back here.
+			_ = s.rt.Redis.HIncrBy(context.WithoutCancel(ctx), s.key, "a", int64(undo)).Err()
+		}
 		return reply{}, core.RedisError(s.key, err)
 	}
 	status, _ := s.parse(v, false)

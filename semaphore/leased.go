@@ -161,9 +161,9 @@ func (l *Leased) take(ctx context.Context, n int, cfg core.LockConfig, block boo
 		l.rt.ExtendLater(a.Hold(), lease, o.since.Add(first/2))
 	}
 	p := &Permit{l: l, id: o.hold, held: held, n: n}
-	if err := ctx.Err(); err != nil {
+	if ctx.Err() != nil {
 		_ = l.Release(ctx, p)
-		return nil, false, err
+		return nil, false, context.Cause(ctx)
 	}
 	return p, true, nil
 }
@@ -236,8 +236,12 @@ func (l *Leased) ReleasePart(ctx context.Context, p *Permit, k int) error {
 
 // giveBack runs lsem_release.lua for k of the permit's permits (0: all).
 func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int) error {
+	// A permit this process knows to hold one permit holds one in Redis too (its count there
+	// only ever goes down, and a partial release's lost reply leaves the local count higher),
+	// so the script need not look.
+	one := p.Permits() == 1
 	v, err := scripts.LSemRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, l.keys, p.id, k,
-		l.rt.PublishCommand(), l.rt.ID).Result()
+		l.rt.PublishCommand(), l.rt.ID, flag(one)).Result()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
@@ -293,7 +297,7 @@ type leasing struct {
 	lease time.Duration
 }
 
-func (c leasing) attempt(ctx context.Context, hold string, retry, enqueue bool) (reply, error) {
+func (c leasing) attempt(ctx context.Context, hold string, retry, enqueue, _ bool) (reply, error) {
 	l := c.l
 	v, err := scripts.LSemAcquire.Run(ctx, l.rt.Redis, l.keys, hold, c.n, c.lease.Milliseconds(),
 		l.waiterTimeout.Milliseconds(), flag(enqueue), l.rt.PublishCommand(), flag(retry)).Result()

@@ -2,6 +2,7 @@ package semaphore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -43,8 +44,10 @@ const (
 
 // kind is what differs between the two semaphores' waiting.
 type kind interface {
-	// attempt runs one attempt; retry tells the script to look for a grant made earlier.
-	attempt(ctx context.Context, hold string, retry, enqueue bool) (reply, error)
+	// attempt runs one attempt; retry tells the script to look for a grant made earlier, plain
+	// that it is the first attempt of a call while this Client has no waiters, which the
+	// counting semaphore makes with a plain command (see _csem.lua).
+	attempt(ctx context.Context, hold string, retry, enqueue, plain bool) (reply, error)
 	// giveUp takes the hold out of the queue, giving back permits granted to it meanwhile.
 	giveUp(ctx context.Context, hold string) error
 	// beat returns the hold's heartbeat (its OnReply is set by the caller).
@@ -106,9 +109,12 @@ func (b *base) checkN(op string, n int) error {
 	return nil
 }
 
-// parse reads a script reply {status, [hint,] local grants...}: it tells the waiters of this
+// parse reads a script reply, status or {status, [hint,] local grants...}: it tells the waiters of this
 // Client that were granted permits (yielding so that they run), and returns the rest.
 func (b *base) parse(v any, withHint bool) (status int64, hint time.Duration) {
+	if n, ok := v.(int64); ok {
+		return n, 0 // a status alone: nothing granted
+	}
 	arr, _ := v.([]any)
 	if len(arr) == 0 {
 		return 0, 0
@@ -177,14 +183,14 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 		}
 	}
 	sentAt := time.Now()
-	r, err := k.attempt(ctx, hold, false, wait)
+	r, err := k.attempt(ctx, hold, false, wait, w == nil)
 	if err == nil {
 		err = b.statusErr(r.status)
 	}
 	if err != nil {
 		closeW()
 		b.abandon(k, hold)
-		return outcome{}, false, err
+		return outcome{}, false, causeOf(ctx, err)
 	}
 	if r.status == acquired {
 		closeW()
@@ -203,9 +209,7 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 	// granted in the same instant.
 	giveUp := func(err error) (outcome, bool, error) {
 		gerr := k.giveUp(ctx, hold)
-		if err == nil && ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
+		err = causeOf(ctx, err)
 		if err == nil {
 			err = gerr
 		}
@@ -237,7 +241,7 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 	for {
 		if retry {
 			sentAt = time.Now()
-			r, err = k.attempt(ctx, hold, true, true)
+			r, err = k.attempt(ctx, hold, true, true, false)
 			if err == nil {
 				err = b.statusErr(r.status)
 			}
@@ -273,7 +277,7 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 			w.SetTag(hold)
 			retry = false
 			sentAt = time.Now()
-			r, err = k.attempt(ctx, hold, false, true)
+			r, err = k.attempt(ctx, hold, false, true, false)
 			if err == nil {
 				err = b.statusErr(r.status)
 			}
@@ -299,6 +303,15 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 		}
 		timer.Stop()
 	}
+}
+
+// causeOf returns the error a failed call reports: context.Cause(ctx) when ctx ended and err
+// is nil or only says so (the caller's cause, not the call it cut short), err otherwise.
+func causeOf(ctx context.Context, err error) error {
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return context.Cause(ctx)
+	}
+	return err
 }
 
 // abandon undoes an attempt whose reply was lost: it may have queued the hold or given it

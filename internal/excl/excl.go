@@ -81,9 +81,9 @@ func (b *Base) Won(ctx context.Context, hold string, cfg core.LockConfig, token 
 		Key: b.key, ID: hold, Token: token, Lease: b.Lease(cfg), Watchdog: cfg.Lease == 0,
 		Renew: scripts.LockRenew, FetchToken: b.fetchToken, SentAt: sentAt,
 	})
-	if err := ctx.Err(); err != nil {
+	if ctx.Err() != nil {
 		_ = b.Unlock(held)
-		return nil, false, err
+		return nil, false, context.Cause(ctx)
 	}
 	return held, true, nil
 }
@@ -103,9 +103,9 @@ func (b *Base) WonGrant(ctx context.Context, hold string, cfg core.LockConfig, s
 			b.RT.ExtendLater(a.Hold(), b.Lease(cfg), since.Add(first/2))
 		}
 	}
-	if err := ctx.Err(); err != nil {
+	if ctx.Err() != nil {
 		_ = b.Unlock(held)
-		return nil, false, err
+		return nil, false, context.Cause(ctx)
 	}
 	return held, true, nil
 }

@@ -32,18 +32,19 @@ end
 -- deadline) and notified; a head that must wait stops the loop, so later small requests never
 -- pass a large one. A grant to a waiter of Client from (the caller's, or nil) is not
 -- published: its hold id is returned in mine for the caller to tell. It clears s's q flag when
--- the queue is empty, and returns the permits left available and mine.
+-- the queue is empty, and returns the permits left available, mine, and whether it cleared
+-- the flag.
 local function dispatch(s, q, d, now, total, avail, give, pub, from)
   local mine = {}
   while true do
     local m, deadline = live_head(q, d, now)
     if not m then
       redis.call('HDEL', s, 'q')
-      return avail, mine
+      return avail, mine, true
     end
     local hold, n, lease = parse_member(m)
     if n > avail and n <= total then
-      return avail, mine
+      return avail, mine, false
     end
     redis.call('LPOP', q)
     redis.call('ZREM', d, m)
@@ -101,28 +102,3 @@ local function keep_until(k, ms)
   end
 end
 
--- grants_in returns the counting semaphore's give (see dispatch): it records a grant in zset
--- g, scored by the waiter's liveness deadline, as the fallback for a lost message, after
--- dropping (once per call) the records whose deadline passed: their permits stay taken, as if
--- their waiter took them and died, since it may well have taken them.
-local function grants_in(g, now)
-  local trimmed = false
-  return function(m, _, _, _, deadline)
-    if not trimmed then
-      redis.call('ZREMRANGEBYSCORE', g, '-inf', now)
-      trimmed = true
-    end
-    redis.call('ZADD', g, string.format('%d', deadline), m)
-    keep_until(g, deadline - now)
-  end
-end
-
--- take_grant removes member's grant record from g and reports whether it was live.
-local function take_grant(g, member, now)
-  local sc = redis.call('ZSCORE', g, member)
-  if not sc then
-    return false
-  end
-  redis.call('ZREM', g, member)
-  return tonumber(sc) > now
-end

@@ -14,24 +14,38 @@
 -- count as available.
 --
 -- Replies: {status, hint, hold ids granted to waiters of the caller's Client, which were not
--- notified: the caller tells them}. status: 1 acquired; 2 acquired by a grant made while the
+-- notified: the caller tells them}, or 1 alone when acquired on the uncontended path. status: 1 acquired; 2 acquired by a grant made while the
 -- hold waited (its message missed); 0 not acquired, not queued; -1 queued; -2 the permits were
 -- never set; -3 n is above the total permits (and the hold left the queue). hint, when not
 -- acquired: ms until the nearest lease end (>= 1), when a waiter that hears nothing looks
 -- again; 0 when no permit is leased.
---@include _lsem
 local s, q, d, p, pn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local hold, n, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local v = redis.call('HMGET', s, 't', 'q')
+local v = redis.call('HMGET', s, 't', 'u', 'q')
 if not v[1] then
   return {-2, 0}
 end
 local total = tonumber(v[1])
-local now = server_ms()
+local time = redis.call('TIME')
+local now = time[1] * 1000 + math.floor(time[2] / 1000) -- server_ms, not defined yet
+if not v[3] and ARGV[7] == '0' then
+  -- Nobody queued and no grant to look for: the uncontended path, taken before any definition
+  -- is made (each one costs the server a closure on every run) unless a lease ran out.
+  local first = redis.call('ZRANGE', p, 0, 0, 'WITHSCORES')
+  if (not first[2] or tonumber(first[2]) > now) and total - (tonumber(v[2]) or 0) >= n then
+    redis.call('ZADD', p, string.format('%d', now + lease), hold)
+    if n > 1 then
+      redis.call('HSET', pn, hold, n)
+    end
+    redis.call('HINCRBY', s, 'u', n)
+    return 1
+  end
+end
+--@include _lsem
 local avail = total - in_use(s, p, pn, now)
 local mine = {}
 local status
-if v[2] then
+if v[3] then
   avail, mine = dispatch(s, q, d, now, total, avail, permits_in(s, p, pn, now), ARGV[6],
     string.sub(hold, 1, 36))
 end
@@ -42,7 +56,7 @@ if sc and tonumber(sc) > now then
 elseif n > total then
   leave(q, d, member, now)
   status = -3
-elseif avail >= n and not (v[2] and redis.call('LINDEX', q, 0)) then
+elseif avail >= n and not (v[3] and redis.call('LINDEX', q, 0)) then
   add_permit(s, p, pn, hold, n, lease, now)
   status = 1
 elseif ARGV[5] == '1' then

@@ -6,24 +6,29 @@
 --          rest
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  the caller's Client id: grants to its own waiters are returned, not published
+-- ARGV[5]  optional: "1" when the caller knows the permit holds one permit (no need to look)
 --
--- Replies: {status, hold ids granted to the caller's Client's waiters}. status: n >= 0
+-- Replies: {status, hold ids granted to the caller's Client's waiters}, or status alone when
+-- nobody waits or nothing changed. status: n >= 0
 -- permits the permit still holds; -5 k is above the permits it holds (nothing changed); -6 no
 -- live permit has this id: its lease ran out, or it was released (nothing changed).
---@include _lsem
 local s, q, d, p, pn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, k = ARGV[1], tonumber(ARGV[2])
 local sc = redis.call('ZSCORE', p, id)
-local now = server_ms()
+local time = redis.call('TIME')
+local now = time[1] * 1000 + math.floor(time[2] / 1000) -- server_ms, not defined yet
 if not sc or tonumber(sc) <= now then
-  return {-6}
+  return -6
 end
-local n = tonumber(redis.call('HGET', pn, id)) or 1
+local n = 1
+if ARGV[5] ~= '1' then
+  n = tonumber(redis.call('HGET', pn, id)) or 1
+end
 if k == 0 then
   k = n
 end
 if k > n then
-  return {-5}
+  return -5
 end
 if k == n then
   redis.call('ZREM', p, id)
@@ -36,12 +41,13 @@ else
   redis.call('HSET', pn, id, n - k)
 end
 redis.call('HINCRBY', s, 'u', -k)
-local mine = {}
 local v = redis.call('HMGET', s, 't', 'q')
-if v[1] and v[2] then
-  local total = tonumber(v[1])
-  mine = select(2, dispatch(s, q, d, now, total, total - in_use(s, p, pn, now), permits_in(s, p, pn, now),
-    ARGV[3], ARGV[4]))
+if not (v[1] and v[2]) then
+  return n - k -- nobody waits: done before any definition is made
 end
+--@include _lsem
+local total = tonumber(v[1])
+local mine = select(2, dispatch(s, q, d, now, total, total - in_use(s, p, pn, now),
+  permits_in(s, p, pn, now), ARGV[3], ARGV[4]))
 table.insert(mine, 1, n - k)
 return mine

@@ -105,9 +105,15 @@ func split(name string) (body string, defs []*definition) {
 		panic("scripts: " + err.Error())
 	}
 	body = string(b)
+	seen := map[string]bool{}
 	for _, line := range strings.Split(body, "\n") {
 		if inc, ok := strings.CutPrefix(strings.TrimSpace(line), "--@include "); ok {
-			defs = append(defs, fragment(strings.TrimSpace(inc))...)
+			for _, d := range fragment(strings.TrimSpace(inc)) {
+				if !seen[d.name] { // a fragment included by two others comes once
+					seen[d.name] = true
+					defs = append(defs, d)
+				}
+			}
 		}
 	}
 	return body, defs

@@ -1,8 +1,6 @@
 -- sem_acquire: one attempt to take n permits of a counting semaphore.
 --
--- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] g (see _sem.lua; g is a zset of granted queue
---         members scored by the waiter's liveness deadline at the grant: the fallback for a
---         lost grant message, dropped after that deadline)
+-- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] g (see _sem.lua and _csem.lua)
 -- ARGV[1]  hold id (never used again once it gave up)
 -- ARGV[2]  n, the permits asked for (> 0)
 -- ARGV[3]  waiter timeout in ms
@@ -10,6 +8,8 @@
 -- ARGV[5]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[6]  "1" when the hold attempted before (it may have been granted permits), "0" for its
 --          first attempt, which takes the uncontended path while nobody is queued
+-- ARGV[7]  optional: permits a failed plain decrement of this call took from a, given back
+--          first (see _csem.lua); 0 when absent
 --
 -- Waiters are served in arrival order: while a live waiter is queued, nobody takes permits
 -- past it, and a release grants them to the waiters in order (see dispatch in _sem.lua).
@@ -18,53 +18,47 @@
 -- notified: the caller tells them}. status: 1 acquired; 2 acquired by a grant made while the
 -- hold waited (its message missed); 0 not acquired, not queued; -1 queued; -2 the permits
 -- were never set; -3 n is above the total permits (and the hold left the queue).
---@include _sem
+--@include _csem
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, n = ARGV[1], tonumber(ARGV[2])
-local v = redis.call('HMGET', s, 't', 'a', 'q')
-if not v[1] then
+local c = counts(s, tonumber(ARGV[7]) or 0)
+if not c.total then
+  save(s, c)
   return {-2}
 end
-local total, avail = tonumber(v[1]), tonumber(v[2])
-if not v[3] and ARGV[6] == '0' then
-  -- Nobody queued and no grant to look for: the uncontended path.
-  if n > total then
-    return {-3}
-  end
-  if avail >= n then
-    redis.call('HINCRBY', s, 'a', -n)
-    return {1}
-  end
-  if ARGV[4] == '0' then
-    return {0}
-  end
-  local now = server_ms()
-  join(s, q, d, hold .. ' ' .. n, now, tonumber(ARGV[3]))
-  return {-1}
-end
-local now = server_ms()
+local status, mine = 0, {}
 local member = hold .. ' ' .. n
-local left, mine = avail, {}
-if v[3] then
-  left, mine = dispatch(s, q, d, now, total, avail, grants_in(g, now), ARGV[5], string.sub(hold, 1, 36))
-  if left ~= avail then
-    redis.call('HSET', s, 'a', left)
+if not c.gated and ARGV[6] == '0' then
+  -- Nobody queued and no grant to look for: the uncontended path.
+  if n > c.total then
+    status = -3
+  elseif c.avail >= n then
+    c.avail = c.avail - n
+    status = 1
+  elseif ARGV[4] == '1' then
+    join(s, q, d, member, server_ms(), tonumber(ARGV[3]))
+    c.gated = true
+    status = -1
+  end
+else
+  local now = server_ms()
+  if c.gated then
+    mine = serve(s, q, d, g, c, now, ARGV[5], string.sub(hold, 1, 36))
+  end
+  if take_grant(g, member, now) then
+    status = 2
+  elseif n > c.total then
+    leave(q, d, member, now)
+    status = -3
+  elseif c.avail >= n and not c.gated then
+    c.avail = c.avail - n
+    status = 1
+  elseif ARGV[4] == '1' then
+    join(s, q, d, member, now, tonumber(ARGV[3]))
+    c.gated = true
+    status = -1
   end
 end
-local status
-if take_grant(g, member, now) then
-  status = 2
-elseif n > total then
-  leave(q, d, member, now)
-  status = -3
-elseif left >= n and not (v[3] and redis.call('LINDEX', q, 0)) then
-  redis.call('HSET', s, 'a', left - n)
-  status = 1
-elseif ARGV[4] == '1' then
-  join(s, q, d, member, now, tonumber(ARGV[3]))
-  status = -1
-else
-  status = 0
-end
+save(s, c)
 table.insert(mine, 1, status)
 return mine

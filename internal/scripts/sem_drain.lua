@@ -1,11 +1,14 @@
 -- sem_drain: take every permit available now from a counting semaphore.
 --
--- KEYS[1] s (see _sem.lua)
+-- KEYS[1] s (see _sem.lua and _csem.lua)
 --
 -- Replies: the permits taken (0 when never set).
-local a = tonumber(redis.call('HGET', KEYS[1], 'a'))
-if not a or a == 0 then
+--@include _csem
+local c = counts(KEYS[1], 0)
+if not c.total or c.avail <= 0 then
   return 0
 end
-redis.call('HSET', KEYS[1], 'a', 0)
-return a
+local taken = c.avail
+c.avail = 0
+save(KEYS[1], c)
+return taken

@@ -2,7 +2,7 @@
 -- in batches); it also serves the queue, so a head whose turn came while no release ran (the
 -- waiters before it died) is served without waiting for one.
 --
--- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] g (see sem_acquire.lua)
+-- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] g (see _sem.lua and _csem.lua)
 -- ARGV[1]  hold id
 -- ARGV[2]  n, the permits it asked for
 -- ARGV[3]  waiter timeout in ms
@@ -11,18 +11,15 @@
 -- Replies: 2 the permits were granted to it (the heartbeat doubles as the fallback for a lost
 -- grant message); 1 still queued (live until now + timeout); 0 no longer queued (a waiter
 -- whose deadline passed is not revived).
---@include _sem
+--@include _csem
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local member = ARGV[1] .. ' ' .. ARGV[2]
 local timeout = tonumber(ARGV[3])
 local now = server_ms()
-local v = redis.call('HMGET', s, 't', 'a', 'q')
-if v[1] and v[3] then
-  local avail = tonumber(v[2])
-  local left = dispatch(s, q, d, now, tonumber(v[1]), avail, grants_in(g, now), ARGV[4], nil)
-  if left ~= avail then
-    redis.call('HSET', s, 'a', left)
-  end
+local c = counts(s, 0)
+if c.total and c.gated then
+  serve(s, q, d, g, c, now, ARGV[4], nil)
+  save(s, c)
 end
 if take_grant(g, member, now) then
   return 2

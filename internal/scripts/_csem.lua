@@ -1,0 +1,87 @@
+-- _csem: the counting semaphore's permits, a fragment included by every sem_* script.
+--
+-- Besides the keys of _sem.lua (s's field a holds the available permits):
+--   g  "aqs:{n}:g"  a zset of granted queue members scored by the waiter's liveness deadline at
+--                   the grant: the fallback for a lost grant message, dropped after that
+--                   deadline
+--
+-- The uncontended acquisition is not a script but a plain HINCRBY of a by -n (see
+-- semaphore/counting.go): it took the permits if the result is not negative. So that it can
+-- never pass a waiter, a is kept GATE below the available permits while s's q flag is set (the
+-- queue may hold entries): the plain decrement then goes negative, and the caller gives the
+-- permits back and makes its attempt with sem_acquire.lua, whose first act is that undo. A
+-- failed plain decrement is in a until its undo: a script that runs in between sees fewer
+-- permits than there are, which can delay a grant until the undo (whose attempt serves the
+-- queue) but never over-grants. Every script reads a with counts and writes it with save.
+--@include _sem
+
+-- GATE is 2^50: a minus GATE stays exact in Lua's doubles, and no semaphore has that many
+-- permits.
+local GATE = 1125899906842624
+
+-- counts reads s: c.total (nil when never set), c.avail the available permits (with undo,
+-- the permits a failed plain decrement took, added back) and c.gated (the q flag).
+local function counts(s, undo)
+  local v = redis.call('HMGET', s, 't', 'a', 'q')
+  local raw = tonumber(v[2]) or 0
+  local c = {total = tonumber(v[1]), raw = raw, gated = v[3] and true or false}
+  c.avail = raw + undo + (c.gated and GATE or 0)
+  return c
+end
+
+-- save writes c.avail back to a, gated as c.gated says. It never stores more than the total:
+-- a release beyond what was taken is refused, but one that ran while a failed plain decrement
+-- was in a could pass unseen, and is dropped here. On a semaphore never set, a is removed once
+-- no failed decrement is left in it.
+local function save(s, c)
+  local avail = c.avail
+  if c.total and avail > c.total then
+    avail = c.total
+  end
+  local raw = avail - (c.gated and GATE or 0)
+  if raw == c.raw then
+    return
+  end
+  if not c.total and raw == 0 then
+    redis.call('HDEL', s, 'a')
+  else
+    redis.call('HSET', s, 'a', string.format('%d', raw))
+  end
+end
+
+-- grants_in returns the counting semaphore's give (see dispatch): it records a grant in zset
+-- g, scored by the waiter's liveness deadline, as the fallback for a lost message, after
+-- dropping (once per call) the records whose deadline passed: their permits stay taken, as if
+-- their waiter took them and died, since it may well have taken them.
+local function grants_in(g, now)
+  local trimmed = false
+  return function(m, _, _, _, deadline)
+    if not trimmed then
+      redis.call('ZREMRANGEBYSCORE', g, '-inf', now)
+      trimmed = true
+    end
+    redis.call('ZADD', g, string.format('%d', deadline), m)
+    keep_until(g, deadline - now)
+  end
+end
+
+-- take_grant removes member's grant record from g and reports whether it was live.
+local function take_grant(g, member, now)
+  local sc = redis.call('ZSCORE', g, member)
+  if not sc then
+    return false
+  end
+  redis.call('ZREM', g, member)
+  return tonumber(sc) > now
+end
+
+-- serve runs dispatch (see _sem.lua) on c, with grants recorded in g, and returns the hold
+-- ids granted to Client from's waiters.
+local function serve(s, q, d, g, c, now, pub, from)
+  local mine, emptied
+  c.avail, mine, emptied = dispatch(s, q, d, now, c.total, c.avail, grants_in(g, now), pub, from)
+  if emptied then
+    c.gated = false
+  end
+  return mine
+end
