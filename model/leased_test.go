@@ -101,11 +101,12 @@ func (s *leasedMachine) order() []string {
 	return semOrder(s.waiters, func(w *leasedShadowWaiter) int { return w.arrival })
 }
 
-// dispatch serves the shadow's queue by arrival; a grant's permit ends at
-// now+lease or at the waiter's deadline, whichever is sooner.
+// dispatch serves the shadow's queue by arrival, stopping when no permit is
+// left; a grant's permit ends at now+lease or at the waiter's deadline,
+// whichever is sooner.
 func (s *leasedMachine) dispatch() SemEvents {
 	var ev SemEvents
-	for o := s.order(); len(o) > 0; o = o[1:] {
+	for o := s.order(); len(o) > 0 && s.available() > 0; o = o[1:] {
 		h := o[0]
 		w := s.waiters[h]
 		switch {

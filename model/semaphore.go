@@ -90,7 +90,11 @@ type SemAttempt struct {
 // [Fair]: never granted, never revived by a heartbeat; if its hold attempts
 // again it is a new arrival at the tail.
 //
-// Dispatch serves the queue from its live head, in order, as far as it can:
+// Dispatch serves the queue from its live head, in order, as far as it can,
+// and stops at once when no permit is available (a head is not even looked
+// at then, so one that asks for more than the total is rejected by a later
+// dispatch that has permits to give: the real script saves the lookups on
+// its busiest path, a release that hands its permits to the head):
 //
 //   - a head asking for more permits than the semaphore has in total can
 //     never be served: it leaves the queue and is reported in
@@ -482,11 +486,11 @@ func (q semQueue) holds() []string {
 // dispatch serves the queue from its head (see the essay above): heads
 // asking for more than total are rejected, heads whose n is at most
 // available() are passed to grant (which takes their permits), and the
-// first head that must wait stops the loop. The queue must hold live
-// waiters only.
+// first head that must wait stops the loop, as does having no permit left.
+// The queue must hold live waiters only.
 func (q *semQueue) dispatch(total int64, available func() int64, grant func(semWaiter)) SemEvents {
 	var ev SemEvents
-	for len(*q) > 0 {
+	for len(*q) > 0 && available() > 0 {
 		head := (*q)[0]
 		switch {
 		case head.n > total:

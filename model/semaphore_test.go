@@ -127,12 +127,13 @@ func (s *semMachine) join(hold string, n int64) {
 }
 
 // dispatch serves the shadow's queue by arrival: rejects heads above the
-// total, grants heads that fit, stops at the first that must wait.
+// total, grants heads that fit, stops at the first that must wait or when no
+// permit is left.
 func (s *semMachine) dispatch() SemEvents {
 	var ev SemEvents
 	for {
 		o := s.order()
-		if len(o) == 0 {
+		if len(o) == 0 || s.avail == 0 {
 			return ev
 		}
 		h := o[0]
@@ -752,11 +753,11 @@ func TestSemReductionOfTotalRejectsHeadAskingForMore(t *testing.T) {
 	if ev, err := m.AddPermits(1, -4); !errors.Is(err, ErrInsufficientPermits) || !reflect.DeepEqual(ev, SemEvents{}) {
 		t.Fatalf("reduction by 4 with 3 available = (%+v, %v), want ErrInsufficientPermits", ev, err)
 	}
-	ev, err := m.AddPermits(1, -3)
+	ev, err := m.AddPermits(1, -2)
 	if err != nil || !reflect.DeepEqual(ev, SemEvents{Rejected: []string{"b"}}) {
-		t.Fatalf("reduction to 3 = (%+v, %v), want b rejected", ev, err)
+		t.Fatalf("reduction to 4 = (%+v, %v), want b rejected", ev, err)
 	}
-	if total, _ := m.Total(1); total != 3 || m.Available(1) != 0 || !slices.Equal(m.Queue(1), []string{"c"}) {
+	if total, _ := m.Total(1); total != 4 || m.Available(1) != 1 || !slices.Equal(m.Queue(1), []string{"c"}) {
 		t.Fatalf("after the reduction: total %d, available %d, queue %v", total, m.Available(1), m.Queue(1))
 	}
 	if got, _ := m.Heartbeat(2, "b"); got != 0 {
@@ -765,17 +766,28 @@ func TestSemReductionOfTotalRejectsHeadAskingForMore(t *testing.T) {
 	if _, _, err := m.Attempt(2, "b", 5, true); !errors.Is(err, ErrTooManyPermits) {
 		t.Fatalf("rejected b attempts again: %v, want ErrTooManyPermits", err)
 	}
-	if ev, err := m.Release(3, 2); err != nil || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"c"}}) {
-		t.Fatalf("release of 2 = (%+v, %v), want c granted", ev, err)
+	if ev, err := m.Release(3, 1); err != nil || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"c"}}) {
+		t.Fatalf("release of 1 = (%+v, %v), want c granted", ev, err)
 	}
-	if _, err := m.Release(4, 4); !errors.Is(err, ErrOverRelease) || m.Available(4) != 0 {
-		t.Fatalf("release of 4 with a total of 3: %v, available %d", err, m.Available(4))
+}
+
+// With no permit available, dispatch looks at no head: one that asks for
+// more than the total is rejected by the next dispatch that has permits.
+func TestSemRejectionWaitsForAPermit(t *testing.T) {
+	m := NewSem(1000)
+	m.TrySetPermits(0, 5)
+	semMust(t)(m.Attempt(0, "a", 4, true))
+	semMust(t)(m.Attempt(0, "b", 5, true)) // queued: 1 available
+	ev, err := m.AddPermits(1, -1)         // total 4, none available: b is not looked at
+	if err != nil || !reflect.DeepEqual(ev, SemEvents{}) {
+		t.Fatalf("reduction to 4 = (%+v, %v), want no event", ev, err)
 	}
-	if _, err := m.Release(4, 3); err != nil {
-		t.Fatalf("release of the 3 held out: %v", err)
+	if !slices.Equal(m.Queue(1), []string{"b"}) {
+		t.Fatalf("queue = %v, want [b]", m.Queue(1))
 	}
-	if _, err := m.Release(4, 1); !errors.Is(err, ErrOverRelease) || m.Available(4) != 3 {
-		t.Fatalf("release above the total: %v, available %d", err, m.Available(4))
+	ev, err = m.Release(2, 1)
+	if err != nil || !reflect.DeepEqual(ev, SemEvents{Rejected: []string{"b"}}) {
+		t.Fatalf("release of 1 = (%+v, %v), want b rejected", ev, err)
 	}
 }
 

@@ -20,9 +20,10 @@
 local GATE = 1125899906842624
 
 -- counts reads s: c.total (nil when never set), c.avail the available permits (with undo,
--- the permits a failed plain decrement took, added back) and c.gated (the q flag).
-local function counts(s, undo)
-  local v = redis.call('HMGET', s, 't', 'a', 'q')
+-- the permits a failed plain decrement took, added back) and c.gated (the q flag). v is s's
+-- fields t, a and q when the caller read them already.
+local function counts(s, undo, v)
+  v = v or redis.call('HMGET', s, 't', 'a', 'q')
   local raw = tonumber(v[2]) or 0
   local c = {total = tonumber(v[1]), raw = raw, gated = v[3] and true or false}
   c.avail = raw + undo + (c.gated and GATE or 0)
@@ -50,18 +51,17 @@ local function save(s, c)
 end
 
 -- grants_in returns the counting semaphore's give (see dispatch): it records a grant in zset
--- g, scored by the waiter's liveness deadline, as the fallback for a lost message, after
--- dropping (once per call) the records whose deadline passed: their permits stay taken, as if
--- their waiter took them and died, since it may well have taken them.
+-- g, scored by the waiter's liveness deadline, as the fallback for a lost message. Records
+-- whose deadline passed are dropped on every sixteenth grant (by the granted hold's sequence
+-- number), so that g stays small without a call on every grant: their permits stay taken, as
+-- if their waiter took them and died, since it may well have taken them. g has no TTL: it
+-- belongs with s, and a record must outlive any message it stands in for.
 local function grants_in(g, now)
-  local trimmed = false
-  return function(m, _, _, _, deadline)
-    if not trimmed then
+  return function(m, hold, _, _, deadline)
+    if tonumber(string.sub(hold, 38)) % 16 == 0 then
       redis.call('ZREMRANGEBYSCORE', g, '-inf', now)
-      trimmed = true
     end
     redis.call('ZADD', g, string.format('%d', deadline), m)
-    keep_until(g, deadline - now)
   end
 end
 

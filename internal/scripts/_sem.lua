@@ -36,7 +36,10 @@ end
 -- the flag.
 local function dispatch(s, q, d, now, total, avail, give, pub, from)
   local mine = {}
-  while true do
+  -- With no permit available no head can be served, and the head is not even looked at (the
+  -- common case after a release hands its permits over): one that asks for more than the
+  -- total is rejected by the next dispatch that has permits (see model.Sem).
+  while avail > 0 do
     local m, deadline = live_head(q, d, now)
     if not m then
       redis.call('HDEL', s, 'q')
@@ -61,24 +64,36 @@ local function dispatch(s, q, d, now, total, avail, give, pub, from)
       end
     end
   end
+  return avail, mine, false
 end
 
 -- join puts member at the tail of the queue with a liveness deadline timeout ms from now, or,
 -- when it is queued and live, only renews its deadline (it keeps its place). A dead entry of
--- the same member is taken out first (a rare O(N) LREM): it arrives anew.
-local function join(s, q, d, member, now, timeout)
-  local sc = redis.call('ZSCORE', d, member)
+-- the same member is taken out first (a rare O(N) LREM): it arrives anew. fresh says the
+-- member never queued (its first attempt), which saves looking; gated that s's q flag is set
+-- already. The keys' TTL is set when the list is made; after that the waiters' heartbeats keep
+-- them (a joiner's own first heartbeat comes within a third of its timeout).
+local function join(s, q, d, member, now, timeout, fresh, gated)
+  local sc = not fresh and redis.call('ZSCORE', d, member)
   if sc and tonumber(sc) <= now then
     redis.call('LREM', q, 0, member)
     sc = nil
   end
   if not sc then
-    redis.call('RPUSH', q, member)
-    redis.call('HSET', s, 'q', '1')
+    if redis.call('RPUSH', q, member) == 1 then
+      redis.call('PEXPIRE', q, 2 * timeout)
+      redis.call('ZADD', d, string.format('%d', now + timeout), member)
+      redis.call('PEXPIRE', d, 2 * timeout)
+      if not gated then
+        redis.call('HSET', s, 'q', '1')
+      end
+      return
+    end
+    if not gated then
+      redis.call('HSET', s, 'q', '1')
+    end
   end
   redis.call('ZADD', d, string.format('%d', now + timeout), member)
-  redis.call('PEXPIRE', q, 2 * timeout)
-  redis.call('PEXPIRE', d, 2 * timeout)
 end
 
 -- leave takes member out of the queue: out of d at once, its list entry dropped as a ghost

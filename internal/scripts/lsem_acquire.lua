@@ -45,9 +45,12 @@ end
 local avail = total - in_use(s, p, pn, now)
 local mine = {}
 local status
-if v[3] then
-  avail, mine = dispatch(s, q, d, now, total, avail, permits_in(s, p, pn, now), ARGV[6],
+local flagged = v[3] -- s's q flag, which dispatch clears when it empties the queue
+if flagged then
+  local emptied
+  avail, mine, emptied = dispatch(s, q, d, now, total, avail, permits_in(s, p, pn, now), ARGV[6],
     string.sub(hold, 1, 36))
+  flagged = not emptied
 end
 local member = hold .. ' ' .. n .. ' ' .. lease
 local sc = ARGV[7] == '1' and redis.call('ZSCORE', p, hold)
@@ -56,11 +59,11 @@ if sc and tonumber(sc) > now then
 elseif n > total then
   leave(q, d, member, now)
   status = -3
-elseif avail >= n and not (v[3] and redis.call('LINDEX', q, 0)) then
+elseif avail >= n and not flagged then
   add_permit(s, p, pn, hold, n, lease, now)
   status = 1
 elseif ARGV[5] == '1' then
-  join(s, q, d, member, now, tonumber(ARGV[4]))
+  join(s, q, d, member, now, tonumber(ARGV[4]), ARGV[7] == '0', flagged)
   status = -1
 else
   status = 0

@@ -18,10 +18,32 @@
 -- notified: the caller tells them}. status: 1 acquired; 2 acquired by a grant made while the
 -- hold waited (its message missed); 0 not acquired, not queued; -1 queued; -2 the permits
 -- were never set; -3 n is above the total permits (and the hold left the queue).
---@include _csem
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, n = ARGV[1], tonumber(ARGV[2])
-local c = counts(s, tonumber(ARGV[7]) or 0)
+local undo = tonumber(ARGV[7]) or 0
+local v = redis.call('HMGET', s, 't', 'a', 'q')
+if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
+    and tonumber(v[2]) + undo + 1125899906842624 == 0 then
+  -- Waiters queued and no permit free: the arrival at a contended semaphore, which joins the
+  -- tail. Written out here, as join does it (a first attempt cannot be queued already), to make
+  -- no definition on this path; anything else falls to the general path below.
+  local time = redis.call('TIME')
+  local now = time[1] * 1000 + math.floor(time[2] / 1000)
+  local timeout = tonumber(ARGV[3])
+  local member = hold .. ' ' .. n
+  local first = redis.call('RPUSH', q, member) == 1
+  redis.call('ZADD', d, string.format('%d', now + timeout), member)
+  if first then
+    redis.call('PEXPIRE', q, 2 * timeout)
+    redis.call('PEXPIRE', d, 2 * timeout)
+  end
+  if undo > 0 then
+    redis.call('HINCRBY', s, 'a', undo)
+  end
+  return -1
+end
+--@include _csem
+local c = counts(s, undo, v)
 if not c.total then
   save(s, c)
   return {-2}
@@ -36,7 +58,7 @@ if not c.gated and ARGV[6] == '0' then
     c.avail = c.avail - n
     status = 1
   elseif ARGV[4] == '1' then
-    join(s, q, d, member, server_ms(), tonumber(ARGV[3]))
+    join(s, q, d, member, server_ms(), tonumber(ARGV[3]), true, false)
     c.gated = true
     status = -1
   end
@@ -45,7 +67,7 @@ else
   if c.gated then
     mine = serve(s, q, d, g, c, now, ARGV[5], string.sub(hold, 1, 36))
   end
-  if take_grant(g, member, now) then
+  if ARGV[6] == '1' and take_grant(g, member, now) then
     status = 2
   elseif n > c.total then
     leave(q, d, member, now)
@@ -54,7 +76,7 @@ else
     c.avail = c.avail - n
     status = 1
   elseif ARGV[4] == '1' then
-    join(s, q, d, member, now, tonumber(ARGV[3]))
+    join(s, q, d, member, now, tonumber(ARGV[3]), ARGV[6] == '0', c.gated)
     c.gated = true
     status = -1
   end

@@ -12,8 +12,8 @@
 -- more permits available than the total (nothing changed).
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local n = tonumber(ARGV[1])
-local v = redis.call('HMGET', s, 't', 'q')
-if v[1] and not v[2] then
+local v = redis.call('HMGET', s, 't', 'a', 'q')
+if v[1] and not v[3] then
   -- Nobody waits: the common release, before any definition is made (each one costs the
   -- server a closure on every run).
   if redis.call('HINCRBY', s, 'a', n) <= tonumber(v[1]) then
@@ -22,8 +22,37 @@ if v[1] and not v[2] then
   redis.call('HINCRBY', s, 'a', -n)
   return -5
 end
+if v[1] and tonumber(v[2]) + 1125899906842624 == 0 then
+  -- Waiters queued and no permit free: the release of a contended semaphore, which hands its
+  -- permits to the head when the head is live and asks for exactly as many (each goroutine
+  -- of a pool taking and giving back one permit). Written out here, as dispatch and
+  -- grants_in do it, to make no definition on this path; anything else falls to them below.
+  -- Nothing is written before it is sure to go this way.
+  local m = redis.call('LINDEX', q, 0)
+  local sp = m and string.find(m, ' ', 38, true)
+  if sp and tonumber(string.sub(m, sp + 1)) == n and n <= tonumber(v[1]) then
+    local deadline = tonumber(redis.call('ZSCORE', d, m))
+    local time = redis.call('TIME')
+    local now = time[1] * 1000 + math.floor(time[2] / 1000)
+    if deadline and deadline > now then
+      redis.call('LPOP', q)
+      redis.call('ZREM', d, m)
+      local hold = string.sub(m, 1, sp - 1)
+      if tonumber(string.sub(hold, 38)) % 16 == 0 then
+        redis.call('ZREMRANGEBYSCORE', g, '-inf', now)
+      end
+      redis.call('ZADD', g, string.format('%d', deadline), m)
+      local client = string.sub(hold, 1, 36)
+      if client == ARGV[3] then
+        return {0, hold}
+      end
+      redis.call(ARGV[2], s .. ':c:' .. client, hold)
+      return 0
+    end
+  end
+end
 --@include _csem
-local c = counts(s, 0)
+local c = counts(s, 0, v)
 if not c.total then
   return {-2}
 end
