@@ -28,11 +28,30 @@ end
 local total = tonumber(v[1])
 local time = redis.call('TIME')
 local now = time[1] * 1000 + math.floor(time[2] / 1000) -- server_ms, not defined yet
-if not v[3] and ARGV[7] == '0' then
+local first = ARGV[7] == '0' and redis.call('ZRANGE', p, 0, 0, 'WITHSCORES')
+local nearest_end = first and first[2] and tonumber(first[2])
+if first and v[3] and ARGV[5] == '1' and n <= total and total - (tonumber(v[2]) or 0) == 0
+    and (not nearest_end or nearest_end > now) then
+  -- Waiters queued, no permit free and no lease run out: the arrival at a contended
+  -- semaphore, which joins the tail. Written out here, as join does it (a first attempt cannot
+  -- be queued already), to make no definition on this path.
+  local timeout = tonumber(ARGV[4])
+  local member = hold .. ' ' .. n .. ' ' .. lease
+  local fresh = redis.call('RPUSH', q, member) == 1
+  redis.call('ZADD', d, string.format('%d', now + timeout), member)
+  if fresh then
+    redis.call('PEXPIRE', q, 2 * timeout)
+    redis.call('PEXPIRE', d, 2 * timeout)
+  end
+  if nearest_end then
+    return {-1, math.max(1, nearest_end - now)}
+  end
+  return {-1, 0}
+end
+if first and not v[3] then
   -- Nobody queued and no grant to look for: the uncontended path, taken before any definition
   -- is made (each one costs the server a closure on every run) unless a lease ran out.
-  local first = redis.call('ZRANGE', p, 0, 0, 'WITHSCORES')
-  if (not first[2] or tonumber(first[2]) > now) and total - (tonumber(v[2]) or 0) >= n then
+  if (not nearest_end or nearest_end > now) and total - (tonumber(v[2]) or 0) >= n then
     redis.call('ZADD', p, string.format('%d', now + lease), hold)
     if n > 1 then
       redis.call('HSET', pn, hold, n)

@@ -30,6 +30,40 @@ end
 if k > n then
   return -5
 end
+local v = redis.call('HMGET', s, 't', 'u', 'q')
+if k == n and v[3] and tonumber(v[1]) - tonumber(v[2]) == 0 then
+  -- Waiters queued and no permit free: the release of a contended semaphore, which hands the
+  -- permit's place to the head when the head is live, asks for as many permits and no other
+  -- lease has run out (each goroutine of a pool taking and giving back one permit). Written
+  -- out here, as dispatch and permits_in do it, to make no definition on this path; anything
+  -- else falls to them below. Nothing is written before it is sure to go this way. The permits
+  -- leased out (u) do not change.
+  local m = redis.call('LINDEX', q, 0)
+  local a = m and string.find(m, ' ', 38, true)
+  local b = a and string.find(m, ' ', a + 1, true)
+  if b and tonumber(string.sub(m, a + 1, b - 1)) == n then
+    local deadline = tonumber(redis.call('ZSCORE', d, m))
+    local first = redis.call('ZRANGE', p, 0, 0, 'WITHSCORES')
+    if deadline and deadline > now and tonumber(first[2]) > now then
+      redis.call('ZREM', p, id)
+      redis.call('LPOP', q)
+      redis.call('ZREM', d, m)
+      local hold = string.sub(m, 1, a - 1)
+      local lease = math.max(1, math.min(tonumber(string.sub(m, b + 1)), deadline - now))
+      redis.call('ZADD', p, string.format('%d', now + lease), hold)
+      if n > 1 then
+        redis.call('HDEL', pn, id)
+        redis.call('HSET', pn, hold, n)
+      end
+      local client = string.sub(hold, 1, 36)
+      if client == ARGV[4] then
+        return {0, hold}
+      end
+      redis.call(ARGV[3], s .. ':c:' .. client, hold)
+      return 0
+    end
+  end
+end
 if k == n then
   redis.call('ZREM', p, id)
   if n > 1 then
@@ -41,8 +75,7 @@ else
   redis.call('HSET', pn, id, n - k)
 end
 redis.call('HINCRBY', s, 'u', -k)
-local v = redis.call('HMGET', s, 't', 'q')
-if not (v[1] and v[2]) then
+if not (v[1] and v[3]) then
   return n - k -- nobody waits: done before any definition is made
 end
 --@include _lsem
