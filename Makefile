@@ -19,6 +19,8 @@ bench:
 	$(GO) test -run '^$$' -bench 'Floor|Uncontended|Depth' -benchtime 5000x ./reentrant/ ./fair/
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./rwlock/
 	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x ./fair/
+	$(GO) test -run '^$$' -bench 'VsFloor' -benchtime 3000x ./semaphore/
+	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x ./semaphore/
 
 vet:
 	$(GO) vet ./...
