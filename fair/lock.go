@@ -22,7 +22,6 @@ package fair
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/redaqs/aqs"
@@ -239,11 +238,11 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		}
 	}
 	defer w.Close()
-	var q *queued
-	defer func() { q.stop() }()
+	var q *core.Place
+	defer func() { q.Stop() }()
 	since := func() time.Time {
-		if q != nil && q.since().After(queuedAt) {
-			return q.since()
+		if q != nil && q.Since().After(queuedAt) {
+			return q.Since()
 		}
 		return queuedAt
 	}
@@ -268,8 +267,8 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 			w.SetTag(hold)
 			continue
 		}
-		if q == nil || q.hold != hold {
-			q.stop() // heartbeats start once queued, so the uncontended path has none
+		if q == nil || q.Hold != hold {
+			q.Stop() // heartbeats start once queued, so the uncontended path has none
 			q = l.queue(hold, cfg)
 		}
 		queuedAt = sentAt
@@ -280,9 +279,9 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 				return l.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
 			}
 			// A reconnect, or a wakeup passed on: check again.
-		case <-q.granted:
+		case <-q.Granted:
 			return l.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
-		case <-q.dropped:
+		case <-q.Dropped:
 		case <-timer.C:
 		case <-waitCtx.Done():
 			if err := l.giveUp(ctx, hold, cfg); err != nil {
@@ -303,63 +302,12 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	}
 }
 
-// queued is one waiter's place in the queue, kept alive by its Client's heartbeats.
-type queued struct {
-	hold       string
-	stopBeat   func()
-	mu         sync.Mutex
-	lastQueued time.Time     // send time of the last call that found it still queued
-	granted    chan struct{} // a heartbeat found the lock handed to it (the message was lost)
-	dropped    chan struct{} // a heartbeat found it no longer queued
-}
-
-func (l *Lock) queue(hold string, cfg core.LockConfig) *queued {
-	q := &queued{hold: hold, granted: make(chan struct{}, 1), dropped: make(chan struct{}, 1)}
-	q.stopBeat = l.RT.StartBeat(&core.Beat{
+// queue starts the heartbeats that keep the hold's place in the queue.
+func (l *Lock) queue(hold string, cfg core.LockConfig) *core.Place {
+	return l.RT.Queue(hold, &core.Beat{
 		Keys:     l.Keys(),
 		Script:   scripts.FairHeartbeat,
 		Args:     []any{hold, l.Lease(cfg).Milliseconds(), l.waiterTimeout.Milliseconds()},
 		Interval: l.waiterTimeout / 3,
-		OnReply: func(r int64, sentAt time.Time, err error) {
-			switch {
-			case err != nil:
-			case r == 1:
-				q.queuedAt(sentAt)
-			case r == 2:
-				signal(q.granted)
-			default:
-				signal(q.dropped)
-			}
-		},
 	})
-	return q
-}
-
-func (q *queued) stop() {
-	if q != nil {
-		q.stopBeat()
-	}
-}
-
-// queuedAt records that the waiter was still queued when a call sent at t reached Redis: a
-// grant came later, so a granted lease started after t.
-func (q *queued) queuedAt(t time.Time) {
-	q.mu.Lock()
-	if t.After(q.lastQueued) {
-		q.lastQueued = t
-	}
-	q.mu.Unlock()
-}
-
-func (q *queued) since() time.Time {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.lastQueued
-}
-
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
 }

@@ -3,10 +3,8 @@ package rwlock_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,35 +17,9 @@ import (
 	"github.com/redaqs/aqs/rwlock"
 )
 
-// benchSpan is how long each measured phase runs: AQS_BENCH_SPAN shortens it (make test runs
-// every benchmark once that way, so that none of them rots); the figures want the default.
-var benchSpan = func() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("AQS_BENCH_SPAN")); err == nil && d > 0 {
-		return d
-	}
-	return 2 * time.Second
-}()
+var benchSpan = benchutil.Span
 
-// run starts n goroutines that call f until span has passed, and returns the calls made and
-// the time taken.
-func run(n int, span time.Duration, f func(g int)) (int64, time.Duration) {
-	var calls atomic.Int64
-	stop := time.Now().Add(span)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for g := 0; g < n; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(stop) {
-				f(g)
-				calls.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	return calls.Load(), time.Since(start)
-}
+var run = benchutil.Run
 
 // BenchmarkRWReadersVsFloor runs 32 goroutines taking and releasing the read side of one lock,
 // and 32 goroutines each doing the floor's cycle (SET NX PX, then Lua compare-and-delete) on a

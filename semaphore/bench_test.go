@@ -3,9 +3,6 @@ package semaphore_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,15 +14,7 @@ import (
 	"github.com/redaqs/aqs/semaphore"
 )
 
-// benchSpan is how long each measured phase of the contended benchmark runs: AQS_BENCH_SPAN
-// shortens it (make test runs every benchmark once that way, so that none of them rots); the
-// figures want the default.
-var benchSpan = func() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("AQS_BENCH_SPAN")); err == nil && d > 0 {
-		return d
-	}
-	return 2 * time.Second
-}()
+var benchSpan = benchutil.Span
 
 // BenchmarkSemaphoreVsFloor interleaves a floor cycle (SET NX PX, then Lua compare-and-delete)
 // and an uncontended Acquire(1)+Release(1) of each semaphore in every iteration, so that drift
@@ -141,23 +130,4 @@ type rate struct {
 func (r *rate) add(n int64, d time.Duration) { r.calls, r.took = r.calls+float64(n), r.took+d }
 func (r *rate) per() float64                 { return r.calls / r.took.Seconds() }
 
-// run starts n goroutines that call f until span has passed, and returns the calls made and
-// the time taken.
-func run(n int, span time.Duration, f func(g int)) (int64, time.Duration) {
-	var calls atomic.Int64
-	stop := time.Now().Add(span)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for g := 0; g < n; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(stop) {
-				f(g)
-				calls.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	return calls.Load(), time.Since(start)
-}
+var run = benchutil.Run

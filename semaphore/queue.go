@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/redaqs/aqs"
@@ -227,11 +226,11 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 		retry = true // subscribed only now: a grant may have come before
 	}
 	defer w.Close()
-	var q *waiting
-	defer func() { q.stop() }()
+	var q *core.Place
+	defer func() { q.Stop() }()
 	since := func() time.Time {
-		if q != nil && q.since().After(queuedAt) {
-			return q.since()
+		if q != nil && q.Since().After(queuedAt) {
+			return q.Since()
 		}
 		return queuedAt
 	}
@@ -256,8 +255,8 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 			queuedAt = sentAt
 		}
 		retry = true
-		if q == nil || q.hold != hold {
-			q.stop() // heartbeats start once queued, so that the uncontended path has none
+		if q == nil || q.Hold != hold {
+			q.Stop() // heartbeats start once queued, so that the uncontended path has none
 			q = b.queue(k, hold)
 		}
 		if r.hint > 0 {
@@ -269,9 +268,9 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 				return outcome{hold: hold, granted: true, since: since()}, true, nil
 			}
 			// A wakeup to look again: a reconnect, or the total changed.
-		case <-q.granted:
+		case <-q.Granted:
 			return outcome{hold: hold, granted: true, since: since()}, true, nil
-		case <-q.dropped:
+		case <-q.Dropped:
 			// Unheard of past its deadline (a stall): join again at the tail, as a new hold.
 			hold = b.rt.NewHoldID()
 			w.SetTag(hold)
@@ -324,54 +323,9 @@ func (b *base) abandon(k kind, hold string) {
 	})
 }
 
-// waiting is one waiter's place in the queue, kept alive by its Client's heartbeats.
-type waiting struct {
-	hold       string
-	stopBeat   func()
-	mu         sync.Mutex
-	lastQueued time.Time     // send time of the last heartbeat that found it still queued
-	granted    chan struct{} // a heartbeat found its permits granted (the message was lost)
-	dropped    chan struct{} // a heartbeat found it no longer queued
-}
-
-func (b *base) queue(k kind, hold string) *waiting {
-	q := &waiting{hold: hold, granted: make(chan struct{}, 1), dropped: make(chan struct{}, 1)}
+// queue starts the heartbeats that keep the hold's place in the queue.
+func (b *base) queue(k kind, hold string) *core.Place {
 	beat := k.beat(hold)
 	beat.Interval = b.waiterTimeout / 3
-	beat.OnReply = func(r int64, sentAt time.Time, err error) {
-		switch {
-		case err != nil:
-		case r == 1:
-			q.mu.Lock()
-			if sentAt.After(q.lastQueued) {
-				q.lastQueued = sentAt
-			}
-			q.mu.Unlock()
-		case r == 2:
-			signal(q.granted)
-		default:
-			signal(q.dropped)
-		}
-	}
-	q.stopBeat = b.rt.StartBeat(beat)
-	return q
-}
-
-func (q *waiting) stop() {
-	if q != nil {
-		q.stopBeat()
-	}
-}
-
-func (q *waiting) since() time.Time {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.lastQueued
-}
-
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
+	return b.rt.Queue(hold, beat)
 }
