@@ -1,68 +1,104 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"sync"
-	"sync/atomic"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs"
-	"github.com/redaqs/aqs/reentrant"
 )
 
 // The demo.
 //
-// Workers stand for processes: each has its own Redis connection pool, aqs.Client and Lock
-// value, all of the same lock name. Every worker runs goroutines that each take the lock a
-// number of times and, holding it, increment a counter in Redis with a deliberately non-atomic
-// GET then SET: increments that overlapped would be lost, so the final counter equals the
-// number of acquisitions only if every hold excluded every other. Holding the lock, each
-// goroutine then calls a second function that takes the lock again with the held context (a
-// re-entry, which keeps the hold's fencing token) and checks the token against the highest
-// token the counter has seen, stored beside it, as a resource guarding itself against stale
-// holders would: every new hold must bring a strictly greater token.
+// aqs demo runs the three uses the library exists for, one after the other, each across
+// several OS processes: aqs runs itself again as worker processes (demo_worker.go,
+// demo_proc.go), each with its own Redis connection pool and aqs.Client, as the processes of
+// a real deployment would have. The parent starts them, prints their progress, and judges the
+// outcome from what they report and from what is in Redis:
+//
+//   - tickets (demo_tickets.go): buyers sell a fixed number of tickets under one fair lock;
+//   - config (demo_config.go): readers read a configuration under the read lock while a writer
+//     updates it under the write lock;
+//   - pool (demo_pool.go): workers run jobs under the permits of a leased semaphore, and one
+//     worker process is killed with SIGKILL in the middle of a job.
+//
+// Each scenario ends with rows for the summary table, some of them checks; the command fails
+// when any check does. The resources the locks guard are written non-atomically on purpose (a
+// GET then a SET, two HSETs), so that a lock that failed to exclude would show in the figures.
 
-const demoSynopsis = `Runs workers, each with its own Redis connection pool and aqs.Client (stand-ins for
-processes), whose goroutines take one reentrant lock and increment a counter in Redis
-with a non-atomic GET and SET while holding it. It prints progress and a summary:
-the final counter must equal the number of acquisitions, and the fencing tokens
-must strictly increase.`
+const demoSynopsis = `Runs the three uses aqs exists for, each across several OS processes (aqs itself,
+run again as workers, each with its own Redis connections and aqs.Client), with
+progress as they go and a summary table at the end:
 
+  tickets  buyers sell a fixed number of tickets under the fair lock: every ticket
+           sold once, none oversold, and no buyer served while one that queued
+           before it still waits;
+  config   readers read a configuration under the read lock while a writer updates
+           it under the write lock: no reader ever sees half a write;
+  pool     workers run jobs under the permits of a leased semaphore, K at once; one
+           worker process is killed with SIGKILL mid-job, and its permit comes back
+           when its lease runs out.
+
+The exit status is 1 when any check fails.`
+
+// demoConfig is the demo's command line.
 type demoConfig struct {
-	workers, goroutines, increments int
-	lockName                        string
+	scenarios []scenario
+	name      string // the stem of every name and key of the run
+	processes int
+
+	buyers, tickets        int           // tickets
+	readers, writes        int           // config
+	workers, permits, jobs int           // pool
+	jobTime                time.Duration // pool
+	lease                  time.Duration // the watchdog timeout of the workers' Clients
+}
+
+// scenario is one of the demo's uses. run prints its progress and returns its summary rows.
+type scenario struct {
+	name, title string
+	run         func(ctx context.Context, d *demoRun) ([]summaryRow, error)
+}
+
+// scenarios lists the scenarios in the order they run.
+var scenarios = []scenario{
+	{"tickets", "ticket sales with the fair lock", runTickets},
+	{"config", "shared configuration with the read-write lock", runConfig},
+	{"pool", "a worker pool with the leased-permit semaphore", runPool},
 }
 
 func runDemo(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "demo", demoSynopsis)
 	redisAddr := addRedisFlag(fs)
 	var cfg demoConfig
-	fs.IntVar(&cfg.workers, "workers", 3, "number of workers")
-	fs.IntVar(&cfg.goroutines, "goroutines", 4, "goroutines per worker")
-	fs.IntVar(&cfg.increments, "increments", 25, "increments (lock acquisitions) per goroutine")
-	fs.StringVar(&cfg.lockName, "lock", "", "lock `name` (default demo-<random hex>)")
+	which := fs.String("scenario", "all", "the scenarios to run: all, or a comma-separated list of tickets, config, pool")
+	fs.IntVar(&cfg.processes, "processes", 4, "worker processes per scenario (config runs its writer in one more)")
+	fs.IntVar(&cfg.buyers, "buyers", 4, "tickets: buyers per process")
+	fs.IntVar(&cfg.tickets, "tickets", 1000, "tickets: the tickets on sale")
+	fs.IntVar(&cfg.readers, "readers", 6, "config: readers per process")
+	fs.IntVar(&cfg.writes, "writes", 12, "config: the writer's updates, one every "+writeEvery.String())
+	fs.IntVar(&cfg.workers, "workers", 2, "pool: workers per process")
+	fs.IntVar(&cfg.permits, "permits", 3, "pool: the semaphore's permits, K")
+	fs.IntVar(&cfg.jobs, "jobs", 60, "pool: jobs to run; the kill comes after a third of them, and the\n"+
+		"run goes on until the killed worker's permit is back")
+	fs.DurationVar(&cfg.jobTime, "job-time", 150*time.Millisecond, "pool: how long a job takes, about")
+	fs.DurationVar(&cfg.lease, "lease", 2*time.Second, "the watchdog timeout of the workers' aqs Clients: how long the\n"+
+		"permit of a killed worker stays leased at most")
+	fs.StringVar(&cfg.name, "name", "", "the `stem` of the names of the demo's locks, semaphore and keys\n"+
+		"(default demo-<random hex>)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"workers", cfg.workers}, {"goroutines", cfg.goroutines}, {"increments", cfg.increments}} {
-		if f.v < 1 {
-			return usagef("--%s must be at least 1, not %d", f.name, f.v)
-		}
-	}
-	if cfg.lockName == "" {
-		var b [3]byte
-		rand.Read(b[:]) // never fails; see crypto/rand.Read
-		cfg.lockName = "demo-" + hex.EncodeToString(b[:])
+	if err := cfg.check(*which); err != nil {
+		return err
 	}
 
 	conn, err := connectRedis(ctx, e, *redisAddr, true)
@@ -70,193 +106,277 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer conn.Close()
-	return demo(ctx, e.stdout, conn, cfg)
+	return demo(ctx, e, conn, cfg)
 }
 
-// demoRun is the state the workers share: only what the demo reports, never what the lock
-// should protect (that lives in Redis).
+// check validates the command line and fills in the scenarios and the default name.
+func (cfg *demoConfig) check(which string) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"processes", cfg.processes}, {"buyers", cfg.buyers}, {"tickets", cfg.tickets},
+		{"readers", cfg.readers}, {"writes", cfg.writes},
+		{"workers", cfg.workers}, {"permits", cfg.permits}, {"jobs", cfg.jobs},
+	} {
+		if f.v < 1 {
+			return usagef("--%s must be at least 1, not %d", f.name, f.v)
+		}
+	}
+	if cfg.jobTime <= 0 {
+		return usagef("--job-time must be positive, not %v", cfg.jobTime)
+	}
+	if cfg.lease < 30*time.Millisecond {
+		return usagef("--lease must be at least 30ms, not %v", cfg.lease)
+	}
+	cfg.scenarios = nil
+	if which == "all" {
+		cfg.scenarios = scenarios
+	} else {
+		for _, name := range strings.Split(which, ",") {
+			i := indexScenario(strings.TrimSpace(name))
+			if i < 0 {
+				return usagef("--scenario: unknown scenario %q (want all, or some of tickets, config, pool)", name)
+			}
+			cfg.scenarios = append(cfg.scenarios, scenarios[i])
+		}
+	}
+	if cfg.runs("pool") && (cfg.processes < 2 || (cfg.processes-1)*cfg.workers < cfg.permits) {
+		// After the kill, the workers left must be able to fill every permit, or the pool could
+		// not show that the dead worker's permit came back.
+		return usagef("pool: --processes %d x --workers %d: the workers outside the killed process must be at least --permits %d",
+			cfg.processes, cfg.workers, cfg.permits)
+	}
+	if cfg.name == "" {
+		var b [3]byte
+		rand.Read(b[:]) // never fails; see crypto/rand.Read
+		cfg.name = "demo-" + hex.EncodeToString(b[:])
+	}
+	return nil
+}
+
+func indexScenario(name string) int {
+	for i, s := range scenarios {
+		if s.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// runs reports whether the scenario is among those to run.
+func (cfg *demoConfig) runs(name string) bool {
+	for _, s := range cfg.scenarios {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// demoRun is what the scenarios share: the configuration, the output, the way to start
+// workers, and the parent's own Redis client and aqs.Client, which set up and inspect the
+// primitives but take no part in the contention.
 type demoRun struct {
-	counterKey, lastKey string // the resource: the counter and the highest fencing token it saw
-	total, step         int64
-
-	acquired   atomic.Int64
-	reentries  atomic.Int64
-	violations atomic.Int64 // tokens not above the highest seen
-
-	outMu sync.Mutex
-	out   io.Writer
+	cfg    demoConfig
+	out    io.Writer
+	conn   *redisConn
+	exec   workerExec
+	rdb    *redis.Client
+	client *aqs.Client
+	start  time.Time // of the current scenario, for the progress lines
 }
 
+// printf prints a progress line. Only the scenario's goroutine prints.
 func (d *demoRun) printf(format string, args ...any) {
-	d.outMu.Lock()
-	defer d.outMu.Unlock()
 	fmt.Fprintf(d.out, format, args...)
 }
 
-// demoWorker is one stand-in process.
-type demoWorker struct {
-	n      int
-	rdb    *redis.Client
-	client *aqs.Client
-	lock   *reentrant.Lock
-	run    *demoRun
+// progress prints a progress line stamped with the time since the scenario's workers started.
+func (d *demoRun) progress(format string, args ...any) {
+	fmt.Fprintf(d.out, "  %6.2fs  ", time.Since(d.start).Seconds())
+	fmt.Fprintf(d.out, format, args...)
+	fmt.Fprintln(d.out)
 }
 
-func demo(ctx context.Context, out io.Writer, conn *redisConn, cfg demoConfig) error {
-	d := &demoRun{
-		counterKey: "aqs-demo:" + cfg.lockName + ":counter",
-		lastKey:    "aqs-demo:" + cfg.lockName + ":last-token",
-		total:      int64(cfg.workers * cfg.goroutines * cfg.increments),
-		out:        out,
-	}
-	d.step = max(d.total/10, 1)
+// spec returns the spec of worker process proc of a scenario.
+func (d *demoRun) spec(role, name string, proc, goroutines int) workerSpec {
+	return workerSpec{Role: role, Redis: d.conn.addr, Name: name, Proc: proc, Goroutines: goroutines, Lease: d.cfg.lease}
+}
 
-	workers := make([]*demoWorker, cfg.workers)
-	for i := range workers {
-		rdb := conn.newClient()
-		defer rdb.Close()
-		client, err := aqs.New(ctx, rdb)
-		if err != nil {
-			return fmt.Errorf("connecting to Redis at %s: %w", conn.addr, err)
-		}
-		defer client.Close()
-		lock, err := reentrant.New(client, cfg.lockName)
-		if err != nil {
-			return err
-		}
-		workers[i] = &demoWorker{n: i + 1, rdb: rdb, client: client, lock: lock, run: d}
-	}
-	rdb := workers[0].rdb
-	if err := rdb.Del(ctx, d.counterKey, d.lastKey).Err(); err != nil {
-		return err
-	}
-	defer func() {
-		// The keys go even when ctx was cancelled.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		rdb.Del(cctx, d.counterKey, d.lastKey)
-	}()
-
-	d.printf("aqs demo: %d workers x %d goroutines x %d increments = %d acquisitions of lock %q (key %s)\n",
-		cfg.workers, cfg.goroutines, cfg.increments, d.total, cfg.lockName, workers[0].lock.Key())
-	for _, w := range workers {
-		d.printf("  worker %d: own connection pool, aqs client %s\n", w.n, w.client.ID())
-	}
-	d.printf("progress (printed while holding the lock):\n")
-
-	start := time.Now()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	for _, w := range workers {
-		for range cfg.goroutines {
-			wg.Go(func() {
-				for range cfg.increments {
-					if err := w.increment(ctx); err != nil {
-						cancel(fmt.Errorf("worker %d: %w", w.n, err))
-						return
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if err := context.Cause(ctx); err != nil {
-		return err
-	}
-
-	counter, err := rdb.Get(ctx, d.counterKey).Int64()
+// startFleet starts the worker processes of specs, says which they are, and tells them to
+// go. The caller must stop the fleet.
+func (d *demoRun) startFleet(ctx context.Context, specs []workerSpec) (*fleet, error) {
+	f, err := startFleet(ctx, d.exec, specs)
 	if err != nil {
-		return fmt.Errorf("reading the counter: %w", err)
+		return nil, err
 	}
-	counterOK := counter == d.total
-	tokensOK := d.violations.Load() == 0
-	d.printf("summary:\n")
-	d.printf("  acquisitions    %d (and %d re-entries through the held context)\n", d.acquired.Load(), d.reentries.Load())
-	d.printf("  final counter   %d, expected %d: %s\n", counter, d.total, verdict(counterOK))
-	d.printf("  fencing tokens  strictly increasing over %d holds: %s\n", d.acquired.Load(),
-		verdict(tokensOK, fmt.Sprintf("%d tokens not above the last", d.violations.Load())))
-	d.printf("  time            %v (%.0f acquisitions/s)\n", elapsed.Round(time.Millisecond),
-		float64(d.acquired.Load())/elapsed.Seconds())
-	if !counterOK || !tokensOK {
-		return errors.New("the lock did not exclude every other holder")
+	pids := make([]string, len(f.procs))
+	for i, p := range f.procs {
+		pids[i] = fmt.Sprint(p.pid())
 	}
-	return nil
+	d.printf("  worker processes started and connected: pids %s\n", strings.Join(pids, ", "))
+	d.start = time.Now()
+	f.broadcast(lineGo)
+	return f, nil
 }
 
-// verdict returns "ok", or "FAILED" followed by the details.
-func verdict(ok bool, details ...string) string {
+// deleteKeys deletes keys, even when ctx was cancelled: for the scenarios' deferred clean-up.
+func (d *demoRun) deleteKeys(ctx context.Context, keys []string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	d.rdb.Del(cctx, keys...)
+}
+
+func demo(ctx context.Context, e *env, conn *redisConn, cfg demoConfig) error {
+	rdb := conn.newClient()
+	defer rdb.Close()
+	client, err := aqs.New(ctx, rdb)
+	if err != nil {
+		return fmt.Errorf("connecting to Redis at %s: %w", conn.addr, err)
+	}
+	defer client.Close()
+	d := &demoRun{cfg: cfg, out: e.stdout, conn: conn, exec: e.worker, rdb: rdb, client: client}
+
+	names := make([]string, len(cfg.scenarios))
+	for i, s := range cfg.scenarios {
+		names[i] = s.name
+	}
+	opts, _ := parseRedisAddr(conn.addr) // checked by connectRedis; the address without credentials
+	d.printf("aqs demo: %s, each across worker processes (aqs run again), on Redis at %s; names %s-*\n",
+		strings.Join(names, ", "), opts.Addr, cfg.name)
+	var results []scenarioRows
+	for i, s := range cfg.scenarios {
+		d.printf("\n== %d/%d %s: %s\n", i+1, len(cfg.scenarios), s.name, s.title)
+		rows, err := s.run(ctx, d)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		results = append(results, scenarioRows{s.name, rows})
+	}
+	return printSummary(d.out, results)
+}
+
+// Summary rows.
+
+// verdict is a summary row's check: none (a figure only), passed or failed.
+type verdict int
+
+const (
+	noCheck verdict = iota
+	passed
+	failed
+)
+
+// summaryRow is one line of the summary table. It may carry a note, printed under the table:
+// the definition of what it counts.
+type summaryRow struct {
+	what, figure string
+	check        verdict
+	note         string
+}
+
+// figureRow returns a row that reports a figure and checks nothing.
+func figureRow(what, format string, args ...any) summaryRow {
+	return summaryRow{what: what, figure: fmt.Sprintf(format, args...)}
+}
+
+// checkedRow returns a row that checks ok.
+func checkedRow(what string, ok bool, format string, args ...any) summaryRow {
+	r := summaryRow{what: what, figure: fmt.Sprintf(format, args...), check: failed}
 	if ok {
-		return "ok"
+		r.check = passed
 	}
-	s := "FAILED"
-	for _, d := range details {
-		s += " (" + d + ")"
-	}
-	return s
+	return r
 }
 
-// increment takes the lock, increments the counter and checks the fencing token.
-func (w *demoWorker) increment(ctx context.Context) error {
-	held, err := w.lock.Lock(ctx)
-	if err != nil {
-		return err
-	}
-	err = w.incrementHeld(held)
-	if uerr := w.lock.Unlock(held); err == nil {
-		err = uerr
-	}
-	return err
+// withNote returns r with a note.
+func (r summaryRow) withNote(note string) summaryRow {
+	r.note = note
+	return r
 }
 
-// incrementHeld runs with the lock held. Every Redis call takes the held context, so it stops
-// as soon as the lock is lost.
-func (w *demoWorker) incrementHeld(held context.Context) error {
-	d := w.run
-	n, err := w.rdb.Get(held, d.counterKey).Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return err
+type scenarioRows struct {
+	scenario string
+	rows     []summaryRow
+}
+
+// printSummary prints the summary table and returns an error when a check failed.
+func printSummary(w io.Writer, results []scenarioRows) error {
+	fmt.Fprintln(w, "\nsummary:")
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  scenario\tfigure\tvalue\tcheck")
+	var checks, fails int
+	var notes []string
+	for _, res := range results {
+		for i, r := range res.rows {
+			name := ""
+			if i == 0 {
+				name = res.scenario
+			}
+			check := ""
+			switch r.check {
+			case passed:
+				check = "ok"
+				checks++
+			case failed:
+				check = "FAILED"
+				checks++
+				fails++
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", name, r.what, r.figure, check)
+			if r.note != "" {
+				notes = append(notes, r.what+": "+r.note)
+			}
+		}
 	}
-	n++
-	if err := w.rdb.Set(held, d.counterKey, n, 0).Err(); err != nil {
-		return err
+	tw.Flush()
+	for line := range strings.Lines(table.String()) {
+		fmt.Fprintln(w, strings.TrimRight(line, " \n")) // the padding of an empty check column
 	}
-	token, err := w.checkToken(held)
-	if err != nil {
-		return err
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprint(w, wrapNote(n, "  ", "    ", noteWidth))
+		}
 	}
-	if k := d.acquired.Add(1); k%d.step == 0 || k == d.total {
-		d.printf("  %*d/%d  counter=%-*d  token=%d  worker %d\n",
-			len(fmt.Sprint(d.total)), k, d.total, len(fmt.Sprint(d.total)), n, token, w.n)
+	fmt.Fprintln(w)
+	if fails > 0 {
+		fmt.Fprintf(w, "%d of %d checks FAILED\n", fails, checks)
+		return fmt.Errorf("%d of %d checks failed", fails, checks)
 	}
+	fmt.Fprintf(w, "all %d checks passed\n", checks)
 	return nil
 }
 
-// checkToken takes the lock again with ctx, which holds it already: a re-entry, which must keep
-// the hold's token. It then checks the token against the highest one the resource has seen and
-// records it there.
-func (w *demoWorker) checkToken(ctx context.Context) (int64, error) {
-	d := w.run
-	inner, err := w.lock.Lock(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("re-entering: %w", err)
+// noteWidth is the width the notes under the summary are wrapped to.
+const noteWidth = 100
+
+// wrap breaks text into lines of at most width bytes where it can, the first line indented
+// with first, the others with rest.
+func wrapNote(text, first, rest string, width int) string {
+	var b strings.Builder
+	line := first
+	for i, word := range strings.Fields(text) {
+		if i > 0 && len(line)+1+len(word) > width {
+			b.WriteString(line + "\n")
+			line = rest + word
+			continue
+		}
+		if i > 0 {
+			line += " "
+		}
+		line += word
 	}
-	defer w.lock.Unlock(inner)
-	d.reentries.Add(1)
-	token, err := aqs.FencingToken(inner)
-	if err != nil {
-		return 0, fmt.Errorf("fencing token: %w", err)
+	b.WriteString(line + "\n")
+	return b.String()
+}
+
+// plural returns "1 job", "2 jobs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
 	}
-	if outer, err := aqs.FencingToken(ctx); err != nil || token != outer {
-		return 0, fmt.Errorf("re-entry changed the fencing token from %d to %d (%v)", outer, token, err)
-	}
-	last, err := w.rdb.Get(inner, d.lastKey).Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, err
-	}
-	if token <= last {
-		d.violations.Add(1)
-	}
-	return token, w.rdb.Set(inner, d.lastKey, token, 0).Err()
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -6,11 +6,16 @@
 //
 // Commands:
 //
-//	demo    run a short demonstration of the reentrant lock
+//	demo    run the three uses across processes: tickets (fair lock), config (read-write lock),
+//	        pool (leased semaphore, a worker killed mid-job)
+//	inspect show what is at a name: aqs inspect NAME [--json]
+//	unlock  force the release of a name: aqs unlock --force NAME [--yes]
 //
 // Every command reaches Redis at the address of its --redis flag (host:port, or a redis://,
 // rediss:// or unix:// URL), else at $REDIS_URL. With neither, demo starts a throwaway
 // redis-server from PATH on a free loopback port and stops it when it exits.
+// inspect and unlock start none: they look at an existing Redis, and also take a Redis
+// Cluster (any node, or host:port,host:port,...) or Sentinel (redis://...?master_name=NAME).
 //
 // Exit status: 0 on success, 1 on failure, 2 on a usage error, 130 when interrupted.
 package main
@@ -32,6 +37,7 @@ import (
 type env struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	worker         workerExec // how demo starts its worker processes (the zero value: this executable)
 }
 
 // command is one subcommand. run parses its own flags from args (the arguments after the
@@ -45,7 +51,9 @@ type command struct {
 
 // commands lists the subcommands in the order usage shows them.
 var commands = []command{
-	{"demo", "run a short demonstration of the reentrant lock", runDemo},
+	{"demo", "run ticket sales, a shared config and a worker pool across processes", runDemo},
+	{"inspect", "show what is at a name: holders, leases, tokens, queue, permits", runInspect},
+	{"unlock", "force the release of a name whoever holds it (--force), waking its waiters", runUnlock},
 }
 
 // usageError is an error in the command line: the exit status is then 2.
@@ -65,6 +73,9 @@ func usagef(format string, args ...any) error {
 func main() {
 	// go-redis logs every failed dial to stderr; the command's own error says it once.
 	redis.SetLogger(quietLogger{})
+	if spec, ok := os.LookupEnv(demoWorkerEnv); ok {
+		os.Exit(demoWorkerMain(spec)) // a worker process of demo (demo_worker.go)
+	}
 	// Ctrl-C and SIGTERM cancel ctx: commands stop their work, and run returns only after the
 	// deferred clean-ups (a throwaway redis-server among them) have run.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -201,6 +201,7 @@ var (
 	SemHeartbeat = mustLoad("sem_heartbeat")
 	SemSet       = mustLoad("sem_set")
 	SemDrain     = mustLoad("sem_drain")
+	SemForce     = mustLoad("sem_force")
 
 	LSemAcquire   = mustLoad("lsem_acquire")
 	LSemRelease   = mustLoad("lsem_release")
