@@ -24,11 +24,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // ErrNotInstalled is returned by Binary, and reported by Single, Cluster and
@@ -63,10 +66,49 @@ func Binary() (string, error) {
 //
 // Without Main the servers still die with the test binary on Linux (see
 // proc_linux.go), but their temporary directories are left behind.
+//
+// When every test passed, Main then checks that no goroutine started during
+// the run is still alive (see checkLeaks): a Client, PubSub, hub, heartbeat or
+// watchdog that a test or the library failed to stop. It prints their stacks
+// and returns 1 if there are any. Child processes (StartChild) must dispatch
+// their role before calling Main, so they never run the check.
 func Main(m *testing.M) int {
+	before := goleak.IgnoreCurrent()
 	code := m.Run()
 	stopAll()
+	if code != 0 {
+		return code
+	}
+	if err := checkLeaks(before); err != nil {
+		fmt.Fprintf(os.Stderr, "redistest: goroutines leaked by the tests of this package:\n%v\n", err)
+		fmt.Println("FAIL") // m.Run printed PASS already
+		return 1
+	}
 	return code
+}
+
+// leakTimeout bounds how long checkLeaks waits for goroutines that are on
+// their way out (a closed client's connections, a cluster client's state
+// reload) to end.
+const leakTimeout = 5 * time.Second
+
+// checkLeaks reports the goroutines alive now that were not alive when before
+// was taken, other than the testing package's own and those that live as long
+// as the process by design; it waits up to leakTimeout for them to end.
+func checkLeaks(before goleak.Option) error {
+	opts := []goleak.Option{
+		before,
+		// The server starter holds its OS thread for the life of the
+		// binary (proc_linux.go).
+		goleak.IgnoreTopFunction("github.com/redaqs/aqs/internal/redistest.starter"),
+	}
+	deadline := time.Now().Add(leakTimeout)
+	for {
+		err := goleak.Find(opts...) // itself retries for about half a second
+		if err == nil || !time.Now().Before(deadline) {
+			return err
+		}
+	}
 }
 
 var single struct {
