@@ -22,5 +22,11 @@ bench:
 	$(GO) test -run '^$$' -bench 'VsFloor' -benchtime 3000x ./semaphore/
 	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x ./semaphore/
 
+# aqs against redsync, redislock and rueidislock (about 3 minutes; see BENCHMARKS.md). bench/ is
+# a module of its own, so users of the library never download those libraries.
+.PHONY: bench-compare
+bench-compare:
+	cd bench && $(GO) run ./cmd/compare
+
 vet:
 	$(GO) vet ./...

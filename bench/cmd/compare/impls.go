@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/fair"
+	"github.com/redaqs/aqs/reentrant"
+)
+
+// acquireFunc takes a lock for one goroutine, blocking until it has it or ctx is done, and
+// returns the function that releases it.
+type acquireFunc func(ctx context.Context) (release func() error, err error)
+
+// impl is one implementation as one process sees it. A floor row has op: one operation of
+// one goroutine, on a key of its own. A lock has locks: the acquire functions of n goroutines
+// contending for the lock named key.
+type impl struct {
+	name  string
+	op    func(key string) error
+	locks func(key string, n int) ([]acquireFunc, error)
+}
+
+// lockTTL is the lease the libraries that take one are given. It only matters if a holder
+// dies, which never happens here; the libraries' defaults are close (redsync 8s, rueidislock
+// 5s renewed, aqs renewed by its watchdog).
+const lockTTL = 10 * time.Second
+
+// implNames lists the implementations in the order of the table; newImpls builds them in this
+// order, and a child process is told which one to run by its index.
+var implNames = []string{
+	"floor: PING",
+	"floor: EVALSHA `return 1`",
+	"floor: SET NX PX + compare-and-delete",
+	"aqs reentrant",
+	"aqs fair",
+	"redsync (defaults)",
+	"redsync, retry delay 1ms",
+	"redislock, linear 100ms",
+	"redislock, linear 1ms",
+	"rueidislock (defaults)",
+}
+
+const (
+	floorPing  = 0
+	floorEval  = 1
+	floorCycle = 2
+)
+
+// floorDel is the floor's release: delete the key only if it still holds our token. It is the
+// script of internal/benchutil's floor, whose FloorCycle wants a testing.TB.
+var floorDel = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// trivial is the EVALSHA floor's script.
+var trivial = redis.NewScript(`return 1`)
+
+// procImpls holds every implementation of one process, with the clients they own.
+type procImpls struct {
+	impls   []*impl
+	closers []func()
+}
+
+// close closes every client, the aqs Clients before the go-redis clients they use.
+func (p *procImpls) close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		p.closers[i]()
+	}
+}
+
+// newImpls connects every implementation to the server at addr. Each family gets its own
+// connection pool, with the client library's defaults, as separate applications would have.
+// work is the length of the critical section, which the floor cycle includes as the locks'
+// loop does.
+func newImpls(ctx context.Context, addr string, work time.Duration) (*procImpls, error) {
+	p := &procImpls{}
+	newRDB := func() *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		p.closers = append(p.closers, func() { c.Close() })
+		return c
+	}
+	fail := func(err error) (*procImpls, error) {
+		p.close()
+		return nil, err
+	}
+
+	floor := newRDB()
+	for _, s := range []*redis.Script{floorDel, trivial} {
+		if err := s.Load(ctx, floor).Err(); err != nil {
+			return fail(fmt.Errorf("loading the floor's scripts: %w", err))
+		}
+	}
+	token := randomToken()
+	bg := context.Background()
+	p.impls = append(p.impls,
+		&impl{name: implNames[floorPing], op: func(string) error { return floor.Ping(bg).Err() }},
+		&impl{name: implNames[floorEval], op: func(string) error { return trivial.EvalSha(bg, floor, nil).Err() }},
+		&impl{name: implNames[floorCycle], op: func(key string) error {
+			ok, err := floor.SetNX(bg, key, token, lockTTL).Result()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("floor: %s is taken", key)
+			}
+			spin(work)
+			return floorDel.EvalSha(bg, floor, []string{key}, token).Err()
+		}},
+	)
+
+	// Ours: one aqs.Client per process, as the package documentation asks.
+	aqsRDB := newRDB()
+	client, err := aqs.New(ctx, aqsRDB)
+	if err != nil {
+		return fail(fmt.Errorf("aqs.New: %w", err))
+	}
+	p.closers = append(p.closers, func() { client.Close() })
+	// A Lock value is shared by the goroutines of a process, as a sync.Mutex would be.
+	aqsLocks := func(lock func(context.Context) (context.Context, error), unlock func(context.Context) error, n int) []acquireFunc {
+		acq := func(ctx context.Context) (func() error, error) {
+			held, err := lock(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return unlock(held) }, nil
+		}
+		return repeat(acquireFunc(acq), n)
+	}
+	p.impls = append(p.impls,
+		&impl{name: implNames[3], locks: func(key string, n int) ([]acquireFunc, error) {
+			l, err := reentrant.New(client, key)
+			if err != nil {
+				return nil, err
+			}
+			return aqsLocks(func(ctx context.Context) (context.Context, error) { return l.Lock(ctx) }, l.Unlock, n), nil
+		}},
+		&impl{name: implNames[4], locks: func(key string, n int) ([]acquireFunc, error) {
+			l, err := fair.New(client, key)
+			if err != nil {
+				return nil, err
+			}
+			return aqsLocks(func(ctx context.Context) (context.Context, error) { return l.Lock(ctx) }, l.Unlock, n), nil
+		}},
+	)
+
+	// redsync: a Mutex remembers the value of its current hold, so each goroutine has its own.
+	rs := redsync.New(redsyncgoredis.NewPool(newRDB()))
+	redsyncLocks := func(opts ...redsync.Option) func(string, int) ([]acquireFunc, error) {
+		return func(key string, n int) ([]acquireFunc, error) {
+			out := make([]acquireFunc, n)
+			for i := range out {
+				m := rs.NewMutex(key, opts...)
+				out[i] = func(ctx context.Context) (func() error, error) {
+					if err := m.LockContext(ctx); err != nil {
+						return nil, err
+					}
+					return func() error {
+						ok, err := m.UnlockContext(bg)
+						if err == nil && !ok {
+							err = errors.New("redsync: unlock reported the lock not held")
+						}
+						return err
+					}, nil
+				}
+			}
+			return out, nil
+		}
+	}
+	p.impls = append(p.impls,
+		&impl{name: implNames[5], locks: redsyncLocks()},
+		// Tries enough that a Lock call never gives up within a slice (1ms apart: 17 minutes).
+		&impl{name: implNames[6], locks: redsyncLocks(redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1<<20))},
+	)
+
+	// redislock: without a deadline on ctx, Obtain gives up after the TTL; the slice's context
+	// has none, so give it one far beyond any slice.
+	rl := redislock.New(newRDB())
+	redislockLocks := func(backoff time.Duration) func(string, int) ([]acquireFunc, error) {
+		acq := func(key string) acquireFunc {
+			return func(ctx context.Context) (func() error, error) {
+				ctx, cancel := context.WithTimeout(ctx, time.Hour)
+				defer cancel()
+				l, err := rl.Obtain(ctx, key, lockTTL, &redislock.Options{RetryStrategy: redislock.LinearBackoff(backoff)})
+				if err != nil {
+					return nil, err
+				}
+				return func() error { return l.Release(bg) }, nil
+			}
+		}
+		return func(key string, n int) ([]acquireFunc, error) { return repeat(acq(key), n), nil }
+	}
+	p.impls = append(p.impls,
+		&impl{name: implNames[7], locks: redislockLocks(100 * time.Millisecond)},
+		&impl{name: implNames[8], locks: redislockLocks(time.Millisecond)},
+	)
+
+	// rueidislock: one Locker per process, on its own rueidis client.
+	locker, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption: rueidis.ClientOption{InitAddress: []string{addr}},
+	})
+	if err != nil {
+		return fail(fmt.Errorf("rueidislock.NewLocker: %w", err))
+	}
+	p.closers = append(p.closers, locker.Close)
+	p.impls = append(p.impls, &impl{name: implNames[9], locks: func(key string, n int) ([]acquireFunc, error) {
+		acq := func(ctx context.Context) (func() error, error) {
+			_, release, err := locker.WithContext(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			return func() error { release(); return nil }, nil
+		}
+		return repeat(acquireFunc(acq), n), nil
+	}})
+
+	for i, im := range p.impls {
+		if im.name != implNames[i] {
+			panic("compare: newImpls out of step with implNames at " + im.name)
+		}
+	}
+	return p, nil
+}
+
+func repeat(f acquireFunc, n int) []acquireFunc {
+	out := make([]acquireFunc, n)
+	for i := range out {
+		out[i] = f
+	}
+	return out
+}
+
+func randomToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// spin busy-waits for d: the critical section's work. A sleep would hand the core to the
+// scheduler and last far longer than d.
+func spin(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}

@@ -1,0 +1,313 @@
+// Command compare measures aqs's locks against other Go Redis locks, and against the floor,
+// on one redis-server it starts itself, and prints Markdown tables (see BENCHMARKS.md at the
+// repository's root for what each figure means).
+//
+//	cd bench && go run ./cmd/compare          # about 3 minutes (make bench-compare)
+//	cd bench && go run ./cmd/compare -quick   # about 30 seconds, for a smoke run
+//	cd bench && go run ./cmd/compare -h       # the other flags
+//
+// # Method
+//
+// A shared machine drifts: another tenant, a CPU frequency change, the VM's steal. Measured
+// one after another, two implementations would be compared under different conditions. So
+// every scenario runs in rounds (9 by default), and each round gives every implementation
+// one short slice (300ms), in an order rotated from round to round; rates are medians over
+// the rounds, and ratios are taken within a round, against the floor's slice of the same
+// round, before the median. A first round warms connection pools and subscriptions and is
+// not counted. The processes scenario runs its contenders as copies of this program (see
+// child.go).
+//
+// The floor is what no lock on Redis can beat: PING, EVALSHA of a script that returns 1, and
+// the minimal correct lock cycle (SET NX PX, the critical section, a Lua compare-and-delete:
+// two round trips). In a scenario with n goroutines the floor rows run n goroutines too, each
+// on a key of its own, so nothing waits: "× floor" is a lock's acquisitions per second over
+// what n goroutines get from the floor cycle with no contention at all.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// config is what the flags set.
+type config struct {
+	slice  time.Duration
+	rounds int
+	work   time.Duration
+	procs  int
+	only   map[string]bool // scenarios to run, by tag; nil: all
+	v      bool            // log every slice's rate to stderr
+}
+
+// scenario is one contention setting: procs processes (1: this one) of goroutines each.
+type scenario struct {
+	tag               string // its name for -scenarios
+	title             string
+	procs, goroutines int
+}
+
+func main() {
+	if os.Getenv(childEnv) == "1" {
+		if err := childMain(); err != nil {
+			fmt.Fprintln(os.Stderr, "compare (contender process):", err)
+			os.Exit(1)
+		}
+		return
+	}
+	// Children are started from this goroutine; see dieWithParent.
+	runtime.LockOSThread()
+
+	var cfg config
+	quick := flag.Bool("quick", false, "a smoke run of about 30 seconds: -slice 150ms -rounds 2")
+	flag.DurationVar(&cfg.slice, "slice", 300*time.Millisecond, "length of one implementation's slice of a round")
+	flag.IntVar(&cfg.rounds, "rounds", 9, "measured rounds per scenario (one more warms up)")
+	flag.DurationVar(&cfg.work, "work", 10*time.Microsecond, "length of the critical section (busy, not a sleep)")
+	flag.IntVar(&cfg.procs, "procs", 4, "processes of the multi-process scenario, 8 goroutines each (0: leave it out)")
+	flag.BoolVar(&cfg.v, "v", false, "log every slice's rate to stderr")
+	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32 and procs (default all)")
+	flag.Parse()
+	if *only != "" {
+		cfg.only = map[string]bool{}
+		for _, t := range strings.Split(*only, ",") {
+			cfg.only[strings.TrimSpace(t)] = true
+		}
+	}
+	if *quick {
+		cfg.slice, cfg.rounds = 150*time.Millisecond, 2
+	}
+	if cfg.slice <= 0 || cfg.rounds < 1 || cfg.work < 0 || cfg.procs < 0 {
+		fmt.Fprintln(os.Stderr, "compare: -slice must be positive, -rounds at least 1, -work and -procs not negative")
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	srv, err := startServer()
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	ctx := context.Background()
+	p, err := newImpls(ctx, srv.addr, cfg.work)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+
+	scenarios := []scenario{
+		{"1", "Uncontended: 1 goroutine", 1, 1},
+		{"2", "Contended: 2 goroutines, one process", 1, 2},
+		{"8", "Contended: 8 goroutines, one process", 1, 8},
+		{"32", "Contended: 32 goroutines, one process", 1, 32},
+	}
+	if cfg.procs > 0 {
+		scenarios = append(scenarios, scenario{"procs", fmt.Sprintf("Contended: %d processes × 8 goroutines", cfg.procs), cfg.procs, 8})
+	}
+	if cfg.only != nil {
+		var chosen []scenario
+		for _, sc := range scenarios {
+			if cfg.only[sc.tag] {
+				chosen = append(chosen, sc)
+			}
+		}
+		if len(chosen) == 0 {
+			return fmt.Errorf("-scenarios names none of 1, 2, 8, 32, procs")
+		}
+		scenarios = chosen
+	}
+	printHeader(ctx, srv.addr, cfg)
+	began := time.Now()
+	for si, sc := range scenarios {
+		rows, err := runScenario(p, srv.addr, cfg, si, sc)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.title, err)
+		}
+		printTable(sc, rows)
+	}
+	fmt.Printf("\nDone in %v.%s\n", time.Since(began).Round(time.Second), loadAvg())
+	fmt.Fprintf(os.Stderr, "compare: done in %v\n", time.Since(began).Round(time.Second))
+	return nil
+}
+
+// runScenario runs the warm-up round and cfg.rounds measured rounds of one scenario.
+func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]row, error) {
+	n := len(p.impls)
+	wit := newLocalWitness()
+	var children []*child
+	if sc.procs > 1 {
+		shared, path, err := createSharedWitness()
+		if err != nil {
+			return nil, err
+		}
+		defer os.Remove(path)
+		defer shared.unmap()
+		wit = shared
+		for range sc.procs {
+			c, err := startChild(addr, path, cfg.work)
+			if err != nil {
+				return nil, err
+			}
+			defer c.stop()
+			children = append(children, c)
+		}
+	}
+
+	rows := make([]row, n)
+	for round := 0; round <= cfg.rounds; round++ {
+		if round == 0 {
+			fmt.Fprintf(os.Stderr, "compare: %s: warming up\n", sc.title)
+		} else {
+			fmt.Fprintf(os.Stderr, "compare: %s: round %d of %d\n", sc.title, round, cfg.rounds)
+		}
+		results := make([]sliceResult, n)
+		rates := make([]float64, n)
+		overlaps := make([]int64, n)
+		for k := range n {
+			i := (k + round) % n
+			wit.last.Store(-1)
+			before := wit.overlaps.Load()
+			sp := sliceSpec{
+				Impl:       i,
+				Key:        fmt.Sprintf("bench:s%d:i%d:r%d", si, i, round),
+				Goroutines: sc.goroutines,
+			}
+			var err error
+			if children == nil {
+				sp.Start = time.Now().Add(2 * time.Millisecond).UnixNano()
+				sp.Stop = sp.Start + int64(cfg.slice)
+				results[i] = runSlice(p.impls[i], sp, wit, cfg.work)
+			} else {
+				results[i], err = runChildren(children, sp, cfg.slice)
+				if err != nil {
+					return nil, err
+				}
+			}
+			rates[i] = float64(results[i].Ops) / cfg.slice.Seconds()
+			overlaps[i] = wit.overlaps.Load() - before
+			if cfg.v {
+				fmt.Fprintf(os.Stderr, "compare:   %-40s %8.0f/s\n", implNames[i], rates[i])
+			}
+		}
+		if round == 0 {
+			continue
+		}
+		for i := range n {
+			rows[i].add(results[i], rates[i], overlaps[i])
+			rows[i].ratios = append(rows[i].ratios, rates[i]/rates[floorCycle])
+		}
+	}
+	return rows, nil
+}
+
+// runChildren runs one slice in every child at once and merges their results. Child c's
+// goroutines are c*1000+g in the witness.
+func runChildren(children []*child, sp sliceSpec, slice time.Duration) (sliceResult, error) {
+	// Time for every child to read its line and build its handles before the common start.
+	sp.Start = time.Now().Add(50 * time.Millisecond).UnixNano()
+	sp.Stop = sp.Start + int64(slice)
+	for c, ch := range children {
+		sp.IDBase = int64(c) * 1000
+		if err := ch.send(sp); err != nil {
+			return sliceResult{}, err
+		}
+	}
+	var all sliceResult
+	for _, ch := range children {
+		r, err := ch.result(sp)
+		if err != nil {
+			return sliceResult{}, fmt.Errorf("contender process: %w", err)
+		}
+		all.merge(r)
+	}
+	return all, nil
+}
+
+// printHeader prints what the run is and how it was made.
+func printHeader(ctx context.Context, addr string, cfg config) {
+	version := "unknown"
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	if info, err := rdb.InfoMap(ctx, "server").Result(); err == nil {
+		version = info["Server"]["redis_version"]
+	}
+	rdb.Close()
+	fmt.Printf("Run %s: %s, %d CPUs, GOMAXPROCS %d, redis-server %s on loopback.\n",
+		time.Now().Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.NumCPU(), runtime.GOMAXPROCS(0), version)
+	fmt.Printf("Slices of %v per implementation, %d measured rounds (after one warm-up round), "+
+		"order rotated each round; critical section %v of busy work.%s\n", cfg.slice, cfg.rounds, cfg.work, loadAvg())
+	fmt.Println("acq/s: median over rounds (ops/s for the floor rows). × floor: median over rounds of acq/s " +
+		"over the floor lock cycle's rate in the same round, run by as many goroutines on keys of their own. " +
+		"Waits: from calling Lock to holding the lock, all rounds pooled, waits still unfinished when " +
+		"their slice ended included at their length then; ≥ marks a figure that is such a wait (a lower bound). Releaser re-acquires: share of acquisitions taken by the goroutine " +
+		"that held the lock just before. Jain: median over rounds of Jain's index of the goroutines' counts.")
+}
+
+// loadAvg returns " Load average: 1m 5m 15m." where /proc/loadavg exists, for judging how
+// quiet the machine was; otherwise "".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return fmt.Sprintf(" Load average (1, 5, 15 min): %s %s %s.", f[0], f[1], f[2])
+	}
+	return ""
+}
+
+// printTable prints one scenario's rows.
+func printTable(sc scenario, rows []row) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n### %s\n\n", sc.title)
+	b.WriteString("| Implementation | acq/s | × floor | wait p50 | wait p99 | wait max | releaser re-acquires | Jain | overlaps | errors | acquisitions |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	contended := sc.procs*sc.goroutines > 1
+	var notes []string
+	for i, r := range rows {
+		floorRow := i <= floorCycle
+		cells := []string{implNames[i], fmtRate(median(r.rates)), fmt.Sprintf("%.2f×", median(r.ratios))}
+		if floorRow {
+			cells = append(cells, "—", "—", "—", "—", "—", "—")
+		} else {
+			for _, q := range []float64{0.5, 0.99, 1} {
+				v, lower, ok := waitQuantile(r.waits, r.cut, q)
+				switch {
+				case !ok:
+					cells = append(cells, "—")
+				case lower:
+					cells = append(cells, "≥ "+fmtDur(v))
+				default:
+					cells = append(cells, fmtDur(v))
+				}
+			}
+			if contended && r.acquired > 0 {
+				cells = append(cells, fmt.Sprintf("%.1f%%", 100*float64(r.repeats)/float64(r.acquired)))
+			} else {
+				cells = append(cells, "—")
+			}
+			if j := median(r.jains); contended && !math.IsNaN(j) {
+				cells = append(cells, fmt.Sprintf("%.3f", j))
+			} else {
+				cells = append(cells, "—")
+			}
+			cells = append(cells, fmt.Sprint(r.overlaps))
+		}
+		cells = append(cells, fmt.Sprint(r.failures), fmt.Sprint(r.acquired))
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
+		if r.firstErr != "" {
+			notes = append(notes, fmt.Sprintf("%s, first error: %s", implNames[i], r.firstErr))
+		}
+	}
+	for _, n := range notes {
+		fmt.Fprintf(&b, "\n%s\n", n)
+	}
+	fmt.Print(b.String())
+}

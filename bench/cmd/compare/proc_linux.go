@@ -1,0 +1,16 @@
+//go:build linux
+
+package main
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// dieWithParent makes the kernel kill cmd's process when this one dies, so that neither the
+// redis-server nor a child contender outlives a benchmark stopped with Ctrl-C. The signal is
+// tied to the OS thread that forks the child: main locks the main goroutine to its thread,
+// which lives as long as the process, and starts every child from it.
+func dieWithParent(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
