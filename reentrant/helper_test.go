@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -116,27 +115,10 @@ func runHelperProcess() int {
 // helperLock connects to the Redis named in the environment and returns the lock on it, on a
 // Client that logs to stderr.
 func helperLock() (redis.UniversalClient, *reentrant.Lock, error) {
-	rdb, err := redistest.ChildRedis(helperAddrEnv, helperClusterEnv)
+	rdb, c, err := redistest.ChildClient(helperAddrEnv, helperClusterEnv, helperWatchdogEnv)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := []aqs.Option{aqs.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))}
-	if s := os.Getenv(helperWatchdogEnv); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			rdb.Close()
-			return nil, nil, fmt.Errorf("%s: %w", helperWatchdogEnv, err)
-		}
-		opts = append(opts, aqs.WithWatchdogTimeout(d))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := aqs.New(ctx, rdb, opts...)
-	if err != nil {
-		rdb.Close()
-		return nil, nil, err
-	}
-	// The Client is never closed: the process ends with it, and a kill must find it running.
 	l, err := reentrant.New(c, os.Getenv(helperLockEnv))
 	if err != nil {
 		rdb.Close()

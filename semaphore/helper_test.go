@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -199,27 +198,7 @@ func runHelperProcess() int {
 // it that logs to stderr. The Client is never closed: the process ends with it, and a kill
 // must find it running.
 func helperClient() (redis.UniversalClient, *aqs.Client, error) {
-	rdb, err := redistest.ChildRedis(helperAddrEnv, helperClusterEnv)
-	if err != nil {
-		return nil, nil, err
-	}
-	opts := []aqs.Option{aqs.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))}
-	if s := os.Getenv(helperWatchdogEnv); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			rdb.Close()
-			return nil, nil, fmt.Errorf("%s: %w", helperWatchdogEnv, err)
-		}
-		opts = append(opts, aqs.WithWatchdogTimeout(d))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := aqs.New(ctx, rdb, opts...)
-	if err != nil {
-		rdb.Close()
-		return nil, nil, err
-	}
-	return rdb, c, nil
+	return redistest.ChildClient(helperAddrEnv, helperClusterEnv, helperWatchdogEnv)
 }
 
 // helperPool opens the semaphore of the kind and name in the environment.

@@ -2,13 +2,18 @@ package redistest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs"
 )
 
 // What a child process started by StartChild uses on its side.
@@ -73,4 +78,32 @@ func ChildRedis(addrEnv, clusterEnv string) (redis.UniversalClient, error) {
 	default:
 		return nil, fmt.Errorf("neither %s nor %s is set", addrEnv, clusterEnv)
 	}
+}
+
+// ChildClient connects to the Redis named in the environment (see ChildRedis) and returns an
+// aqs Client on it that logs to stderr, with the watchdog timeout in watchdogEnv when that is
+// set (time.ParseDuration). The Client is never closed: the process ends with it, and a kill
+// must find it running. On error nothing is left open.
+func ChildClient(addrEnv, clusterEnv, watchdogEnv string) (redis.UniversalClient, *aqs.Client, error) {
+	rdb, err := ChildRedis(addrEnv, clusterEnv)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := []aqs.Option{aqs.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))}
+	if s := os.Getenv(watchdogEnv); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			rdb.Close()
+			return nil, nil, fmt.Errorf("%s: %w", watchdogEnv, err)
+		}
+		opts = append(opts, aqs.WithWatchdogTimeout(d))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := aqs.New(ctx, rdb, opts...)
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	return rdb, c, nil
 }
