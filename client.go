@@ -46,6 +46,9 @@ func init() {
 func New(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	cfg := core.DefaultConfig()
 	for _, o := range opts {
+		if o == nil {
+			return nil, core.Invalid("nil option")
+		}
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -294,4 +295,22 @@ func newClient(t testing.TB, rdb redis.UniversalClient, opts ...aqs.Option) *aqs
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Single(t).Client(t)
+	for name, opt := range map[string]aqs.Option{
+		"nil option":        nil,
+		"empty prefix":      aqs.WithKeyPrefix(""),
+		"zero watchdog":     aqs.WithWatchdogTimeout(0),
+		"negative watchdog": aqs.WithWatchdogTimeout(-time.Second),
+		"1ns watchdog":      aqs.WithWatchdogTimeout(time.Nanosecond),
+	} {
+		c, err := aqs.New(ctx, rdb, opt)
+		if err == nil {
+			_ = c.Close()
+		}
+		assert.ErrorIs(t, err, aqs.ErrInvalidArgument, name)
+	}
 }
