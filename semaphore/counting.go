@@ -24,11 +24,8 @@ package semaphore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/core"
@@ -180,34 +177,15 @@ type counting struct {
 	n int
 }
 
-func (c counting) attempt(ctx context.Context, hold string, retry, enqueue, plain bool) (reply, error) {
+func (c counting) attempt(ctx context.Context, hold string, retry, enqueue bool) (reply, error) {
+	// Always a script, never a plain HINCRBY that a script would undo when it fails: a failed
+	// plain decrement, until its undo, makes every other caller see fewer permits than there
+	// are (a TryAcquire refused while permits are free, a Drain that takes too few), and lets
+	// a release beyond what was taken pass unseen (the linearizability check found both).
 	s := c.s
-	undo := 0
-	if plain {
-		// The uncontended path: one plain command, no script (see _csem.lua). A negative
-		// result means the permits were not there, or waiters are queued (the gate), or the
-		// permits were never set: the script gives them back and decides.
-		// Without ctx's cancellation: a command cut off by ctx would leave unknown whether it
-		// took the permits, and nothing records who took them. (A connection lost in flight
-		// still can: the counting semaphore's permits are not owned.)
-		left, err := s.rt.Redis.HIncrBy(context.WithoutCancel(ctx), s.key, "a", int64(-c.n)).Result()
-		if err != nil {
-			return reply{}, core.RedisError(s.key, err)
-		}
-		if left >= 0 {
-			return reply{status: acquired}, nil
-		}
-		undo = c.n
-	}
 	v, err := scripts.SemAcquire.Run(context.WithoutCancel(ctx), s.rt.Redis, s.keys, hold, c.n,
-		s.waiterTimeout.Milliseconds(), flag(enqueue), s.rt.PublishCommand(), flag(retry), undo).Result()
+		s.waiterTimeout.Milliseconds(), flag(enqueue), s.rt.PublishCommand(), flag(retry)).Result()
 	if err != nil {
-		var rerr redis.Error
-		if undo > 0 && errors.As(err, &rerr) {
-			// The script failed (a key of another type, say) before its last write, which
-			// is where it gives the plain decrement back: give it back here.
-			_ = s.rt.Redis.HIncrBy(context.WithoutCancel(ctx), s.key, "a", int64(undo)).Err()
-		}
 		return reply{}, core.RedisError(s.key, err)
 	}
 	status, _ := s.parse(v, false)

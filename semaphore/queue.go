@@ -43,10 +43,8 @@ const (
 
 // kind is what differs between the two semaphores' waiting.
 type kind interface {
-	// attempt runs one attempt; retry tells the script to look for a grant made earlier, plain
-	// that it is the first attempt of a call while this Client has no waiters, which the
-	// counting semaphore makes with a plain command (see _csem.lua).
-	attempt(ctx context.Context, hold string, retry, enqueue, plain bool) (reply, error)
+	// attempt runs one attempt; retry tells the script to look for a grant made earlier.
+	attempt(ctx context.Context, hold string, retry, enqueue bool) (reply, error)
 	// giveUp takes the hold out of the queue, giving back permits granted to it meanwhile.
 	giveUp(ctx context.Context, hold string) error
 	// beat returns the hold's heartbeat (its OnReply is set by the caller).
@@ -182,7 +180,7 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 		}
 	}
 	sentAt := time.Now()
-	r, err := k.attempt(ctx, hold, false, wait, w == nil)
+	r, err := k.attempt(ctx, hold, false, wait)
 	if err == nil {
 		err = b.statusErr(r.status)
 	}
@@ -240,7 +238,7 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 	for {
 		if retry {
 			sentAt = time.Now()
-			r, err = k.attempt(ctx, hold, true, true, false)
+			r, err = k.attempt(ctx, hold, true, true)
 			if err == nil {
 				err = b.statusErr(r.status)
 			}
@@ -276,7 +274,7 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 			w.SetTag(hold)
 			retry = false
 			sentAt = time.Now()
-			r, err = k.attempt(ctx, hold, false, true, false)
+			r, err = k.attempt(ctx, hold, false, true)
 			if err == nil {
 				err = b.statusErr(r.status)
 			}

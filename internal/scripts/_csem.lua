@@ -5,14 +5,13 @@
 --                   the grant: the fallback for a lost grant message, dropped after that
 --                   deadline
 --
--- The uncontended acquisition is not a script but a plain HINCRBY of a by -n (see
--- semaphore/counting.go): it took the permits if the result is not negative. So that it can
--- never pass a waiter, a is kept GATE below the available permits while s's q flag is set (the
--- queue may hold entries): the plain decrement then goes negative, and the caller gives the
--- permits back and makes its attempt with sem_acquire.lua, whose first act is that undo. A
--- failed plain decrement is in a until its undo: a script that runs in between sees fewer
--- permits than there are, which can delay a grant until the undo (whose attempt serves the
--- queue) but never over-grants. Every script reads a with counts and writes it with save.
+-- While s's q flag is set (the queue may hold entries), a is kept GATE below the available
+-- permits, so that a plain HINCRBY of a by -n goes negative and cannot pass a waiter; with
+-- ARGV undo (sem_acquire.lua) a caller that made such a failed plain decrement gives it back
+-- in its attempt. The Go side makes no plain decrement (see semaphore/counting.go: until its
+-- undo, a failed one makes every other caller see fewer permits than there are), so undo is
+-- always 0 there; the gate costs nothing on the paths it uses. Every script reads a with
+-- counts and writes it with save.
 --@include _sem
 
 -- GATE is 2^50: a minus GATE stays exact in Lua's doubles, and no semaphore has that many

@@ -15,13 +15,20 @@
 -- past it, and a release grants them to the waiters in order (see dispatch in _sem.lua).
 --
 -- Replies: {status, hold ids granted to waiters of the caller's Client, which were not
--- notified: the caller tells them}. status: 1 acquired; 2 acquired by a grant made while the
--- hold waited (its message missed); 0 not acquired, not queued; -1 queued; -2 the permits
--- were never set; -3 n is above the total permits (and the hold left the queue).
+-- notified: the caller tells them}, or 1 alone when acquired on the uncontended path. status:
+-- 1 acquired; 2 acquired by a grant made while the hold waited (its message missed); 0 not
+-- acquired, not queued; -1 queued; -2 the permits were never set; -3 n is above the total
+-- permits (and the hold left the queue).
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, n = ARGV[1], tonumber(ARGV[2])
 local undo = tonumber(ARGV[7]) or 0
 local v = redis.call('HMGET', s, 't', 'a', 'q')
+if v[3] == false and ARGV[6] == '0' and undo == 0 and v[2] and n <= tonumber(v[2]) then
+  -- Nobody queued and the permits are there: the uncontended acquisition, before any
+  -- definition is made (each one costs the server a closure on every run).
+  redis.call('HINCRBY', s, 'a', -n)
+  return 1
+end
 if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
     and tonumber(v[2]) + undo + 1125899906842624 == 0 then
   -- Waiters queued and no permit free: the arrival at a contended semaphore, which joins the
