@@ -177,12 +177,23 @@ type counting struct {
 	n int
 }
 
-func (c counting) attempt(ctx context.Context, hold string, retry, enqueue bool) (reply, error) {
+func (c counting) attempt(ctx context.Context, hold string, retry, enqueue, quick bool) (reply, error) {
 	// Always a script, never a plain HINCRBY that a script would undo when it fails: a failed
 	// plain decrement, until its undo, makes every other caller see fewer permits than there
 	// are (a TryAcquire refused while permits are free, a Drain that takes too few), and lets
 	// a release beyond what was taken pass unseen (the linearizability check found both).
 	s := c.s
+	if quick {
+		// The uncontended path: a script with one key and one argument, which changes
+		// nothing when it cannot take the permits; then the full attempt decides.
+		ok, err := scripts.SemTry.Run(context.WithoutCancel(ctx), s.rt.Redis, s.keys[:1], c.n).Int()
+		if err != nil {
+			return reply{}, core.RedisError(s.key, err)
+		}
+		if ok == 1 {
+			return reply{status: acquired}, nil
+		}
+	}
 	v, err := scripts.SemAcquire.Run(context.WithoutCancel(ctx), s.rt.Redis, s.keys, hold, c.n,
 		s.waiterTimeout.Milliseconds(), flag(enqueue), s.rt.PublishCommand(), flag(retry)).Result()
 	if err != nil {

@@ -297,7 +297,7 @@ type leasing struct {
 	lease time.Duration
 }
 
-func (c leasing) attempt(ctx context.Context, hold string, retry, enqueue bool) (reply, error) {
+func (c leasing) attempt(ctx context.Context, hold string, retry, enqueue, _ bool) (reply, error) {
 	l := c.l
 	v, err := scripts.LSemAcquire.Run(ctx, l.rt.Redis, l.keys, hold, c.n, c.lease.Milliseconds(),
 		l.waiterTimeout.Milliseconds(), flag(enqueue), l.rt.PublishCommand(), flag(retry)).Result()

@@ -43,8 +43,10 @@ const (
 
 // kind is what differs between the two semaphores' waiting.
 type kind interface {
-	// attempt runs one attempt; retry tells the script to look for a grant made earlier.
-	attempt(ctx context.Context, hold string, retry, enqueue bool) (reply, error)
+	// attempt runs one attempt; retry tells the script to look for a grant made earlier, quick
+	// that it is a call's first attempt while this Client has no waiters, which the counting
+	// semaphore first makes with its cheapest script (sem_try.lua).
+	attempt(ctx context.Context, hold string, retry, enqueue, quick bool) (reply, error)
 	// giveUp takes the hold out of the queue, giving back permits granted to it meanwhile.
 	giveUp(ctx context.Context, hold string) error
 	// beat returns the hold's heartbeat (its OnReply is set by the caller).
@@ -180,7 +182,7 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 		}
 	}
 	sentAt := time.Now()
-	r, err := k.attempt(ctx, hold, false, wait)
+	r, err := k.attempt(ctx, hold, false, wait, w == nil)
 	if err == nil {
 		err = b.statusErr(r.status)
 	}
@@ -238,7 +240,7 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 	for {
 		if retry {
 			sentAt = time.Now()
-			r, err = k.attempt(ctx, hold, true, true)
+			r, err = k.attempt(ctx, hold, true, true, false)
 			if err == nil {
 				err = b.statusErr(r.status)
 			}
@@ -274,7 +276,7 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 			w.SetTag(hold)
 			retry = false
 			sentAt = time.Now()
-			r, err = k.attempt(ctx, hold, false, true)
+			r, err = k.attempt(ctx, hold, false, true, false)
 			if err == nil {
 				err = b.statusErr(r.status)
 			}

@@ -196,6 +196,7 @@ var (
 	RWWakeWriter      = mustLoad("rw_wake_writer")
 
 	SemAcquire   = mustLoad("sem_acquire")
+	SemTry       = mustLoad("sem_try")
 	SemRelease   = mustLoad("sem_release")
 	SemGiveUp    = mustLoad("sem_give_up")
 	SemHeartbeat = mustLoad("sem_heartbeat")
