@@ -150,6 +150,22 @@ func (l *Lock) giveUp(ctx context.Context, hold string, cfg core.LockConfig) err
 	return core.RedisError(l.Key(), err)
 }
 
+// failed undoes a queued attempt that failed: when ctx ended (the attempt was cut short by
+// it), at once, so that Lock leaves nothing behind when it returns, and reports ctx's cause;
+// otherwise (Redis failed) in the background, and reports err.
+func (l *Lock) failed(ctx context.Context, hold string, cfg core.LockConfig, err error) error {
+	if ctx.Err() == nil {
+		l.abandon(hold, cfg)
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if gerr := l.giveUp(cctx, hold, cfg); gerr != nil {
+		l.abandon(hold, cfg)
+	}
+	return context.Cause(ctx)
+}
+
 // abandon undoes an attempt whose reply was lost: it may have queued the hold or given it
 // the lock. In the background, bounded; otherwise the waiter timeout or the lease ends it.
 func (l *Lock) abandon(hold string, cfg core.LockConfig) {
@@ -219,8 +235,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		sentAt := time.Now()
 		a, err := l.attempt(ctx, hold, cfg, true)
 		if err != nil {
-			l.abandon(hold, cfg)
-			return nil, false, err
+			return nil, false, l.failed(ctx, hold, cfg, err)
 		}
 		if a.acquired {
 			return l.Won(ctx, hold, cfg, a.token, sentAt)
@@ -253,8 +268,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		sentAt := time.Now()
 		a, err := l.attempt(ctx, hold, cfg, true)
 		if err != nil {
-			l.abandon(hold, cfg)
-			return nil, false, err
+			return nil, false, l.failed(ctx, hold, cfg, err)
 		}
 		if a.granted {
 			return l.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)

@@ -126,7 +126,7 @@ func (h *Hub) Wait(ctx context.Context, channel, tag string) (*Waiter, error) {
 		return w, nil
 	case <-ctx.Done():
 		w.Close()
-		return nil, ctx.Err()
+		return nil, context.Cause(ctx)
 	case <-h.rt.closed:
 		w.Close()
 		return nil, ErrClosed
