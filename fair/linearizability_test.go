@@ -1,160 +1,30 @@
 package fair_test
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/lintest"
 )
 
-// Linearizability of the fair lock, against the reentrant lock's specification: with TryLock
-// without wait nobody queues, so first-come first-served adds nothing the history can see
-// (see fairWaits for TryLock with wait).
+// The fair lock, with TryLock without wait, is linearizable against the reentrant lock's
+// specification: nobody queues, so first-come first-served adds nothing the history can see.
 //
-// Several goroutines on three Clients (each on its own go-redis client) run random
-// operations on one lock for a short time; every operation is recorded with its input, its
-// output and the times taken just before the library call and just after it returned. The
-// history is then checked with porcupine against the sequential specification below. The
-// default watchdog renews every hold, so expiry is out of play.
-
-// Lock operations of the history.
-const (
-	linTry     = iota // TryLock with a fresh context: a new holder
-	linReenter        // TryLock with the top held context of the worker: re-entry
-	linUnlock         // Unlock of the worker's top held context
-	linStale          // Unlock of a context whose hold was released already
-)
-
-// linInput is an operation: its kind, the hold it concerns (an id unique to one
-// acquisition of a fresh context, shared by its re-entries), and for linTry the wait.
-type linInput struct {
-	key  int // which of the run's locks
-	op   int
-	hold int
-	wait time.Duration
-}
-
-// linOutput is an operation's result: ok for TryLock; for Unlock, notOwner when it failed
-// with aqs.ErrNotOwner (any other error fails the test before the check).
-type linOutput struct {
-	ok       bool
-	notOwner bool
-}
-
-// linState is the lock's sequential state: its holder (0 when free) and hold count.
-type linState struct {
-	holder int
-	count  int
-}
-
-// lockModel is the sequential specification: a free lock is taken by any TryLock, a held one
-// by none but re-entry of its holder; Unlock by the holder counts down, by anyone else it is
-// ErrNotOwner and changes nothing.
-var lockModel = porcupine.Model{
-	Partition: partitionByKey,
-	Init:      func() any { return linState{} },
-	Step: func(state, input, output any) (bool, any) {
-		s, in, out := state.(linState), input.(linInput), output.(linOutput)
-		switch in.op {
-		case linTry:
-			if s.count == 0 {
-				return out.ok, linState{holder: in.hold, count: 1}
-			}
-			return !out.ok, s
-		case linReenter:
-			if s.holder == in.hold && s.count > 0 {
-				return out.ok, linState{holder: s.holder, count: s.count + 1}
-			}
-			return false, s
-		default: // linUnlock, linStale
-			if s.holder == in.hold && s.count > 0 {
-				if out.notOwner {
-					return false, s
-				}
-				if s.count == 1 {
-					return true, linState{}
-				}
-				return true, linState{holder: s.holder, count: s.count - 1}
-			}
-			return out.notOwner, s
-		}
-	},
-	Equal: func(a, b any) bool { return a.(linState) == b.(linState) },
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(linInput), output.(linOutput)
-		switch in.op {
-		case linTry:
-			return fmt.Sprintf("lock%d TryLock(h%d, wait %v) -> %v", in.key, in.hold, in.wait, out.ok)
-		case linReenter:
-			return fmt.Sprintf("lock%d TryLock(held h%d) -> %v", in.key, in.hold, out.ok)
-		case linUnlock:
-			return fmt.Sprintf("lock%d Unlock(h%d) -> notOwner=%v", in.key, in.hold, out.notOwner)
-		default:
-			return fmt.Sprintf("lock%d Unlock(released h%d) -> notOwner=%v", in.key, in.hold, out.notOwner)
-		}
-	},
-	DescribeState: func(state any) string {
-		s := state.(linState)
-		if s.count == 0 {
-			return "free"
-		}
-		return fmt.Sprintf("h%d ×%d", s.holder, s.count)
-	},
-}
-
-// partitionByKey splits a history by lock: the locks are independent objects, so the
-// history is linearizable when each lock's is.
-func partitionByKey(history []porcupine.Operation) [][]porcupine.Operation {
-	var parts [][]porcupine.Operation
-	for _, op := range history {
-		k := op.Input.(linInput).key
-		for len(parts) <= k {
-			parts = append(parts, nil)
-		}
-		parts[k] = append(parts[k], op)
-	}
-	return parts
-}
-
-// fairWaits is false: the workers use TryLock without wait only. With waits (WithWait) the
-// history is not linearizable against this holder-and-count specification: a waiter whose wait
-// runs out can be handed the lock by an Unlock and give it back as it leaves, so its TryLock
-// returns false while, between that Unlock's return and the give-back, TryLocks without wait of
-// others fail on a lock that no acknowledged holder has. A specification of the fair lock with
-// its queue and hand-off would be needed for that part.
-const fairWaits = false
-
-// Sizes of a run: goroutines on each of linClients Clients, working on linLocks locks, the
-// time they run and the operations they record at most in all (before each releases what it
-// still holds), so that each lock's history has a few hundred operations.
-const (
-	linClients   = 3
-	linWorkers   = 2
-	linLocks     = 3
-	linRunFor    = 1500 * time.Millisecond
-	linMaxOps    = 1200
-	linCheckTime = 10 * time.Second
-)
-
+// Without waits only: with WithWait the history is not linearizable against this
+// holder-and-count specification. A waiter whose wait runs out can be handed the lock by an
+// Unlock and give it back as it leaves, so its TryLock returns false while, between that
+// Unlock's return and the give-back, TryLocks without wait of others fail on a lock that no
+// acknowledged holder has. A specification of the fair lock with its queue and hand-off would be
+// needed for that part.
 func TestFairLockIsLinearizable(t *testing.T) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
-		names := make([]string, linLocks)
-		locks := make([][]*fair.Lock, linClients) // [client][key]
-		for ci := range linClients {
-			c := newClient(t, ownRedis(t, rdb))
-			for k := range linLocks {
+		names := make([]string, lintest.Locks)
+		locks := make([][]lintest.Locker, lintest.Clients) // [client][key]
+		for ci := range lintest.Clients {
+			c := newClient(t, lintest.OwnRedis(t, rdb))
+			for k := range lintest.Locks {
 				if ci == 0 {
 					names[k] = newLock(t, c).Name()
 				}
@@ -166,221 +36,11 @@ func TestFairLockIsLinearizable(t *testing.T) {
 			}
 		}
 
-		history := runLockHistory(t, locks)
+		history := lintest.RunLocks(t, locks, false)
 		if t.Failed() {
 			return
 		}
-		logLockOutcomes(t, history)
-		checkLinearizable(t, lockModel, history)
+		lintest.LogLockOutcomes(t, history)
+		lintest.Check(t, lintest.LockModel, history)
 	})
-}
-
-// ownRedis returns a new go-redis client, closed at the end of the test, to the same shared
-// server or cluster as rdb, so that each aqs Client has connections of its own.
-func ownRedis(t *testing.T, rdb redis.UniversalClient) redis.UniversalClient {
-	t.Helper()
-	switch rdb.(type) {
-	case *redis.Client:
-		return redistest.Single(t).Client(t)
-	case *redis.ClusterClient:
-		return redistest.Cluster(t).Client(t)
-	}
-	t.Fatalf("unexpected redis client %T", rdb)
-	return nil
-}
-
-// logLockOutcomes logs how many operations of each kind the history has and how they ended,
-// to show the run contended.
-func logLockOutcomes(t *testing.T, history []porcupine.Operation) {
-	t.Helper()
-	type kind struct {
-		op   int
-		wait bool
-	}
-	won, lost := map[kind]int{}, map[kind]int{}
-	for _, op := range history {
-		in, out := op.Input.(linInput), op.Output.(linOutput)
-		k := kind{in.op, in.wait > 0}
-		if out.ok || ((in.op == linUnlock || in.op == linStale) && !out.notOwner) {
-			won[k]++
-		} else {
-			lost[k]++
-		}
-	}
-	t.Logf("TryLock: %d won, %d not; TryLock with wait: %d won, %d not; re-entries: %d; "+
-		"unlocks: %d; unlocks of released holds: %d (ErrNotOwner %d)",
-		won[kind{linTry, false}], lost[kind{linTry, false}], won[kind{linTry, true}], lost[kind{linTry, true}],
-		won[kind{linReenter, false}], won[kind{linUnlock, false}],
-		won[kind{linStale, false}]+lost[kind{linStale, false}], lost[kind{linStale, false}])
-}
-
-// runLockHistory runs linWorkers goroutines on each Client and returns the history they
-// recorded. locks[c][k] is lock k of Client c.
-func runLockHistory(t *testing.T, locks [][]*fair.Lock) []porcupine.Operation {
-	start := time.Now()
-	stop := start.Add(linRunFor)
-	var (
-		ops   atomic.Int64
-		mu    sync.Mutex
-		hist  []porcupine.Operation
-		wg    sync.WaitGroup
-		holds atomic.Int64
-	)
-	record := func(op porcupine.Operation) {
-		mu.Lock()
-		hist = append(hist, op)
-		mu.Unlock()
-	}
-	for ci, mine := range locks {
-		for w := range linWorkers {
-			id := ci*linWorkers + w
-			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(id), uint64(start.UnixNano())))
-				type held struct {
-					ctx  context.Context
-					key  int
-					hold int
-				}
-				var stack []held    // the worker's held contexts of one lock, innermost last
-				var released []held // holds released already, for stale unlocks
-				do := func(in linInput, call func() (linOutput, error)) bool {
-					callAt := time.Since(start).Nanoseconds()
-					out, err := call()
-					retAt := time.Since(start).Nanoseconds()
-					if err != nil {
-						t.Errorf("worker %d: %+v: %v", id, in, err)
-						return false
-					}
-					record(porcupine.Operation{ClientId: id, Input: in, Call: callAt, Output: out, Return: retAt})
-					return true
-				}
-				unlock := func(h held) bool {
-					return do(linInput{key: h.key, op: linUnlock, hold: h.hold}, func() (linOutput, error) {
-						err := mine[h.key].Unlock(h.ctx)
-						if errors.Is(err, aqs.ErrNotOwner) {
-							return linOutput{notOwner: true}, nil
-						}
-						return linOutput{}, err
-					})
-				}
-				for time.Now().Before(stop) && ops.Add(1) <= linMaxOps {
-					r := rng.IntN(100)
-					switch {
-					case len(stack) == 0 && len(released) > 0 && r < 10:
-						h := released[rng.IntN(len(released))]
-						if !do(linInput{key: h.key, op: linStale, hold: h.hold}, func() (linOutput, error) {
-							err := mine[h.key].Unlock(h.ctx)
-							if errors.Is(err, aqs.ErrNotOwner) {
-								return linOutput{notOwner: true}, nil
-							}
-							return linOutput{}, err
-						}) {
-							return
-						}
-					case len(stack) == 0:
-						in := linInput{key: rng.IntN(linLocks), op: linTry, hold: int(holds.Add(1))}
-						var opts []aqs.LockOption
-						if fairWaits && r < 50 {
-							in.wait = time.Duration(1+rng.IntN(10)) * time.Millisecond
-							opts = append(opts, aqs.WithWait(in.wait))
-						}
-						var hctx context.Context
-						if !do(in, func() (linOutput, error) {
-							var ok bool
-							var err error
-							hctx, ok, err = mine[in.key].TryLock(context.Background(), opts...)
-							return linOutput{ok: ok}, err
-						}) {
-							return
-						}
-						if hctx != nil {
-							stack = append(stack, held{hctx, in.key, in.hold})
-						}
-					case len(stack) < 3 && r < 40:
-						top := stack[len(stack)-1]
-						var hctx context.Context
-						if !do(linInput{key: top.key, op: linReenter, hold: top.hold}, func() (linOutput, error) {
-							var ok bool
-							var err error
-							hctx, ok, err = mine[top.key].TryLock(top.ctx)
-							return linOutput{ok: ok}, err
-						}) {
-							return
-						}
-						if hctx != nil {
-							stack = append(stack, held{hctx, top.key, top.hold})
-						}
-					default:
-						top := stack[len(stack)-1]
-						if !unlock(top) {
-							return
-						}
-						stack = stack[:len(stack)-1]
-						if len(stack) == 0 {
-							released = append(released, top)
-						}
-					}
-				}
-				// Release what is still held, recorded like the rest.
-				for len(stack) > 0 {
-					if !unlock(stack[len(stack)-1]) {
-						return
-					}
-					stack = stack[:len(stack)-1]
-				}
-			})
-		}
-	}
-	wg.Wait()
-	return hist
-}
-
-// checkLinearizable checks history against model within linCheckTime. An inconclusive
-// check fails the test like an illegal history; an illegal one also writes porcupine's
-// visualization to a file kept after the test, whose path is logged.
-func checkLinearizable(t *testing.T, model porcupine.Model, history []porcupine.Operation) {
-	t.Helper()
-	began := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(model, history, linCheckTime)
-	t.Logf("%d operations checked in %v: %s", len(history), time.Since(began), res)
-	switch res {
-	case porcupine.Ok:
-	case porcupine.Unknown:
-		t.Fatalf("linearizability check of %d operations inconclusive within %v", len(history), linCheckTime)
-	default:
-		f, err := os.CreateTemp("", "aqs-linearizability-*.html")
-		if err != nil {
-			t.Fatalf("history is not linearizable; visualization file: %v", err)
-		}
-		path := f.Name()
-		_ = f.Close()
-		if err := porcupine.VisualizePath(model, info, path); err != nil {
-			t.Fatalf("history is not linearizable; visualization: %v", err)
-		}
-		t.Logf("visualization: %s", path)
-		t.Fatalf("history of %d operations is not linearizable", len(history))
-	}
-}
-
-// The check is not vacuous: a history where a second holder wins a held lock, or where a
-// free lock is refused, is rejected.
-func TestLinearizabilityModelRejectsTwoHolders(t *testing.T) {
-	op := func(call, ret int64, in linInput, out linOutput) porcupine.Operation {
-		return porcupine.Operation{Input: in, Call: call, Output: out, Return: ret}
-	}
-	twoHolders := []porcupine.Operation{
-		op(0, 1, linInput{op: linTry, hold: 1}, linOutput{ok: true}),
-		op(2, 3, linInput{op: linTry, hold: 2}, linOutput{ok: true}),
-	}
-	if porcupine.CheckOperations(lockModel, twoHolders) {
-		t.Fatal("model accepted two holders")
-	}
-	refusedFree := []porcupine.Operation{
-		op(0, 1, linInput{op: linTry, hold: 1}, linOutput{ok: true}),
-		op(2, 3, linInput{op: linUnlock, hold: 1}, linOutput{}),
-		op(4, 5, linInput{op: linTry, hold: 2}, linOutput{ok: false}),
-	}
-	if porcupine.CheckOperations(lockModel, refusedFree) {
-		t.Fatal("model accepted a free lock refused")
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/lintest"
 	"github.com/redaqs/aqs/semaphore"
 )
 
@@ -109,24 +108,16 @@ func partitionSemByKey(history []porcupine.Operation) [][]porcupine.Operation {
 	return parts
 }
 
-// Sizes of a run: goroutines on each of linClients Clients, working on linSems semaphores,
-// the time they run and the operations they record at most in all, so that each
-// semaphore's history has a few hundred operations.
-const (
-	linClients   = 3
-	linWorkers   = 2
-	linSems      = 3
-	linRunFor    = 1500 * time.Millisecond
-	linMaxOps    = 1200
-	linCheckTime = 10 * time.Second
-)
+// linSems is how many semaphores a run works on; the other sizes of a run are the locks' (see
+// internal/lintest), so that each semaphore's history has a few hundred operations.
+const linSems = lintest.Locks
 
 func TestSemaphoreIsLinearizable(t *testing.T) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
 		names := make([]string, linSems)
-		sems := make([][]*semaphore.Semaphore, linClients) // [client][key]
-		for ci := range linClients {
-			c := newClient(t, ownRedis(t, rdb))
+		sems := make([][]*semaphore.Semaphore, lintest.Clients) // [client][key]
+		for ci := range lintest.Clients {
+			c := newClient(t, lintest.OwnRedis(t, rdb))
 			for k := range linSems {
 				if ci == 0 {
 					names[k] = newSem(t, c, semTotal).Name()
@@ -144,22 +135,8 @@ func TestSemaphoreIsLinearizable(t *testing.T) {
 			return
 		}
 		logSemOutcomes(t, history)
-		checkLinearizable(t, semModel, history)
+		lintest.Check(t, semModel, history)
 	})
-}
-
-// ownRedis returns a new go-redis client, closed at the end of the test, to the same shared
-// server or cluster as rdb, so that each aqs Client has connections of its own.
-func ownRedis(t *testing.T, rdb redis.UniversalClient) redis.UniversalClient {
-	t.Helper()
-	switch rdb.(type) {
-	case *redis.Client:
-		return redistest.Single(t).Client(t)
-	case *redis.ClusterClient:
-		return redistest.Cluster(t).Client(t)
-	}
-	t.Fatalf("unexpected redis client %T", rdb)
-	return nil
 }
 
 // logSemOutcomes logs how the history's operations ended, to show the run contended.
@@ -186,11 +163,11 @@ func logSemOutcomes(t *testing.T, history []porcupine.Operation) {
 		won, lost, released, refused, drains, drained)
 }
 
-// runSemHistory runs linWorkers goroutines on each Client and returns the history they
+// runSemHistory runs lintest.Workers goroutines on each Client and returns the history they
 // recorded. sems[c][k] is semaphore k of Client c.
 func runSemHistory(t *testing.T, sems [][]*semaphore.Semaphore) []porcupine.Operation {
 	start := time.Now()
-	stop := start.Add(linRunFor)
+	stop := start.Add(lintest.RunFor)
 	ctx := context.Background()
 	var (
 		ops  atomic.Int64
@@ -199,12 +176,12 @@ func runSemHistory(t *testing.T, sems [][]*semaphore.Semaphore) []porcupine.Oper
 		wg   sync.WaitGroup
 	)
 	for ci, mine := range sems {
-		for w := range linWorkers {
-			id := ci*linWorkers + w
+		for w := range lintest.Workers {
+			id := ci*lintest.Workers + w
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(id), uint64(start.UnixNano())))
 				taken := make([]int, linSems) // permits this worker took and did not give back
-				for time.Now().Before(stop) && ops.Add(1) <= linMaxOps {
+				for time.Now().Before(stop) && ops.Add(1) <= lintest.MaxOps {
 					in := semInput{key: rng.IntN(linSems), n: 1 + rng.IntN(2)}
 					s := mine[in.key]
 					r := rng.IntN(100)
@@ -255,31 +232,4 @@ func runSemHistory(t *testing.T, sems [][]*semaphore.Semaphore) []porcupine.Oper
 	}
 	wg.Wait()
 	return hist
-}
-
-// checkLinearizable checks history against model within linCheckTime. An inconclusive
-// check fails the test like an illegal history; an illegal one also writes porcupine's
-// visualization to a file kept after the test, whose path is logged.
-func checkLinearizable(t *testing.T, model porcupine.Model, history []porcupine.Operation) {
-	t.Helper()
-	began := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(model, history, linCheckTime)
-	t.Logf("%d operations checked in %v: %s", len(history), time.Since(began), res)
-	switch res {
-	case porcupine.Ok:
-	case porcupine.Unknown:
-		t.Fatalf("linearizability check of %d operations inconclusive within %v", len(history), linCheckTime)
-	default:
-		f, err := os.CreateTemp("", "aqs-linearizability-*.html")
-		if err != nil {
-			t.Fatalf("history is not linearizable; visualization file: %v", err)
-		}
-		path := f.Name()
-		_ = f.Close()
-		if err := porcupine.VisualizePath(model, info, path); err != nil {
-			t.Fatalf("history is not linearizable; visualization: %v", err)
-		}
-		t.Logf("visualization: %s", path)
-		t.Fatalf("history of %d operations is not linearizable", len(history))
-	}
 }
