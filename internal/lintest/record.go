@@ -1,0 +1,70 @@
+package lintest
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Worker is one goroutine of a run made by Work: it draws its operations from Rand, runs them
+// while More says so, and records each with Record (timestamps from Now, taken just before the
+// library call and just after it returned).
+type Worker struct {
+	ID     int // unique in the run: Client*Workers + the worker's index
+	Client int // which of the run's Clients the worker uses
+	Rand   *rand.Rand
+
+	start time.Time
+	stop  time.Time
+	ops   *atomic.Int64
+	rec   *recorder
+}
+
+// More reports whether the worker may run one more operation: the run's time is not over and
+// its operations (MaxOps in all) are not used up. Operations that release what the worker
+// still holds at the end need not ask.
+func (w *Worker) More() bool { return time.Now().Before(w.stop) && w.ops.Add(1) <= MaxOps }
+
+// Now returns the time since the run started, in ns, for the Call and Return of an operation.
+func (w *Worker) Now() int64 { return time.Since(w.start).Nanoseconds() }
+
+// Record adds an operation, input in and output out, called at call and returned at ret.
+func (w *Worker) Record(in, out any, call, ret int64) {
+	w.rec.add(porcupine.Operation{ClientId: w.ID, Input: in, Call: call, Output: out, Return: ret})
+}
+
+type recorder struct {
+	mu  sync.Mutex
+	ops []porcupine.Operation
+}
+
+func (r *recorder) add(op porcupine.Operation) {
+	r.mu.Lock()
+	r.ops = append(r.ops, op)
+	r.mu.Unlock()
+}
+
+// Work runs Workers goroutines for each of clients Clients, each running body for RunFor (and
+// MaxOps operations in all), and returns the history they recorded.
+func Work(clients int, body func(w *Worker)) []porcupine.Operation {
+	start := time.Now()
+	var (
+		ops atomic.Int64
+		rec recorder
+		wg  sync.WaitGroup
+	)
+	for ci := range clients {
+		for i := range Workers {
+			w := &Worker{
+				ID: ci*Workers + i, Client: ci, start: start, stop: start.Add(RunFor), ops: &ops, rec: &rec,
+				Rand: rand.New(rand.NewPCG(uint64(ci*Workers+i), uint64(start.UnixNano()))),
+			}
+			wg.Go(func() { body(w) })
+		}
+	}
+	wg.Wait()
+	return rec.ops
+}
