@@ -124,7 +124,7 @@ func (l *Lock) attempt(ctx context.Context, hold string, cfg core.LockConfig, en
 	if cfg.Token {
 		token = "1"
 	}
-	r, err := scripts.FairAcquire.Run(ctx, l.RT.Redis, l.Keys(), hold, l.Lease(cfg).Milliseconds(),
+	r, err := l.RunAcquire(ctx, scripts.FairAcquire, l.Keys(), hold, hold, l.Lease(cfg).Milliseconds(),
 		l.waiterTimeout.Milliseconds(), q, token).Int64()
 	switch {
 	case err != nil:
@@ -218,10 +218,10 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	w := l.RT.Hub.Join(l.grants, hold)
 	if w == nil && !cfg.Token { // when this Client has waiters already, the lock is contended
 		sentAt := time.Now()
-		ok, err := l.RT.Redis.SetNX(ctx, l.Key(), hold, l.Lease(cfg)).Result()
+		ok, err := l.SetNXAcquire(ctx, hold, l.Lease(cfg))
 		if err != nil {
 			l.Abandon(hold, err)
-			return nil, false, core.RedisError(l.Key(), err)
+			return nil, false, err
 		}
 		if ok {
 			return l.Won(ctx, hold, cfg, 0, sentAt)
@@ -231,6 +231,9 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	// queuedAt is the send time of the last attempt that found this hold queued: a grant came
 	// later, so a granted lease started after it (the heartbeats move it on too).
 	var queuedAt time.Time
+	// joined is the send time of the first attempt that found this hold queued: heartbeats
+	// start once it has waited a third of the waiter timeout (see below).
+	var joined time.Time
 	if w == nil {
 		sentAt := time.Now()
 		a, err := l.attempt(ctx, hold, cfg, true)
@@ -240,7 +243,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		if a.acquired {
 			return l.Won(ctx, hold, cfg, a.token, sentAt)
 		}
-		queuedAt = sentAt
+		queuedAt, joined = sentAt, sentAt
 		if w, err = l.RT.Hub.Wait(waitCtx, l.grants, hold); err != nil {
 			gerr := l.giveUp(ctx, hold, cfg)
 			switch {
@@ -279,23 +282,42 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		if a.dropped {
 			hold = l.RT.NewHoldID() // out of the queue: join again at the tail
 			w.SetTag(hold)
+			joined = time.Time{}
+			q.Stop()
+			q = nil
 			continue
 		}
-		if q == nil || q.Hold != hold {
-			q.Stop() // heartbeats start once queued, so the uncontended path has none
-			q = l.queue(hold, cfg)
-		}
 		queuedAt = sentAt
-		timer.Reset(a.wait)
+		if joined.IsZero() {
+			joined = sentAt
+		}
+		// Heartbeats start only once the waiter has waited a third of the waiter timeout, when
+		// the first would be due anyway: on a busy lock most waits end long before, and
+		// registering a heartbeat costs the Client more than the wait's attempt itself
+		// (BenchmarkFairContended). Until then each attempt keeps the place alive (it refreshes
+		// the waiter's deadline), and the timer wakes the waiter for one in time.
+		wait := a.wait
+		var granted, dropped <-chan struct{}
+		if q == nil {
+			if beat := l.waiterTimeout/3 - time.Since(joined); beat > 0 {
+				wait = min(wait, beat)
+			} else {
+				q = l.queue(hold, cfg)
+			}
+		}
+		if q != nil {
+			granted, dropped = q.Granted, q.Dropped
+		}
+		timer.Reset(wait)
 		select {
 		case <-w.C:
 			if w.Tagged() {
 				return l.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
 			}
 			// A reconnect, or a wakeup passed on: check again.
-		case <-q.Granted:
+		case <-granted:
 			return l.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
-		case <-q.Dropped:
+		case <-dropped:
 		case <-timer.C:
 		case <-waitCtx.Done():
 			if err := l.giveUp(ctx, hold, cfg); err != nil {

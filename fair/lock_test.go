@@ -354,3 +354,41 @@ func TestLocalHandOffWhoseReplyIsLostStillReachesTheWaiter(t *testing.T) {
 	}
 	assert.ErrorIs(t, l.Unlock(held), aqs.ErrLockLost)
 }
+
+// A waiter's liveness may outlast the lock key as others left it: the key must then live on
+// until that waiter could have taken over, or a newcomer's plain SET NX would pass it. The
+// newcomer here joins behind a holder whose key was last sized for a waiter with a shorter
+// timeout (the arrival path of a contended lock, in fair_acquire.lua).
+func TestJoinKeepsTheLockKeyAliveAsLongAsTheWaiter(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	c := newClient(t, rdb)
+	l := newLock(t, c)
+	short, err := fair.New(c, l.Name(), fair.WithWaiterTimeout(time.Second))
+	require.NoError(t, err)
+	long, err := fair.New(c, l.Name(), fair.WithWaiterTimeout(30*time.Second))
+	require.NoError(t, err)
+	held, err := l.Lock(context.Background(), aqs.WithLease(time.Minute))
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i, w := range []*fair.Lock{short, long} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := w.Lock(ctx)
+			assert.ErrorIs(t, err, context.Canceled)
+		}()
+		waitQueued(t, rdb, l, int64(i+1))
+	}
+	lease, err := l.RemainingLease(context.Background())
+	require.NoError(t, err)
+	pttl, err := rdb.PTTL(context.Background(), l.Key()).Result()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, pttl, lease+30*time.Second,
+		"the key lives at least the waiter timeout of the last joiner beyond the lease")
+
+	cancel()
+	wg.Wait()
+	require.NoError(t, l.Unlock(held))
+}

@@ -20,9 +20,37 @@
 --   < 0    not acquired; -1 - reply is how long to wait at most before trying again (the
 --          holder's remaining lease, or the liveness of the waiter at the head)
 --   error  WRONGTYPE when a key holds a value aqs did not write
---@include _fair_queue
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
-local hold, lease, timeout = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local hold, lease = ARGV[1], ARGV[2]
+local v = redis.call('GET', l)
+if v and ARGV[4] == '1' then
+  -- A newcomer joining behind a holder that others wait for already (its value records its
+  -- lease end: " e<ms>", the last field): the arrival at a contended lock. Written out here,
+  -- as the general path below does it, before any definition is made (each costs the server
+  -- a closure on every run). Nothing is written unless it goes this way to the end.
+  local i = string.find(v, ' e', 38, true)
+  if i and string.byte(v, 37) == 58 and string.byte(v, 9) == 45 and
+      string.sub(v, 1, #hold + 1) ~= hold .. ' ' then
+    local t = redis.call('TIME')
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)
+    local wait = tonumber(string.sub(v, i + 2)) - now
+    local timeout = tonumber(ARGV[3])
+    local member = hold .. ' ' .. lease
+    if wait > 0 and
+        redis.call('ZADD', d, 'NX', string.format('%d', now + timeout), member) == 1 then
+      if redis.call('RPUSH', q, member) == 1 then
+        redis.call('PEXPIRE', q, 2 * timeout)
+        redis.call('PEXPIRE', d, 2 * timeout)
+      end
+      if redis.call('PTTL', l) < wait + timeout then
+        redis.call('PEXPIRE', l, wait + 2 * timeout)
+      end
+      return -1 - wait
+    end
+  end
+end
+--@include _fair_queue
+local timeout = tonumber(ARGV[3])
 
 -- take makes hold the holder; value and reply carry the fencing token when one is asked for.
 local function take(now)
@@ -40,7 +68,6 @@ local function take(now)
   return reply
 end
 
-local v = redis.call('GET', l)
 local e, now
 if v then
   if not looks_ours(v) then
