@@ -1,0 +1,37 @@
+// Package chaos_test holds the fault tests of aqs: several OS processes (or goroutines behind a
+// TCP proxy) work on each primitive while the test kills holders and waiters with SIGKILL,
+// stalls a holder past its lease with SIGSTOP, restarts Redis with its data lost, kills the
+// pub/sub connections, delays and cuts the connections to Redis, and flushes the script cache.
+// Every test checks mutual exclusion with a witness that does not ask Redis (witness_test.go)
+// and logs one summary line with its figures.
+//
+// go test runs the short version (about a minute on two cores); AQS_CHAOS=full (make chaos)
+// runs more rounds and longer loads.
+package chaos_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/redaqs/aqs/internal/redistest"
+)
+
+// TestMain runs the tests, or, in a child process, the actor's role (actor_test.go) before
+// any server is started.
+func TestMain(m *testing.M) {
+	if os.Getenv(envRole) != "" {
+		os.Exit(runActor())
+	}
+	os.Exit(redistest.Main(m))
+}
+
+// full reports whether the full version runs (AQS_CHAOS=full).
+func full() bool { return os.Getenv("AQS_CHAOS") == "full" }
+
+// scale returns short in the short version and long in the full one.
+func scale[T any](short, long T) T {
+	if full() {
+		return long
+	}
+	return short
+}
