@@ -47,7 +47,6 @@ type actor struct {
 	pid int
 }
 
-
 // event is one line of a child.
 type event struct {
 	a    *actor

@@ -35,7 +35,7 @@ import (
 // then counted from that release.
 
 const (
-	killLease         = time.Second // the children's watchdog timeout: their holds' lease
+	killLease = time.Second // the children's watchdog timeout: their holds' lease
 	// killWaiterTimeout is above the lease, so that the dead waiter is still taken for live
 	// when the holder's lease runs out: it is served, and its grant must run out too.
 	killWaiterTimeout = 2 * time.Second

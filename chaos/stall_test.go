@@ -138,4 +138,3 @@ func (c *cast) writeToken(t *testing.T, a *actor, k int) int64 {
 	e := c.await(t, "write", k, 5*time.Second)
 	return e.ns
 }
-
