@@ -109,6 +109,35 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithReplicaSync makes every acquisition wait until at least replicas replicas of the
+// master acknowledged it, with Redis's WAIT replicas timeout sent right after the acquiring
+// call on its connection. An acquisition they do not acknowledge within timeout is undone
+// and fails with an error matching ErrReplicaSync (a *ReplicaSyncError, which says how many
+// acknowledged); so is one whose WAIT fails. A lock or permits handed over to a waiter by
+// someone else's release are confirmed by the waiter the same way before its call returns.
+// A lock reported as acquired then survives the failover to any replica that acknowledged it
+// (see README, "Failover and replica sync").
+//
+// It costs every acquisition the time the replicas take to acknowledge (one round trip from
+// the master to them) and WAIT's work on the master; releases, renewals and attempts that do
+// not acquire are unchanged. replicas must be at least 1; timeout at least 1ms, a whole
+// number of milliseconds (WAIT's unit), and below the read timeout of rdb (go-redis's default
+// is 3s), which New checks. New also fails, with an error matching ErrReplicaSync, when the
+// server does not accept WAIT. The default is off: acquisitions are replicated
+// asynchronously, and a failover can lose one that was reported.
+func WithReplicaSync(replicas int, timeout time.Duration) Option {
+	return func(c *core.Config) error {
+		if replicas < 1 {
+			return core.Invalid("replica sync of %d replicas; it needs at least 1", replicas)
+		}
+		if timeout < time.Millisecond || timeout%time.Millisecond != 0 {
+			return core.Invalid("replica sync timeout %v is not a whole number of milliseconds of at least 1ms", timeout)
+		}
+		c.SyncReplicas, c.SyncTimeout = replicas, timeout
+		return nil
+	}
+}
+
 // FencingToken returns the fencing token of the innermost lock held by ctx (a context returned
 // by a successful Lock, or derived from one). Tokens of one lock name strictly increase from
 // hold to hold, also across the expiry of its key, and a re-entry keeps its hold's token: a

@@ -22,8 +22,19 @@ var (
 	ErrInvalidArgument = core.ErrInvalidArgument
 	// ErrWrongType is matched by *WrongTypeError.
 	ErrWrongType = core.ErrWrongType
+	// ErrReplicaSync is matched by *ReplicaSyncError: with WithReplicaSync, an acquisition
+	// that too few replicas acknowledged in time (or whose WAIT failed), which was undone: the
+	// caller does not hold. New returns an error matching it when the server does not accept
+	// WAIT.
+	ErrReplicaSync = core.ErrReplicaSync
 )
 
 // WrongTypeError reports that a key a primitive needs already holds a value of another type.
 // Nothing was written.
 type WrongTypeError = core.WrongTypeError
+
+// ReplicaSyncError reports an acquisition that fewer replicas than WithReplicaSync requires
+// acknowledged in time, or whose WAIT failed: Acked of Want replicas acknowledged within
+// Timeout, Err is WAIT's own error if it failed. The acquisition was undone, unless UndoErr
+// says the undo failed too: it then ends with its lease. Either way the caller does not hold.
+type ReplicaSyncError = core.ReplicaSyncError

@@ -98,9 +98,9 @@ const (
 // its next attempts with lock_acquire, which marks the lock and reports the remaining lease
 // (and reports a key of another type).
 func (l *Lock) tryFast(ctx context.Context, hold string, cfg core.LockConfig) (attempt, error) {
-	ok, err := l.RT.Redis.SetNX(ctx, l.Key(), hold, l.Lease(cfg)).Result()
+	ok, err := l.SetNXAcquire(ctx, hold, l.Lease(cfg))
 	if err != nil {
-		return attempt{}, core.RedisError(l.Key(), err)
+		return attempt{}, err
 	}
 	return attempt{acquired: ok}, nil
 }
@@ -110,7 +110,7 @@ func (l *Lock) try(ctx context.Context, hold string, cfg core.LockConfig, mode s
 	if cfg.Token {
 		token = "1"
 	}
-	r, err := scripts.LockAcquire.Run(ctx, l.RT.Redis, []string{l.Key()},
+	r, err := l.RunAcquire(ctx, scripts.LockAcquire, []string{l.Key()}, hold,
 		hold, l.Lease(cfg).Milliseconds(), mode, token).Int64()
 	switch {
 	case err != nil:

@@ -191,7 +191,7 @@ func (l *Lock) Token(ctx context.Context) (int64, error) { return l.w.Token(ctx)
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) { return l.w.ForceUnlock(ctx) }
 
 func (l *Lock) writeAttempt(ctx context.Context, hold string, cfg core.LockConfig, wait bool) (ok bool, token int64, hint time.Duration, err error) {
-	r, err := scripts.RWWriteAcquire.Run(ctx, l.rt.Redis, []string{l.kw, l.kr, l.krn, l.kww},
+	r, err := l.w.RunAcquire(ctx, scripts.RWWriteAcquire, []string{l.kw, l.kr, l.krn, l.kww}, hold,
 		hold, l.lease(cfg).Milliseconds(), l.writerTimeout.Milliseconds(), flag(wait), flag(cfg.Token)).Int64()
 	switch {
 	case err != nil:
@@ -456,7 +456,8 @@ func (l *Lock) readAttempt(ctx context.Context, hold, writer string, cfg core.Lo
 	if wait {
 		margin = l.writerTimeout.Milliseconds()
 	}
-	r, err := scripts.RWReadAcquire.Run(ctx, l.rt.Redis, []string{l.kw, l.kr, l.krw},
+	// The write side's undo (rw_force_release.lua bounded to the hold) undoes a read hold too.
+	r, err := l.w.RunAcquire(ctx, scripts.RWReadAcquire, []string{l.kw, l.kr, l.krw}, hold,
 		hold, l.lease(cfg).Milliseconds(), writer, flag(l.fair), margin).Int64()
 	switch {
 	case err != nil:

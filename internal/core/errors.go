@@ -24,6 +24,10 @@ var (
 	ErrInvalidArgument = errors.New("aqs: invalid argument")
 	// ErrWrongType is matched by a *WrongTypeError.
 	ErrWrongType = errors.New("aqs: key holds another type")
+	// ErrReplicaSync is matched by a *ReplicaSyncError: with the replica-sync policy on, an
+	// acquisition that too few replicas acknowledged in time, and was undone. NewRuntime
+	// returns it too when the server does not accept WAIT.
+	ErrReplicaSync = errors.New("aqs: replica sync failed")
 )
 
 // WrongTypeError reports that a key the primitive needs already holds a value of another
@@ -49,6 +53,9 @@ func Invalid(format string, args ...any) error {
 func RedisError(key string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, ErrReplicaSync) {
+		return err // already says which key, and is not a Redis failure
 	}
 	if strings.Contains(err.Error(), "WRONGTYPE") {
 		return &WrongTypeError{Key: key}

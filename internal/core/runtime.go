@@ -26,6 +26,11 @@ type Config struct {
 	// Linger is how long the hub stays subscribed to a channel after its last local waiter
 	// left, so that a lock contended in bursts does not subscribe and unsubscribe every cycle.
 	Linger time.Duration
+	// SyncReplicas and SyncTimeout are the replica-sync policy (see sync.go): every
+	// acquisition waits for SyncReplicas replicas to acknowledge it within SyncTimeout.
+	// SyncReplicas 0 turns it off.
+	SyncReplicas int
+	SyncTimeout  time.Duration
 }
 
 // DefaultConfig returns the defaults documented on the options.
@@ -98,8 +103,14 @@ func NewRuntime(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Ru
 	if cfg.Logger == nil {
 		return nil, Invalid("nil logger")
 	}
+	if cfg.SyncReplicas < 0 || cfg.SyncReplicas > 0 && cfg.SyncTimeout < time.Millisecond {
+		return nil, Invalid("replica sync of %d replicas within %v", cfg.SyncReplicas, cfg.SyncTimeout)
+	}
 	if err := scripts.Load(ctx, rdb); err != nil {
 		return nil, fmt.Errorf("aqs: preload scripts: %w", err)
+	}
+	if err := checkSync(ctx, rdb, cfg); err != nil {
+		return nil, err
 	}
 	_, sharded := rdb.(*redis.ClusterClient)
 	rctx, cancel := context.WithCancel(context.Background())

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redaqs/aqs/internal/core"
 	"github.com/redaqs/aqs/internal/scripts"
 )
@@ -94,6 +96,23 @@ func (b *Base) Won(ctx context.Context, hold string, cfg core.LockConfig, token 
 // since and lasts at least first. If the hold outlives half of that, the watchdog sets its own
 // lease with one renewal; the caller owns the lock at once.
 func (b *Base) WonGrant(ctx context.Context, hold string, cfg core.LockConfig, since time.Time, first time.Duration) (context.Context, bool, error) {
+	if b.RT.SyncOn() {
+		// The replica-sync policy: the grant was made by another call's script, so the new
+		// holder confirms it with a write of its own, WAIT after it (see internal/core/sync.go).
+		// The write is the renewal to the hold's full lease, which also replaces the short
+		// first lease of the grant. It runs even when ctx ended: a confirmed hold is then
+		// released below, an unconfirmed one is undone.
+		sentAt := time.Now()
+		r, err := b.RT.ConfirmGrant(context.WithoutCancel(ctx), scripts.LockRenew, []string{b.key},
+			[]any{hold, b.Lease(cfg).Milliseconds()}, isOne, b.undoer(hold))
+		if err != nil {
+			return nil, false, core.RedisError(b.key, err)
+		}
+		if r != int64(1) {
+			return nil, false, fmt.Errorf("%s: lock %q: the grant was gone when confirmed: %w", b.Kind, b.name, core.ErrLockLost)
+		}
+		since, first = sentAt, b.Lease(cfg)
+	}
 	held := b.RT.Adopt(ctx, core.Grant{
 		Key: b.key, ID: hold, Lease: min(first, b.Lease(cfg)), Watchdog: cfg.Lease == 0,
 		Renew: scripts.LockRenew, FetchToken: b.fetchToken, SentAt: since,
@@ -108,6 +127,51 @@ func (b *Base) WonGrant(ctx context.Context, hold string, cfg core.LockConfig, s
 		return nil, false, context.Cause(ctx)
 	}
 	return held, true, nil
+}
+
+// isOne reports whether a script's reply is 1: an acquisition or a confirmed hold.
+func isOne(reply any) bool { return reply == int64(1) }
+
+// Acquired reports whether the reply of an acquiring script of an exclusive lock
+// (lock_acquire.lua, fair_acquire.lua, rw_write_acquire.lua) means acquired: 1, 2 (a grant)
+// or a fencing token, all positive.
+func Acquired(reply any) bool {
+	n, ok := reply.(int64)
+	return ok && n > 0
+}
+
+// Undo gives back what an acquisition of hold took, with the lock's force script bounded to
+// hold: the undo of an acquisition the replicas did not acknowledge (see
+// internal/core/sync.go). The hold id is fresh, so releasing whatever it holds is always safe.
+func (b *Base) Undo(ctx context.Context, hold string) error {
+	return core.RedisError(b.key, b.force.Run(ctx, b.RT.Redis, b.keys, b.RT.PublishCommand(), hold).Err())
+}
+
+// undoer returns Undo for hold, as the replica-sync policy takes it.
+func (b *Base) undoer(hold string) func(context.Context) error {
+	return func(ctx context.Context) error { return b.Undo(ctx, hold) }
+}
+
+// SetNXAcquire is the minimal lock's acquisition, SET key hold NX PX lease, under the Client's
+// replica-sync policy (core.Runtime.Acquire): with the policy on, an acquisition too few
+// replicas acknowledged is undone and reported as an error matching aqs.ErrReplicaSync.
+func (b *Base) SetNXAcquire(ctx context.Context, hold string, lease time.Duration) (bool, error) {
+	var cmd *redis.BoolCmd
+	err := b.RT.Acquire(ctx, b.key, func(c redis.Cmdable) { cmd = c.SetNX(ctx, b.key, hold, lease) },
+		func() bool { return cmd.Val() }, b.undoer(hold))
+	if err == nil {
+		err = cmd.Err()
+	}
+	if err != nil {
+		return false, core.RedisError(b.key, err)
+	}
+	return cmd.Val(), nil
+}
+
+// RunAcquire runs an acquiring script of hold under the Client's replica-sync policy (see
+// core.Runtime.RunAcquire), its reply read with Acquired and its undo Undo.
+func (b *Base) RunAcquire(ctx context.Context, s *scripts.Script, keys []string, hold string, args ...any) *redis.Cmd {
+	return b.RT.RunAcquire(ctx, s, keys, args, Acquired, b.undoer(hold))
 }
 
 // fetchToken asks Redis for a hold's fencing token (lock_token.lua).
@@ -156,7 +220,7 @@ func (b *Base) Abandon(hold string, err error) {
 	b.RT.Go(func(rctx context.Context) {
 		cctx, cancel := context.WithTimeout(rctx, time.Second)
 		defer cancel()
-		_ = b.force.Run(cctx, b.RT.Redis, b.keys, b.RT.PublishCommand(), hold).Err()
+		_ = b.Undo(cctx, hold)
 	})
 }
 
