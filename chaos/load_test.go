@@ -1,0 +1,145 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redaqs/aqs"
+)
+
+// A load of goroutines in the test process, on a few Clients, for the faults that need no
+// process of their own (the pub/sub connection killed, a proxy in the way, the script cache
+// flushed). Each worker acquires, enters the witness (witness_test.go), works a moment, leaves
+// and releases, over and over, until the load stops.
+
+// loadConfig is one load.
+type loadConfig struct {
+	cfg     primConfig
+	clients []redis.UniversalClient // one aqs Client on each, closed at the end of the test
+	workers int                     // per Client
+	work    time.Duration
+	// bound is how long one acquisition may take before it is given up as stuck (an error).
+	bound    time.Duration
+	watchdog time.Duration
+}
+
+// loadResult is what a load did.
+type loadResult struct {
+	acquisitions int64
+	perWorker    []int64
+	overlaps     int64
+	lost         int64 // holds whose held context ended during the work
+	errs         []string
+	maxGap       time.Duration // the longest time without any acquisition
+}
+
+func (r loadResult) String() string {
+	return fmt.Sprintf("%d acquisitions (per worker min %d, max %d), longest time without one %v, "+
+		"overlaps %d, holds lost %d, errors %d", r.acquisitions, slices.Min(r.perWorker), slices.Max(r.perWorker),
+		r.maxGap.Round(time.Millisecond), r.overlaps, r.lost, len(r.errs))
+}
+
+// runLoad runs the load until stop is closed and returns what it did. A worker's op: rwlock
+// workers alternate between writers and readers, semaphore workers take one permit.
+func runLoad(t *testing.T, lc loadConfig, stop <-chan struct{}) loadResult {
+	t.Helper()
+	w := witness{dir: t.TempDir(), permits: lc.cfg.permits}
+	var prims []*prim
+	for _, rdb := range lc.clients {
+		c, err := aqs.New(context.Background(), rdb, aqs.WithWatchdogTimeout(lc.watchdog))
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		p, err := newPrim(context.Background(), c, lc.cfg)
+		require.NoError(t, err)
+		prims = append(prims, p)
+	}
+	var (
+		res      loadResult
+		mu       sync.Mutex // res.errs, last, res.maxGap
+		last     = time.Now()
+		wg       sync.WaitGroup
+		total    atomic.Int64
+		overlaps atomic.Int64
+		lost     atomic.Int64
+	)
+	res.perWorker = make([]int64, len(prims)*lc.workers)
+	fail := func(what string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		res.errs = append(res.errs, what+": "+err.Error())
+	}
+	for i := range res.perWorker {
+		p := prims[i%len(prims)]
+		op := exclusiveOp(lc.cfg.kind)
+		if lc.cfg.kind == kindRWLock && i%2 == 1 {
+			op = opRead
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), lc.bound)
+				h, err := p.acquire(ctx, op)
+				cancel()
+				if err != nil {
+					fail("acquire "+op, err)
+					continue
+				}
+				leave, err := w.enter(op)
+				if errors.Is(err, errOverlap) {
+					overlaps.Add(1)
+				} else if err != nil {
+					fail("witness", err)
+				}
+				time.Sleep(lc.work) // the work done under the hold
+				if h.ctx.Err() != nil && !errors.Is(context.Cause(h.ctx), context.Canceled) {
+					lost.Add(1)
+				}
+				if leave != nil {
+					leave()
+				}
+				if err := h.Release(); err != nil {
+					fail("release "+op, err)
+				}
+				res.perWorker[i]++
+				total.Add(1)
+				now := time.Now()
+				mu.Lock()
+				res.maxGap = max(res.maxGap, now.Sub(last))
+				last = now
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	res.acquisitions, res.overlaps, res.lost = total.Load(), overlaps.Load(), lost.Load()
+	return res
+}
+
+// errorSample returns up to n distinct errors, for a log line.
+func errorSample(errs []string, n int) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range errs {
+		if !seen[e] && len(out) < n {
+			seen[e] = true
+			out = append(out, e)
+		}
+	}
+	return strings.Join(out, "; ")
+}

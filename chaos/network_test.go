@@ -1,0 +1,95 @@
+package chaos_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+
+	"github.com/redaqs/aqs/internal/redistest"
+)
+
+// Fault 4: the network. Goroutines on three Clients contend for each primitive while
+//   - the pub/sub connections are killed on the server (CLIENT KILL TYPE pubsub) every
+//     killEvery, so that release messages are lost and the hub must resubscribe;
+//   - the Clients reach Redis through a TCP proxy that adds latency, and cuts every connection
+//     every cutEvery, so that commands and their replies are dropped in flight.
+// Waiters must still make progress (every worker acquires, and the longest time without any
+// acquisition stays bounded), and the witness must see no overlap. Callers may see errors
+// here (a cut drops a command); they are counted and logged.
+
+func TestPubSubKillsAndDroppedConnectionsKeepWaitersMoving(t *testing.T) {
+	span := scale(3*time.Second, 30*time.Second)
+	const (
+		killEvery = 50 * time.Millisecond
+		cutEvery  = 400 * time.Millisecond
+		latency   = 10 * time.Millisecond
+		// maxGap bounds the time without any acquisition: a lost wakeup is made up for by the
+		// waiter's fallback timer (the remaining lease, at most the watchdog timeout) or a
+		// heartbeat (a third of the waiter timeout).
+		maxGap = 3 * time.Second
+	)
+	for _, kind := range allKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.NewServer(t)
+			admin := srv.Client(t)
+			px := newProxy(t, srv.Addr())
+			var clients []redis.UniversalClient
+			for range 3 {
+				rdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
+				t.Cleanup(func() { rdb.Close() })
+				clients = append(clients, rdb)
+			}
+			stop := make(chan struct{})
+			var kills, cuts int
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				killTick := time.NewTicker(killEvery)
+				defer killTick.Stop()
+				cutTick := time.NewTicker(cutEvery)
+				defer cutTick.Stop()
+				end := time.After(span)
+				for {
+					select {
+					case <-end:
+						px.SetLatency(0)
+						close(stop)
+						return
+					case <-killTick.C:
+						n, err := admin.ClientKillByFilter(context.Background(), "TYPE", "pubsub").Result()
+						if err != nil {
+							t.Errorf("CLIENT KILL: %v", err)
+						}
+						kills += int(n)
+					case <-cutTick.C:
+						px.Cut()
+						cuts++
+						if cuts%2 == 1 {
+							px.SetLatency(latency)
+						} else {
+							px.SetLatency(0)
+						}
+					}
+				}
+			}()
+			res := runLoad(t, loadConfig{
+				cfg:     primConfig{kind: kind, name: redistest.Name(t), waiterTimeout: time.Second, permits: 2},
+				clients: clients, workers: 2, work: 2 * time.Millisecond, bound: 10 * time.Second,
+				watchdog: time.Second,
+			}, stop)
+			<-done
+			t.Logf("SUMMARY network %s: %v in %v with %d pub/sub connections killed, %d cuts of every "+
+				"connection, latency %v every other %v; errors seen: %s", kind, res, span, kills, cuts, latency,
+				cutEvery, errorSample(res.errs, 4))
+			assert.Zero(t, res.overlaps, "overlaps")
+			assert.Less(t, res.maxGap, maxGap, "longest time without an acquisition")
+			for i, n := range res.perWorker {
+				assert.NotZero(t, n, "worker %d never acquired", i)
+			}
+		})
+	}
+}

@@ -1,0 +1,135 @@
+package chaos_test
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// proxy is a TCP proxy between Clients and Redis, for faults of the network: it forwards bytes
+// both ways, can hold every chunk back for a latency, and can cut every connection at once (the
+// commands in flight are lost; their callers see a network error).
+type proxy struct {
+	ln      net.Listener
+	target  string
+	latency atomic.Int64 // nanoseconds
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	cuts   int
+	wg     sync.WaitGroup
+}
+
+// newProxy starts a proxy to target on a free loopback port; it is closed in t.Cleanup.
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// Addr is the address Clients dial.
+func (p *proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetLatency delays every chunk, each way, by d from now on (0: none).
+func (p *proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// Cut closes every open connection, both sides.
+func (p *proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.cuts++
+}
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		if !p.track(client, server) {
+			return
+		}
+		p.wg.Add(2)
+		go p.pipe(client, server)
+		go p.pipe(server, client)
+	}
+}
+
+// track records a connection pair, or closes it and reports false once the proxy is closed.
+func (p *proxy) track(conns ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		for _, c := range conns {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range conns {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+// pipe copies from src to dst, each chunk held back by the latency, until either side fails;
+// then it closes both.
+func (p *proxy) pipe(src, dst net.Conn) {
+	defer p.wg.Done()
+	defer func() {
+		src.Close()
+		dst.Close()
+		p.mu.Lock()
+		delete(p.conns, src)
+		delete(p.conns, dst)
+		p.mu.Unlock()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if d := time.Duration(p.latency.Load()); d > 0 {
+				time.Sleep(d) // the injected latency
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				_ = err // EOF or reset: the other side is gone
+			}
+			return
+		}
+	}
+}
+
+func (p *proxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.ln.Close()
+	p.wg.Wait()
+}
