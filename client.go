@@ -118,13 +118,15 @@ func WithLogger(l *slog.Logger) Option {
 // A lock reported as acquired then survives the failover to any replica that acknowledged it
 // (see README, "Failover and replica sync").
 //
-// It costs every acquisition the time the replicas take to acknowledge (one round trip from
-// the master to them) and WAIT's work on the master; releases, renewals and attempts that do
-// not acquire are unchanged. replicas must be at least 1; timeout at least 1ms, a whole
-// number of milliseconds (WAIT's unit), and below the read timeout of rdb (go-redis's default
-// is 3s), which New checks. New also fails, with an error matching ErrReplicaSync, when the
-// server does not accept WAIT. The default is off: acquisitions are replicated
-// asynchronously, and a failover can lose one that was reported.
+// It costs every attempt to acquire, successful or not (WAIT is sent with the attempt, before
+// its outcome is known), the time the replicas take to acknowledge it: about one round trip
+// from the master to them, plus a round trip of the waiter's own when a lock or permits are
+// handed to it. Releases and renewals are unchanged. replicas must be at least 1; timeout at
+// least 1ms, a whole number of milliseconds (WAIT's unit), and below the read timeout of rdb
+// (5s by default in go-redis), since the pipelined WAIT's reply shares that read: New checks
+// it. New also fails, with an error matching ErrReplicaSync, when the server does not accept
+// WAIT. The default is off: acquisitions are replicated asynchronously, and a failover can
+// lose one that was reported.
 func WithReplicaSync(replicas int, timeout time.Duration) Option {
 	return func(c *core.Config) error {
 		if replicas < 1 {

@@ -27,6 +27,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/core"
 	"github.com/redaqs/aqs/internal/scripts"
@@ -186,7 +188,8 @@ func (c counting) attempt(ctx context.Context, hold string, retry, enqueue, quic
 	if quick {
 		// The uncontended path: a script with one key and one argument, which changes
 		// nothing when it cannot take the permits; then the full attempt decides.
-		ok, err := scripts.SemTry.Run(context.WithoutCancel(ctx), s.rt.Redis, s.keys[:1], c.n).Int()
+		ok, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemTry, s.keys[:1], []any{c.n},
+			tookPermits, c.undo).Int()
 		if err != nil {
 			return reply{}, core.RedisError(s.key, err)
 		}
@@ -194,8 +197,9 @@ func (c counting) attempt(ctx context.Context, hold string, retry, enqueue, quic
 			return reply{status: acquired}, nil
 		}
 	}
-	v, err := scripts.SemAcquire.Run(context.WithoutCancel(ctx), s.rt.Redis, s.keys, hold, c.n,
-		s.waiterTimeout.Milliseconds(), flag(enqueue), s.rt.PublishCommand(), flag(retry)).Result()
+	v, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemAcquire, s.keys, []any{hold, c.n,
+		s.waiterTimeout.Milliseconds(), flag(enqueue), s.rt.PublishCommand(), flag(retry)},
+		tookPermits, c.undo).Result()
 	if err != nil {
 		return reply{}, core.RedisError(s.key, err)
 	}
@@ -212,6 +216,25 @@ func (c counting) giveUp(ctx context.Context, hold string) error {
 	}
 	s.parse(v, false)
 	return nil
+}
+
+// undo gives back the permits of an acquisition the replicas did not acknowledge (see
+// internal/core/sync.go): counting permits are not owned, so a release of as many.
+func (c counting) undo(ctx context.Context) error { return c.s.Release(ctx, c.n) }
+
+// confirm confirms permits granted to the waiter (see base.granted). Counting permits leave no
+// record of their holder to renew, so the waiter's write is HINCRBY of the available permits
+// by 0: it changes no value, but it is a write, replicated after the grant, which is all WAIT
+// needs. The permits' hash exists: it has no TTL and the grant was just made from it.
+func (c counting) confirm(ctx context.Context, _ string) error {
+	s := c.s
+	var cmd *redis.IntCmd
+	err := s.rt.Acquire(ctx, s.key, func(r redis.Cmdable) { cmd = r.HIncrBy(ctx, s.key, "a", 0) },
+		func() bool { return true }, c.undo)
+	if err == nil {
+		err = cmd.Err()
+	}
+	return core.RedisError(s.key, err)
 }
 
 func (c counting) beat(hold string) *core.Beat {

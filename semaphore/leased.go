@@ -299,8 +299,9 @@ type leasing struct {
 
 func (c leasing) attempt(ctx context.Context, hold string, retry, enqueue, _ bool) (reply, error) {
 	l := c.l
-	v, err := scripts.LSemAcquire.Run(ctx, l.rt.Redis, l.keys, hold, c.n, c.lease.Milliseconds(),
-		l.waiterTimeout.Milliseconds(), flag(enqueue), l.rt.PublishCommand(), flag(retry)).Result()
+	v, err := l.rt.RunAcquire(ctx, scripts.LSemAcquire, l.keys, []any{hold, c.n, c.lease.Milliseconds(),
+		l.waiterTimeout.Milliseconds(), flag(enqueue), l.rt.PublishCommand(), flag(retry)},
+		tookPermits, func(ctx context.Context) error { return l.undo(ctx, hold) }).Result()
 	if err != nil {
 		return reply{}, core.RedisError(l.key, err)
 	}
@@ -312,6 +313,33 @@ func (c leasing) giveUp(ctx context.Context, hold string) error {
 	l := c.l
 	v, err := scripts.LSemGiveUp.Run(context.WithoutCancel(ctx), l.rt.Redis, l.keys, hold, c.n,
 		c.lease.Milliseconds(), l.rt.PublishCommand()).Result()
+	if err != nil {
+		return core.RedisError(l.key, err)
+	}
+	l.parse(v, false)
+	return nil
+}
+
+// confirm confirms a permit granted to the waiter (see base.granted): the waiter's write is
+// the renewal of the permit to its full lease.
+func (c leasing) confirm(ctx context.Context, hold string) error {
+	l := c.l
+	r, err := l.rt.ConfirmGrant(ctx, scripts.LSemRenew, []string{l.kp}, []any{hold, c.lease.Milliseconds()},
+		func(reply any) bool { return reply == int64(1) },
+		func(ctx context.Context) error { return l.undo(ctx, hold) })
+	if err != nil {
+		return core.RedisError(l.key, err)
+	}
+	if r != int64(1) {
+		return fmt.Errorf("semaphore %q: permit %s was gone when confirmed: %w: %w", l.name, hold, ErrPermitExpired, core.ErrLockLost)
+	}
+	return nil
+}
+
+// undo gives back every permit of an acquisition the replicas did not acknowledge (see
+// internal/core/sync.go).
+func (l *Leased) undo(ctx context.Context, hold string) error {
+	v, err := scripts.LSemRelease.Run(ctx, l.rt.Redis, l.keys, hold, 0, l.rt.PublishCommand(), l.rt.ID).Result()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}

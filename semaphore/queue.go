@@ -51,6 +51,10 @@ type kind interface {
 	giveUp(ctx context.Context, hold string) error
 	// beat returns the hold's heartbeat (its OnReply is set by the caller).
 	beat(hold string) *core.Beat
+	// confirm makes permits granted to the hold by another call's script as durable as an
+	// acquisition, under the replica-sync policy (see granted); it undoes them when too few
+	// replicas acknowledge it.
+	confirm(ctx context.Context, hold string) error
 }
 
 // base is what both semaphores share.
@@ -265,11 +269,11 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 		select {
 		case <-w.C:
 			if w.Tagged() {
-				return outcome{hold: hold, granted: true, since: since()}, true, nil
+				return b.granted(ctx, k, hold, since())
 			}
 			// A wakeup to look again: a reconnect, or the total changed.
 		case <-q.Granted:
-			return outcome{hold: hold, granted: true, since: since()}, true, nil
+			return b.granted(ctx, k, hold, since())
 		case <-q.Dropped:
 			// Unheard of past its deadline (a stall): join again at the tail, as a new hold.
 			hold = b.rt.NewHoldID()
@@ -302,6 +306,43 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 		}
 		timer.Stop()
 	}
+}
+
+// granted returns the outcome of permits granted to hold by another call's script (a
+// release, a give-up, a heartbeat), which hold learned from the hub or its heartbeat. With the
+// replica-sync policy on, the waiter confirms them first with a write of its own and WAIT (see
+// internal/core/sync.go): a grant too few replicas acknowledged is undone and the call fails.
+// A grant found by the waiter's own attempt (grantedEarly) needs no confirmation: that attempt
+// was such a write. It runs even when ctx ended; the caller then gives confirmed permits back.
+func (b *base) granted(ctx context.Context, k kind, hold string, since time.Time) (outcome, bool, error) {
+	if !b.rt.SyncOn() {
+		return outcome{hold: hold, granted: true, since: since}, true, nil
+	}
+	sentAt := time.Now()
+	if err := k.confirm(context.WithoutCancel(ctx), hold); err != nil {
+		return outcome{}, false, err
+	}
+	// The confirmation renewed a leased permit's full lease, sent at sentAt.
+	return outcome{hold: hold, since: sentAt}, true, nil
+}
+
+// statusOf reads the status of an attempt's reply without acting on its grants (see parse).
+func statusOf(v any) int64 {
+	if n, ok := v.(int64); ok {
+		return n
+	}
+	if arr, _ := v.([]any); len(arr) > 0 {
+		n, _ := arr[0].(int64)
+		return n
+	}
+	return 0
+}
+
+// tookPermits reports whether an attempt's reply means that it took permits: the replies
+// the replica-sync policy waits for and undoes.
+func tookPermits(v any) bool {
+	st := statusOf(v)
+	return st == acquired || st == grantedEarly
 }
 
 // causeOf returns the error a failed call reports: context.Cause(ctx) when ctx ended and err
