@@ -7,6 +7,7 @@ import (
 
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/lintest"
+	"github.com/redaqs/aqs/internal/redistest"
 )
 
 // The fair lock is linearizable against its specification with the queue and the hand-off
@@ -15,17 +16,18 @@ import (
 // (lintest.SplitWaits), so that a waiter whose wait ran out may have been handed the lock and
 // passed it on as it left. The default leases are renewed by the watchdog: expiry is out of
 // play, and so are dropped waiters (the waiter timeout, 5s, is beyond the run).
+// The run leaves no key without a TTL.
 func TestFairLockIsLinearizable(t *testing.T) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
-		names := make([]string, lintest.Locks)
+		first := make([]*fair.Lock, lintest.Locks)
 		locks := make([][]lintest.Locker, lintest.Clients) // [client][key]
 		for ci := range lintest.Clients {
 			c := newClient(t, lintest.OwnRedis(t, rdb))
 			for k := range lintest.Locks {
 				if ci == 0 {
-					names[k] = newLock(t, c).Name()
+					first[k] = newLock(t, c)
 				}
-				l, err := fair.New(c, names[k])
+				l, err := fair.New(c, first[k].Name())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -39,5 +41,8 @@ func TestFairLockIsLinearizable(t *testing.T) {
 		}
 		lintest.LogLockOutcomes(t, history)
 		lintest.Check(t, lintest.FairLockModel, lintest.SplitWaits(history))
+		for _, l := range first {
+			redistest.AssertNoKeyWithoutTTL(t, rdb, l.Name(), l.Key())
+		}
 	})
 }

@@ -5,23 +5,24 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redaqs/aqs/reentrant"
 	"github.com/redaqs/aqs/internal/lintest"
+	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/reentrant"
 )
 
 // The reentrant lock is linearizable against an exclusive reentrant lock's specification
-// (lintest.LockModel), TryLock with and without waits.
+// (lintest.LockModel), TryLock with and without waits. The run leaves no key without a TTL.
 func TestReentrantLockIsLinearizable(t *testing.T) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
-		names := make([]string, lintest.Locks)
+		first := make([]*reentrant.Lock, lintest.Locks)
 		locks := make([][]lintest.Locker, lintest.Clients) // [client][key]
 		for ci := range lintest.Clients {
 			c := newClient(t, lintest.OwnRedis(t, rdb))
 			for k := range lintest.Locks {
 				if ci == 0 {
-					names[k] = newLock(t, c).Name()
+					first[k] = newLock(t, c)
 				}
-				l, err := reentrant.New(c, names[k])
+				l, err := reentrant.New(c, first[k].Name())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -35,5 +36,8 @@ func TestReentrantLockIsLinearizable(t *testing.T) {
 		}
 		lintest.LogLockOutcomes(t, history)
 		lintest.Check(t, lintest.LockModel, history)
+		for _, l := range first {
+			redistest.AssertNoKeyWithoutTTL(t, rdb, l.Name(), l.Key())
+		}
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/lintest"
+	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/model"
 	"github.com/redaqs/aqs/reentrant"
 )
@@ -213,6 +215,7 @@ func runLockMachine(t *testing.T, rdb redis.UniversalClient) {
 			"forget":  s.forget,
 			"":        s.check,
 		})
+		redistest.AssertNoKeyWithoutTTL(lintest.InRapid(t, rt), rdb, l.Name(), l.Key())
 	})
 	if runs < 100 {
 		t.Fatalf("only %d runs", runs)

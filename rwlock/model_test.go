@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
+	"github.com/redaqs/aqs/internal/lintest"
+	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/internal/scripts"
 	"github.com/redaqs/aqs/model"
 	"github.com/redaqs/aqs/rwlock"
@@ -351,6 +353,7 @@ func runRWMachine(t *testing.T, rdb redis.UniversalClient) {
 			"force":        s.force,
 			"":             s.check,
 		})
+		redistest.AssertNoKeyWithoutTTL(lintest.InRapid(t, rt), rdb, l.Name(), l.Key())
 	})
 	if runs < 100 {
 		t.Fatalf("only %d runs", runs)

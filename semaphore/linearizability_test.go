@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs/internal/lintest"
+	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/semaphore"
 )
 
@@ -114,15 +115,15 @@ const linSems = lintest.Locks
 
 func TestSemaphoreIsLinearizable(t *testing.T) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
-		names := make([]string, linSems)
+		first := make([]*semaphore.Semaphore, linSems)
 		sems := make([][]*semaphore.Semaphore, lintest.Clients) // [client][key]
 		for ci := range lintest.Clients {
 			c := newClient(t, lintest.OwnRedis(t, rdb))
 			for k := range linSems {
 				if ci == 0 {
-					names[k] = newSem(t, c, semTotal).Name()
+					first[k] = newSem(t, c, semTotal)
 				}
-				s, err := semaphore.New(c, names[k])
+				s, err := semaphore.New(c, first[k].Name())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -136,6 +137,11 @@ func TestSemaphoreIsLinearizable(t *testing.T) {
 		}
 		logSemOutcomes(t, history)
 		lintest.Check(t, semModel, history)
+		for _, s := range first {
+			// Every key but s itself, which has no TTL by design: "{name}:" is in the names
+			// of the others only.
+			redistest.AssertNoKeyWithoutTTL(t, rdb, "{"+s.Name()+"}:", s.Key())
+		}
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/lintest"
 	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/internal/scripts"
 	"github.com/redaqs/aqs/model"
@@ -503,6 +504,12 @@ func (s *semMachine) cleanup() {
 	s.rdb.Del(context.Background(), s.keys...)
 }
 
+// noKeyWithoutTTL checks that the queue's keys (q, d) expire; s has no TTL by design (the
+// permits are configuration), nor has g (grant records, which belong with s: see _csem.lua).
+// d is checked only when lintest.KnownBugs until the scripts give it a TTL when they make it
+// behind a ghost (see ttl_test.go).
+func (s *semMachine) noKeyWithoutTTL(t testing.TB) { queueKeysExpire(t, s.rdb, s.keys) }
+
 func (s *semMachine) trySet(t *rapid.T) {
 	s.set(t, rapid.Int64Range(0, 4).Draw(t, "k"), s.caller(t))
 }
@@ -737,6 +744,7 @@ func runSemMachine(t *testing.T, rdb redis.UniversalClient) {
 				"9 trySet":    s.trySet,
 				"":            func(t *rapid.T) { s.check(t) },
 			})
+			s.noKeyWithoutTTL(lintest.InRapid(t, rt))
 		})
 		if runs < 100 {
 			t.Fatalf("only %d runs", runs)
@@ -756,6 +764,7 @@ func runSemMachine(t *testing.T, rdb redis.UniversalClient) {
 				step(t, s)
 				s.check(t)
 			}
+			s.noKeyWithoutTTL(t)
 		})
 	}
 }
@@ -834,6 +843,23 @@ func newLsemMachine(t rapid.TB, c *aqs.Client, rdb redis.UniversalClient, name s
 func (s *lsemMachine) cleanup() {
 	s.ps.Close()
 	s.rdb.Del(context.Background(), s.keys...)
+}
+
+// noKeyWithoutTTL checks that the queue's keys (q, d) expire; s, p and pn have no TTL by
+// design (the permits, and the leases of the permits taken, belong with the configuration).
+// d as for the counting semaphore.
+func (s *lsemMachine) noKeyWithoutTTL(t testing.TB) { queueKeysExpire(t, s.rdb, s.keys) }
+
+// queueKeysExpire checks that a semaphore's queue list q (keys[1]) and, when
+// lintest.KnownBugs, its deadline zset d (keys[2]) have a TTL.
+func queueKeysExpire(t testing.TB, rdb redis.UniversalClient, keys []string) {
+	check := keys[1:2]
+	if lintest.KnownBugs() {
+		check = keys[1:3]
+	}
+	for _, k := range check {
+		redistest.AssertNoKeyWithoutTTL(t, rdb, k, k)
+	}
 }
 
 func (s *lsemMachine) hasPermit(id string) bool {
@@ -1099,6 +1125,7 @@ func runLeasedMachine(t *testing.T, rdb redis.UniversalClient) {
 				"9 trySet":    s.trySet,
 				"":            func(t *rapid.T) { s.check(t) },
 			})
+			s.noKeyWithoutTTL(lintest.InRapid(t, rt))
 		})
 		if runs < 100 {
 			t.Fatalf("only %d runs", runs)
@@ -1118,6 +1145,7 @@ func runLeasedMachine(t *testing.T, rdb redis.UniversalClient) {
 				step(t, s)
 				s.check(t)
 			}
+			s.noKeyWithoutTTL(t)
 		})
 	}
 }
