@@ -20,7 +20,8 @@ import (
 // Any number of readers, each with its own hold count, or one writer with its count. A new
 // reader enters when no writer holds and, in the fair mode, no writer waits; a new writer
 // enters when nobody holds (waiting writers are not ordered among themselves, so any writer may
-// go first). Re-entry through a held context always succeeds. Unlock by the holder counts
+// go first). Re-entry through a held context always succeeds, and so does a downgrade: the
+// writer takes the read side as a new read hold, kept when the write side is released. Unlock by the holder counts
 // down; of a hold released already it is ErrNotOwner.
 //
 // Waiting writers are part of the state because, in the fair mode, they keep new readers out.
@@ -42,23 +43,26 @@ type RWLocker interface {
 
 // Operations of a read-write lock's history.
 const (
-	rwRead        = iota // TryRLock with a fresh context, with or without a wait
-	rwReadReenter        // TryRLock through the worker's held read context
-	rwReadUnlock         // RUnlock of the worker's top held read context
-	rwReadStale          // RUnlock of a read hold released already
-	rwWrite              // TryLock with a fresh context, without wait
-	rwWriteJoin          // TryLock with a fresh context and a wait: its first attempt
-	rwWriteEnd           // the same call: its outcome
-	rwWriteReenter       // TryLock through the worker's held write context
-	rwWriteUnlock        // Unlock of the worker's top held write context
-	rwWriteStale         // Unlock of a write hold released already
+	rwRead         = iota // TryRLock with a fresh context, with or without a wait
+	rwReadReenter         // TryRLock through the worker's held read context
+	rwReadUnlock          // RUnlock of the worker's top held read context
+	rwReadStale           // RUnlock of a read hold released already
+	rwWrite               // TryLock with a fresh context, without wait
+	rwWriteJoin           // TryLock with a fresh context and a wait: its first attempt
+	rwWriteEnd            // the same call: its outcome
+	rwWriteReenter        // TryLock through the worker's held write context
+	rwWriteUnlock         // Unlock of the worker's top held write context
+	rwWriteStale          // Unlock of a write hold released already
+	rwDowngrade           // TryRLock through the worker's held write context: a new read hold
 )
 
-// rwInput is an operation on lock key; nonFair tells the model which mode that lock has.
+// rwInput is an operation on lock key; nonFair tells the model which mode that lock has. For
+// rwDowngrade, hold is the new read hold and writer the write hold it was taken through.
 type rwInput struct {
 	key     int
 	op      int
 	hold    int
+	writer  int
 	wait    time.Duration
 	nonFair bool
 }
@@ -194,6 +198,11 @@ var RWModel = porcupine.Model{
 				return true, s.removeWaiter(i)
 			}
 			return s.writable(), s.removeWaiter(i).take(in.hold)
+		case rwDowngrade:
+			if s.wcount > 0 && s.writer == in.writer {
+				return out.ok, s.addReader(in.hold)
+			}
+			return false, s
 		case rwWriteReenter:
 			if s.wcount > 0 && s.writer == in.hold {
 				s.wcount++
@@ -229,7 +238,7 @@ var RWModel = porcupine.Model{
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(rwInput), output.(lockOutput)
 		names := [...]string{"TryRLock", "TryRLock(held)", "RUnlock", "RUnlock(released)", "TryLock",
-			"TryLock joins", "TryLock ends", "TryLock(held)", "Unlock", "Unlock(released)"}
+			"TryLock joins", "TryLock ends", "TryLock(held)", "Unlock", "Unlock(released)", "TryRLock(write held)"}
 		mode := ""
 		if in.nonFair {
 			mode = " nonfair"
@@ -237,6 +246,9 @@ var RWModel = porcupine.Model{
 		res := fmt.Sprint(out.ok)
 		if in.op == rwReadUnlock || in.op == rwReadStale || in.op == rwWriteUnlock || in.op == rwWriteStale {
 			res = fmt.Sprintf("notOwner=%v", out.notOwner)
+		}
+		if in.op == rwDowngrade {
+			return fmt.Sprintf("rw%d%s %s(h%d from writer h%d) -> %s", in.key, mode, names[in.op], in.hold, in.writer, res)
 		}
 		return fmt.Sprintf("rw%d%s %s(h%d, wait %v) -> %s", in.key, mode, names[in.op], in.hold, in.wait, res)
 	},
@@ -276,22 +288,28 @@ func partitionBy(history []porcupine.Operation, key func(input any) int) [][]por
 
 // RunRW runs Workers goroutines on each Client and returns the history they recorded:
 // TryRLock and TryLock of fresh contexts (each with a wait of 1-10ms half of the time),
-// re-entry, unlocks, and unlocks of holds released already. locks[c][k] is lock k of Client c;
-// nonFair[k] says whether lock k was made with rwlock.WithNonFair.
+// re-entry, downgrades (TryRLock through a held write context), unlocks, and unlocks of holds
+// released already. locks[c][k] is lock k of Client c; nonFair[k] says whether lock k was made
+// with rwlock.WithNonFair.
 func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operation {
 	return Work(len(locks), func(w *Worker) {
 		mine := locks[w.Client]
-		type held struct {
-			ctx   context.Context
+		// A hold of the worker: its held contexts, innermost last. The worker has one hold at
+		// a time, or a write hold and the read hold it took as a downgrade, in either order
+		// once the write hold re-entered or released.
+		type hold struct {
 			key   int
-			hold  int
+			id    int
 			write bool
+			first context.Context // the outermost held context, kept for stale unlocks
+			ctxs  []context.Context
 		}
-		var stack []held    // the worker's held contexts of one hold, innermost last
-		var released []held // holds released already, for stale unlocks
+		var holds []*hold
+		var released []*hold // holds released already, for stale unlocks
 		rng := w.Rand
 		// do runs call and records it as in, unless it failed (the test fails then).
 		do := func(in rwInput, call func() (lockOutput, error)) bool {
+			in.nonFair = nonFair[in.key]
 			callAt := w.Now()
 			out, err := call()
 			retAt := w.Now()
@@ -302,55 +320,67 @@ func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operati
 			w.Record(in, out, callAt, retAt)
 			return true
 		}
-		unlockOf := func(h held) func() (lockOutput, error) {
-			return func() (lockOutput, error) {
+		// unlock releases ctx of h and records it as op.
+		unlock := func(h *hold, ctx context.Context, op int) bool {
+			return do(rwInput{key: h.key, op: op, hold: h.id}, func() (lockOutput, error) {
 				var err error
 				if h.write {
-					err = mine[h.key].Unlock(h.ctx)
+					err = mine[h.key].Unlock(ctx)
 				} else {
-					err = mine[h.key].RUnlock(h.ctx)
+					err = mine[h.key].RUnlock(ctx)
 				}
 				if errors.Is(err, aqs.ErrNotOwner) {
 					return lockOutput{notOwner: true}, nil
 				}
 				return lockOutput{}, err
-			}
+			})
 		}
-		unlock := func(h held) bool {
+		// unlockTop releases the innermost context of holds[i].
+		unlockTop := func(i int) bool {
+			h := holds[i]
 			op := rwReadUnlock
 			if h.write {
 				op = rwWriteUnlock
 			}
-			return do(rwInput{key: h.key, op: op, hold: h.hold, nonFair: nonFair[h.key]}, unlockOf(h))
+			if !unlock(h, h.ctxs[len(h.ctxs)-1], op) {
+				return false
+			}
+			h.ctxs = h.ctxs[:len(h.ctxs)-1]
+			if len(h.ctxs) == 0 {
+				holds = append(holds[:i], holds[i+1:]...)
+				released = append(released, h)
+			}
+			return true
 		}
 		for w.More() {
 			r := rng.IntN(100)
 			switch {
-			case len(stack) == 0 && len(released) > 0 && r < 10:
+			case len(holds) == 0 && len(released) > 0 && r < 10:
 				h := released[rng.IntN(len(released))]
 				op := rwReadStale
 				if h.write {
 					op = rwWriteStale
 				}
-				if !do(rwInput{key: h.key, op: op, hold: h.hold, nonFair: nonFair[h.key]}, unlockOf(h)) {
+				if !unlock(h, h.first, op) {
 					return
 				}
-			case len(stack) == 0:
+			case len(holds) == 0:
 				key := rng.IntN(len(mine))
-				h := held{key: key, hold: int(holdIDs.Add(1)), write: r < 50}
-				in := rwInput{key: key, op: rwRead, hold: h.hold, nonFair: nonFair[key]}
+				h := &hold{key: key, id: int(holdIDs.Add(1)), write: r < 50}
+				in := rwInput{key: key, op: rwRead, hold: h.id, nonFair: nonFair[key]}
 				var opts []aqs.LockOption
 				if rng.IntN(2) == 0 {
 					in.wait = time.Duration(1+rng.IntN(10)) * time.Millisecond
 					opts = append(opts, aqs.WithWait(in.wait))
 				}
 				callAt := w.Now()
+				var ctx context.Context
 				var ok bool
 				var err error
 				if h.write {
-					h.ctx, ok, err = mine[key].TryLock(context.Background(), opts...)
+					ctx, ok, err = mine[key].TryLock(context.Background(), opts...)
 				} else {
-					h.ctx, ok, err = mine[key].TryRLock(context.Background(), opts...)
+					ctx, ok, err = mine[key].TryRLock(context.Background(), opts...)
 				}
 				retAt := w.Now()
 				if err != nil {
@@ -375,47 +405,62 @@ func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operati
 					w.Record(in, out, endAt, retAt)
 				}
 				if ok {
-					stack = append(stack, h)
-				}
-			case len(stack) < 3 && r < 40:
-				top := stack[len(stack)-1]
-				op := rwReadReenter
-				if top.write {
-					op = rwWriteReenter
-				}
-				var hctx context.Context
-				if !do(rwInput{key: top.key, op: op, hold: top.hold, nonFair: nonFair[top.key]}, func() (lockOutput, error) {
-					var ok bool
-					var err error
-					if top.write {
-						hctx, ok, err = mine[top.key].TryLock(top.ctx)
-					} else {
-						hctx, ok, err = mine[top.key].TryRLock(top.ctx)
-					}
-					return lockOutput{ok: ok}, err
-				}) {
-					return
-				}
-				if hctx != nil {
-					top.ctx = hctx
-					stack = append(stack, top)
+					h.first, h.ctxs = ctx, []context.Context{ctx}
+					holds = append(holds, h)
 				}
 			default:
-				top := stack[len(stack)-1]
-				if !unlock(top) {
-					return
-				}
-				stack = stack[:len(stack)-1]
-				if len(stack) == 0 {
-					released = append(released, top)
+				i := rng.IntN(len(holds))
+				h := holds[i]
+				top := h.ctxs[len(h.ctxs)-1]
+				switch {
+				case h.write && len(holds) == 1 && r < 15:
+					// A downgrade: the writer takes the read side too, at once.
+					d := &hold{key: h.key, id: int(holdIDs.Add(1))}
+					var ctx context.Context
+					if !do(rwInput{key: h.key, op: rwDowngrade, hold: d.id, writer: h.id}, func() (lockOutput, error) {
+						var ok bool
+						var err error
+						ctx, ok, err = mine[h.key].TryRLock(top)
+						return lockOutput{ok: ok}, err
+					}) {
+						return
+					}
+					if ctx != nil {
+						d.first, d.ctxs = ctx, []context.Context{ctx}
+						holds = append(holds, d)
+					}
+				case len(h.ctxs) < 3 && r < 40:
+					op := rwReadReenter
+					if h.write {
+						op = rwWriteReenter
+					}
+					var ctx context.Context
+					if !do(rwInput{key: h.key, op: op, hold: h.id}, func() (lockOutput, error) {
+						var ok bool
+						var err error
+						if h.write {
+							ctx, ok, err = mine[h.key].TryLock(top)
+						} else {
+							ctx, ok, err = mine[h.key].TryRLock(top)
+						}
+						return lockOutput{ok: ok}, err
+					}) {
+						return
+					}
+					if ctx != nil {
+						h.ctxs = append(h.ctxs, ctx)
+					}
+				default:
+					if !unlockTop(i) {
+						return
+					}
 				}
 			}
 		}
-		for len(stack) > 0 { // release what is still held, recorded like the rest
-			if !unlock(stack[len(stack)-1]) {
+		for len(holds) > 0 { // release what is still held, recorded like the rest
+			if !unlockTop(len(holds) - 1) {
 				return
 			}
-			stack = stack[:len(stack)-1]
 		}
 	})
 }
@@ -441,9 +486,9 @@ func LogRWOutcomes(t *testing.T, history []porcupine.Operation) {
 	}
 	t.Logf("TryRLock: %d won, %d not; with wait: %d won, %d not; TryLock: %d won, %d not; "+
 		"with wait: %d won, %d not; re-entries: %d read, %d write; unlocks: %d read, %d write; "+
-		"unlocks of released holds: %d read, %d write",
+		"unlocks of released holds: %d read, %d write; downgrades: %d",
 		n[kind{rwRead, 1}], n[kind{rwRead, 0}], n[kind{-1, 1}], n[kind{-1, 0}],
 		n[kind{rwWrite, 1}], n[kind{rwWrite, 0}], n[kind{rwWriteEnd, 1}], n[kind{rwWriteEnd, 0}],
 		n[kind{rwReadReenter, 1}], n[kind{rwWriteReenter, 1}], n[kind{rwReadUnlock, 0}], n[kind{rwWriteUnlock, 0}],
-		n[kind{rwReadStale, 1}], n[kind{rwWriteStale, 1}])
+		n[kind{rwReadStale, 1}], n[kind{rwWriteStale, 1}], n[kind{rwDowngrade, 1}])
 }

@@ -98,3 +98,23 @@ func TestRWModelRejectsWaitsThatDisagreeWithTheLock(t *testing.T) {
 		t.Fatal("rejected a writer's success after the reader left")
 	}
 }
+
+// A downgrade is a new read hold taken through the write hold: it needs that hold, and it
+// outlives the write side's release, so a writer is refused after it.
+func TestRWModelDowngrade(t *testing.T) {
+	downgrade := func(call, ret int64, hold, writer int) porcupine.Operation {
+		return porcupine.Operation{Input: rwInput{op: rwDowngrade, hold: hold, writer: writer}, Call: call,
+			Output: won, Return: ret}
+	}
+	if !rwLinearizable(false, rwOp(0, 1, rwWrite, 1, won), downgrade(2, 3, 2, 1), rwOp(4, 5, rwWriteUnlock, 1, unlocked),
+		rwOp(6, 7, rwRead, 3, won), rwOp(8, 9, rwWrite, 4, refused)) {
+		t.Fatal("rejected a downgrade")
+	}
+	if rwLinearizable(false, rwOp(0, 1, rwWrite, 1, won), downgrade(2, 3, 2, 1), rwOp(4, 5, rwWriteUnlock, 1, unlocked),
+		rwOp(6, 7, rwWrite, 4, won)) {
+		t.Fatal("accepted a writer while the downgraded reader holds")
+	}
+	if rwLinearizable(false, rwOp(0, 1, rwWrite, 1, won), rwOp(2, 3, rwWriteUnlock, 1, unlocked), downgrade(4, 5, 2, 1)) {
+		t.Fatal("accepted a downgrade through a released write hold")
+	}
+}
