@@ -252,7 +252,7 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 			case err != nil:
 				return giveUp(err)
 			case r.status == grantedEarly:
-				return outcome{hold: hold, granted: true, since: since()}, true, nil
+				return b.granted(ctx, k, hold, since())
 			case r.status == acquired:
 				return outcome{hold: hold, since: sentAt}, true, nil
 			}
@@ -312,8 +312,9 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 // release, a give-up, a heartbeat), which hold learned from the hub or its heartbeat. With the
 // replica-sync policy on, the waiter confirms them first with a write of its own and WAIT (see
 // internal/core/sync.go): a grant too few replicas acknowledged is undone and the call fails.
-// A grant found by the waiter's own attempt (grantedEarly) needs no confirmation: that attempt
-// was such a write. It runs even when ctx ended; the caller then gives confirmed permits back.
+// A grant found by the waiter's own attempt (grantedEarly) is confirmed too: the leased
+// semaphore's attempt finds it without writing, so its WAIT proved nothing. It runs even when
+// ctx ended; the caller then gives confirmed permits back.
 func (b *base) granted(ctx context.Context, k kind, hold string, since time.Time) (outcome, bool, error) {
 	if !b.rt.SyncOn() {
 		return outcome{hold: hold, granted: true, since: since}, true, nil
@@ -338,12 +339,10 @@ func statusOf(v any) int64 {
 	return 0
 }
 
-// tookPermits reports whether an attempt's reply means that it took permits: the replies
-// the replica-sync policy waits for and undoes.
-func tookPermits(v any) bool {
-	st := statusOf(v)
-	return st == acquired || st == grantedEarly
-}
+// tookPermits reports whether an attempt's reply means that the attempt itself took permits:
+// the replies the replica-sync policy waits for and undoes. A grant made earlier and found by
+// the attempt (grantedEarly) is confirmed by base.granted instead.
+func tookPermits(v any) bool { return statusOf(v) == acquired }
 
 // causeOf returns the error a failed call reports: context.Cause(ctx) when ctx ended and err
 // is nil or only says so (the caller's cause, not the call it cut short), err otherwise.

@@ -35,6 +35,10 @@ type Base struct {
 	// Handed, when set, is told of a release that handed the lock to a waiter of this Client
 	// without notifying it (the fair lock: see hand_off in _fair_queue.lua).
 	Handed func(hold string)
+	// Pick, when set, may pick a local waiter to hand the lock to when a hold ends (the
+	// reentrant lock: see internal/core/pick.go); the release script then gets the waiter's
+	// tag and argument as ARGV[4] and ARGV[5] and replies -2 when it handed the lock over.
+	Pick func(at time.Time) (w *core.Waiter, tag string, arg int64, ok bool)
 }
 
 // New returns the shared part of the lock of the given name; extra are the keys, after the
@@ -133,8 +137,8 @@ func (b *Base) WonGrant(ctx context.Context, hold string, cfg core.LockConfig, s
 func isOne(reply any) bool { return reply == int64(1) }
 
 // Acquired reports whether the reply of an acquiring script of an exclusive lock
-// (lock_acquire.lua, fair_acquire.lua, rw_write_acquire.lua) means acquired: 1, 2 (a grant)
-// or a fencing token, all positive.
+// (lock_acquire.lua, rw_write_acquire.lua, rw_read_acquire.lua) means acquired: 1 or a fencing
+// token, both positive.
 func Acquired(reply any) bool {
 	n, ok := reply.(int64)
 	return ok && n > 0
@@ -169,9 +173,23 @@ func (b *Base) SetNXAcquire(ctx context.Context, hold string, lease time.Duratio
 }
 
 // RunAcquire runs an acquiring script of hold under the Client's replica-sync policy (see
-// core.Runtime.RunAcquire), its reply read with Acquired and its undo Undo.
+// core.Runtime.RunAcquire), its reply read with Acquired (fairAcquired for fair_acquire.lua)
+// and its undo Undo.
 func (b *Base) RunAcquire(ctx context.Context, s *scripts.Script, keys []string, hold string, args ...any) *redis.Cmd {
-	return b.RT.RunAcquire(ctx, s, keys, args, Acquired, b.undoer(hold))
+	acquired := Acquired
+	if s == scripts.FairAcquire {
+		acquired = fairAcquired
+	}
+	return b.RT.RunAcquire(ctx, s, keys, args, acquired, b.undoer(hold))
+}
+
+// fairAcquired reads fair_acquire.lua's reply: 1 or a fencing token (above 2) is this
+// attempt's acquisition. 2 is a lock handed to the hold earlier and found by the attempt
+// without a write, so the attempt's WAIT proved nothing about it: the fair lock passes it to
+// WonGrant, which confirms it as any grant.
+func fairAcquired(reply any) bool {
+	n, ok := reply.(int64)
+	return ok && (n == 1 || n > 2)
 }
 
 // fetchToken asks Redis for a hold's fencing token (lock_token.lua).
@@ -250,9 +268,24 @@ func (b *Base) Unlock(ctx context.Context) error {
 	if last {
 		end = "1"
 	}
+	args := []any{h.ID, end, b.RT.PublishCommand()}
+	var picked *core.Waiter
+	if last && b.Pick != nil {
+		if w, tag, arg, ok := b.Pick(time.Now()); ok {
+			picked = w
+			args = append(args, tag, arg)
+		}
+	}
 	// The release must not be cut short by ctx: go-redis's own timeouts bound it.
-	r, err := b.release.Run(context.WithoutCancel(ctx), b.RT.Redis, b.keys,
-		h.ID, end, b.RT.PublishCommand()).Result()
+	r, err := b.release.Run(context.WithoutCancel(ctx), b.RT.Redis, b.keys, args...).Result()
+	if picked != nil {
+		handed := err == nil && r == int64(-2)
+		b.RT.Hub.Settle(picked, handed, err == nil)
+		if handed {
+			runtime.Gosched() // as for the fair lock's hand-off below
+			return nil
+		}
+	}
 	if err != nil {
 		return core.RedisError(b.key, err)
 	}
