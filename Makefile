@@ -30,3 +30,9 @@ bench-compare:
 
 vet:
 	$(GO) vet ./...
+
+# The fault tests in full (chaos/): more rounds and longer loads than the short version that
+# make test runs; each test logs a SUMMARY line with its figures.
+.PHONY: chaos
+chaos:
+	AQS_CHAOS=full $(GO) test -race -count=1 -timeout 15m -v ./chaos/

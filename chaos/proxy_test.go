@@ -1,8 +1,7 @@
 package chaos_test
 
 import (
-	"errors"
-	"net"
+		"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +17,7 @@ type proxy struct {
 	ln      net.Listener
 	target  string
 	latency atomic.Int64 // nanoseconds
+	drop    atomic.Bool  // drop the next reply (see DropNextReply)
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -43,6 +43,10 @@ func (p *proxy) Addr() string { return p.ln.Addr().String() }
 
 // SetLatency delays every chunk, each way, by d from now on (0: none).
 func (p *proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// DropNextReply makes the proxy drop the next chunk that Redis sends to any Client and cut
+// that connection: the command ran, and its caller sees a network error.
+func (p *proxy) DropNextReply() { p.drop.Store(true) }
 
 // Cut closes every open connection, both sides.
 func (p *proxy) Cut() {
@@ -70,8 +74,8 @@ func (p *proxy) accept() {
 			return
 		}
 		p.wg.Add(2)
-		go p.pipe(client, server)
-		go p.pipe(server, client)
+		go p.pipe(client, server, false)
+		go p.pipe(server, client, true)
 	}
 }
 
@@ -92,8 +96,8 @@ func (p *proxy) track(conns ...net.Conn) bool {
 }
 
 // pipe copies from src to dst, each chunk held back by the latency, until either side fails;
-// then it closes both.
-func (p *proxy) pipe(src, dst net.Conn) {
+// then it closes both. replies tells the direction from Redis to a Client.
+func (p *proxy) pipe(src, dst net.Conn, replies bool) {
 	defer p.wg.Done()
 	defer func() {
 		src.Close()
@@ -110,15 +114,15 @@ func (p *proxy) pipe(src, dst net.Conn) {
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d) // the injected latency
 			}
+			if replies && p.drop.CompareAndSwap(true, false) {
+				return
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				_ = err // EOF or reset: the other side is gone
-			}
-			return
+			return // EOF, reset, or closed by Cut: the other side goes too
 		}
 	}
 }
