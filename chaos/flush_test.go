@@ -51,6 +51,7 @@ func TestScriptFlushDuringLoadIsInvisible(t *testing.T) {
 			<-done
 			t.Logf("SUMMARY script flush %s: %v with %d SCRIPT FLUSH in %v; %s", kind, res, flushes, span,
 				errorSample(res.errs, 3))
+			count(int(res.overlaps), 0, 0)
 			assert.Zero(t, res.overlaps, "overlaps")
 			assert.Empty(t, res.errs, "errors surfaced to callers")
 			assert.Zero(t, res.lost, "holds lost")

@@ -72,6 +72,7 @@ func TestKilledHoldersAndWaitersRecoverWithinLease(t *testing.T) {
 			c.end(t)
 			c.awaitFree(t, 5*time.Second)
 			assert.Empty(t, c.failures, "failed acquisitions or releases")
+			count(c.overlaps, 0, 0)
 			assert.Zero(t, c.overlaps, "overlaps")
 			bound := "lease"
 			if kind == kindCounting {

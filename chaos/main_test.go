@@ -10,7 +10,9 @@
 package chaos_test
 
 import (
+	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/redaqs/aqs/internal/redistest"
@@ -22,7 +24,30 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envRole) != "" {
 		os.Exit(runActor())
 	}
-	os.Exit(redistest.Main(m))
+	code := redistest.Main(m)
+	tally.Lock()
+	if tally.runs > 0 {
+		fmt.Printf("chaos: %d runs with a witness or a fenced storage: overlaps %d; late writes %d, accepted %d\n",
+			tally.runs, tally.overlaps, tally.lateWrites, tally.lateAccepted)
+	}
+	tally.Unlock()
+	os.Exit(code)
+}
+
+// tally adds up the figures that must be 0 across every test of the run.
+var tally struct {
+	sync.Mutex
+	runs, overlaps, lateWrites, lateAccepted int
+}
+
+// count adds one run's figures to the tally.
+func count(overlaps, lateWrites, lateAccepted int) {
+	tally.Lock()
+	defer tally.Unlock()
+	tally.runs++
+	tally.overlaps += overlaps
+	tally.lateWrites += lateWrites
+	tally.lateAccepted += lateAccepted
 }
 
 // full reports whether the full version runs (AQS_CHAOS=full).

@@ -1,7 +1,7 @@
 package chaos_test
 
 import (
-		"net"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"

@@ -113,6 +113,7 @@ func TestStalledHolderIsFencedOff(t *testing.T) {
 			}
 			c.end(t)
 			c.awaitFree(t, 5*time.Second)
+			count(c.overlaps, lateWrites, lateAccepted)
 			assert.Zero(t, c.overlaps, "overlaps")
 			assert.Empty(t, c.failures, "failures")
 			t.Logf("SUMMARY stall %s: %d rounds, lease %v; taken over after the acquisition max %v; held "+
