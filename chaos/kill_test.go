@@ -74,17 +74,17 @@ func TestKilledHoldersAndWaitersRecoverWithinLease(t *testing.T) {
 			assert.Empty(t, c.failures, "failed acquisitions or releases")
 			count(c.overlaps, 0, 0)
 			assert.Zero(t, c.overlaps, "overlaps")
-			bound := "lease"
+			from := "the holder's kill"
 			if kind == kindCounting {
-				bound = "release (no holder killed: permits are not owned)"
+				from = "the test's release (no holder killed: permits are not owned)"
 			}
 			stallText := "n/a"
 			if len(stalls) > 0 {
 				stallText = fmt.Sprintf("max %v (waiter timeout %v)", slices.Max(stalls).Round(time.Millisecond), killWaiterTimeout)
 			}
-			t.Logf("SUMMARY kill -9 %s: %d rounds, %d holders and %d waiters killed; recovery from the kill "+
-				"(of the %s) max %v, median %v, lease %v; dead waiter's stall %s; overlaps %d; failures %d",
-				kind, n, countHolderKills(kind, n), n, bound, slices.Max(recoveries).Round(time.Millisecond),
+			t.Logf("SUMMARY kill -9 %s: %d rounds, %d holders and %d waiters killed; recovery (from %s to the first "+
+				"survivor's acquisition) max %v, median %v, lease %v; dead waiter's stall %s; overlaps %d; failures %d",
+				kind, n, countHolderKills(kind, n), n, from, slices.Max(recoveries).Round(time.Millisecond),
 				median(recoveries).Round(time.Millisecond), killLease, stallText, c.overlaps, len(c.failures))
 		})
 	}
