@@ -8,9 +8,11 @@
 // call stack; a goroutine handed the held context can re-enter, so do not hand it to one that
 // must be excluded from the caller.
 //
-// Ordering: the lock is not fair. A release wakes one waiter in each Client that has waiters;
-// among the waiters of one Client the longest-waiting one is woken first, but a newcomer may
-// take the lock before it. Use package fair for first-come first-served.
+// Ordering: the lock is not fair. A release by a Client that has waiters of its own hands the
+// lock straight to the longest-waiting of them, inside the release script, up to
+// maxLocalHandOffs times in a row; otherwise (and then) it frees the lock and wakes one waiter
+// in each Client that has waiters, and a newcomer may take the lock before them. Use package
+// fair for first-come first-served.
 //
 // Leases: a hold taken without WithLease is renewed by the Client's watchdog, and it expires
 // within the watchdog timeout when its process dies. A hold taken WithLease(d) expires d after
@@ -20,6 +22,7 @@ package reentrant
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/redaqs/aqs"
@@ -32,7 +35,21 @@ import (
 // Its key holds "<hold id> [n<count>] [t<token>] [w]" while it is held (see lock_acquire.lua).
 type Lock struct {
 	*excl.Base
+	streak atomic.Int32 // local hand-offs in a row (see maxLocalHandOffs)
 }
+
+// maxLocalHandOffs bounds the hand-offs in a row to waiters of the releasing Client. A local
+// hand-off costs the release script alone: no wakeup published, no waiter of every Client
+// racing to Redis and all but one failing, which is what makes the lock slow under contention
+// across processes. Unbounded, it would let the goroutines of one process pass the lock among
+// themselves for ever while other processes wait; after this many in a row, a release frees
+// the lock and wakes a waiter in every Client, and the one that takes it starts a streak of
+// its own. 8 keeps a waiter in another process within a few hold times of a chance.
+const maxLocalHandOffs = 8
+
+// settleBound bounds how long a waiter that gives up waits for a release that picked it to
+// settle (one script call: go-redis's timeouts end it well before).
+const settleBound = 5 * time.Second
 
 // Info is a snapshot of the lock's state in Redis.
 type Info = excl.Info
@@ -44,7 +61,37 @@ func New(c *aqs.Client, name string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Lock{b}, nil
+	l := &Lock{Base: b}
+	b.Pick = l.pick
+	return l, nil
+}
+
+// pick chooses the local waiter a release hands the lock to, if any (see maxLocalHandOffs).
+func (l *Lock) pick(at time.Time) (*core.Waiter, string, int64, bool) {
+	if l.streak.Add(1) > maxLocalHandOffs {
+		l.streak.Store(0)
+		return nil, "", 0, false
+	}
+	w, tag, arg, ok := l.RT.Hub.Pick(l.Channel(), at)
+	if !ok {
+		l.streak.Store(0)
+	}
+	return w, tag, arg, ok
+}
+
+// leave unregisters a waiter that leaves without the lock. If a release handed it the lock in
+// that instant (or may have), the lock is given back before the call returns, so that the
+// call leaves nothing behind (others found the lock taken only during the call); in the
+// background, bounded, if that fails.
+func (l *Lock) leave(ctx context.Context, w *core.Waiter, hold string) {
+	if !w.Leave(settleBound) {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	if l.Undo(cctx, hold) != nil {
+		l.Abandon(hold, nil)
+	}
 }
 
 // Lock blocks until the lock is acquired or ctx is done, and returns the held context: a child
@@ -80,6 +127,7 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Con
 // attempt is the reply of one acquisition attempt.
 type attempt struct {
 	acquired bool
+	handed   bool          // acquired by a local hand-off the waiter had not heard of yet
 	token    int64         // when assigned by the attempt
 	pttl     time.Duration // the holder's remaining lease, when not acquired
 }
@@ -115,6 +163,8 @@ func (l *Lock) try(ctx context.Context, hold string, cfg core.LockConfig, mode s
 	switch {
 	case err != nil:
 		return attempt{}, core.RedisError(l.Key(), err)
+	case r == 2:
+		return attempt{acquired: true, handed: true}, nil
 	case r > 1:
 		return attempt{acquired: true, token: r}, nil
 	case r == 1:
@@ -168,7 +218,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		waitCtx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	w, err := l.RT.Hub.Wait(waitCtx, l.Channel(), "")
+	w, err := l.RT.Hub.Wait(waitCtx, l.Channel(), hold)
 	if err != nil {
 		if ctx.Err() == nil && waitCtx.Err() != nil {
 			return nil, false, nil // the wait bound ran out
@@ -176,6 +226,16 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		return nil, false, err
 	}
 	defer w.Close()
+	if !cfg.Token {
+		// A release of this Client may hand it the lock (see maxLocalHandOffs); one that must
+		// have its fencing token at once takes it by its own attempt.
+		w.SetArg(l.Lease(cfg).Milliseconds())
+	}
+	// handed turns a lock handed over by a local release into a held context: its lease
+	// started after that release was sent.
+	handed := func() (context.Context, bool, error) {
+		return l.WonGrant(ctx, hold, cfg, w.PickedAt(), l.Lease(cfg))
+	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop() // armed by each failed attempt; since Go 1.23 a stopped timer holds no value
 	defer timer.Stop()
@@ -187,8 +247,12 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		sentAt = time.Now()
 		a, err = l.try(ctx, hold, cfg, mode)
 		if err != nil {
+			l.leave(ctx, w, hold)
 			l.Abandon(hold, err)
 			return nil, false, err
+		}
+		if a.handed {
+			return handed()
 		}
 		if a.acquired {
 			return l.Won(ctx, hold, cfg, a.token, sentAt)
@@ -199,6 +263,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
+				l.leave(ctx, w, hold)
 				return nil, false, nil
 			}
 			wait = min(wait, left)
@@ -207,10 +272,15 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		select {
 		case <-w.C:
 			timer.Stop()
+			if w.Tagged() {
+				return handed()
+			}
 		case <-timer.C:
 		case <-ctx.Done():
+			l.leave(ctx, w, hold)
 			return nil, false, context.Cause(ctx)
 		case <-l.RT.Done():
+			l.leave(ctx, w, hold)
 			return nil, false, aqs.ErrClosed
 		}
 	}

@@ -76,6 +76,13 @@ type Waiter struct {
 	C      chan struct{}
 	done   bool
 	tagged bool // a message addressed to this waiter's tag arrived
+
+	// Local hand-offs (see pick.go), under the hub's mutex.
+	arg      int64     // set by SetArg: the waiter takes hand-offs, with this argument
+	takes    bool      // SetArg was called
+	picked   bool      // a release picked it and has not settled yet
+	maybe    bool      // a pick was settled without knowing whether the lock was handed
+	pickedAt time.Time // when the last pick's release was sent
 }
 
 func newHub(rt *Runtime) *Hub {

@@ -12,6 +12,9 @@
 --
 -- Replies:
 --   >= 1   acquired; the fencing token when ARGV[4] was "1", else 1
+--   2      this hold has the lock already: a release handed it over (lock_release.lua's
+--          local hand-off) and the caller has not heard yet (a token is never 2: tokens are
+--          server times in microseconds)
 --   < 0    held by another hold; -1 - reply is its remaining lease in ms
 --   error  WRONGTYPE when the key holds a value aqs did not write; nothing is changed
 --@include _lock_value
@@ -30,7 +33,10 @@ if not v then
   redis.call('SET', k, value, 'PX', ARGV[2])
   return reply
 end
-local _, rest = parse_value(v)
+local hold, rest = parse_value(v)
+if hold == ARGV[1] then
+  return 2
+end
 if ARGV[3] ~= '0' and not string.find(rest, ' w', 1, true) then
   redis.call('SET', k, with_field(v, ' w'), 'KEEPTTL')
 end

@@ -6,21 +6,30 @@
 --          count one down
 -- ARGV[3]  publish command, used only when a waiter marked the lock: PUBLISH, or SPUBLISH on
 --          Redis Cluster; the channel is KEYS[1] .. ":ch"
+-- ARGV[4]  optional: the hold id of a waiter of the caller's Client to hand the lock to when
+--          the hold ends (a local hand-off: see internal/core/pick.go), with
+-- ARGV[5]  its lease in ms
 --
 -- Replies:
 --   n >= 1  holds left
 --   0       released; if a waiter had marked the lock (w), "1" (wake one) was published
+--   -2      released and handed to ARGV[4], marked w (so that its release wakes the others
+--           that may wait); nothing was published
 --   -1      the key does not hold this hold; nothing changed
 --
 -- The common release, of a fresh hold nobody waits for, is the first comparison: the same
 -- work as the minimal compare-and-delete lock.
---@include _lock_value
 local k = KEYS[1]
 local v = redis.call('GET', k)
 if v == ARGV[1] and ARGV[2] == '1' then
+  if ARGV[4] then
+    redis.call('SET', k, ARGV[4] .. ' w', 'PX', ARGV[5])
+    return -2
+  end
   redis.call('DEL', k)
   return 0
 end
+--@include _lock_value
 if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
   if v == ARGV[1] then
     return 1 -- count one down from 1: the caller still holds once more than Redis knew
@@ -32,6 +41,10 @@ local n = hold_count(rest)
 if ARGV[2] == '0' and n > 1 then
   redis.call('SET', k, with_count(ARGV[1], rest, n - 1), 'KEEPTTL')
   return n - 1
+end
+if ARGV[4] then
+  redis.call('SET', k, ARGV[4] .. ' w', 'PX', ARGV[5])
+  return -2
 end
 redis.call('DEL', k)
 if string.find(rest, ' w', 1, true) then

@@ -1,0 +1,161 @@
+package reentrant_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/reentrant"
+)
+
+// publishes returns how many PUBLISH commands the server ran (from scripts too).
+func publishes(t *testing.T, rdb redis.UniversalClient) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_publish:calls="); ok {
+			n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	return 0
+}
+
+// waitMarked waits until a waiter has marked the lock (its first attempt failed).
+func waitMarked(t *testing.T, rdb redis.UniversalClient, l *reentrant.Lock) {
+	t.Helper()
+	eventually(t, 5*time.Second, func() bool {
+		v, _ := rdb.Get(context.Background(), l.Key()).Result()
+		return strings.Contains(v, " w")
+	}, "no waiter marked the lock")
+}
+
+func TestReleaseHandsTheLockToAWaiterOfItsOwnClient(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	l := newLock(t, newClient(t, rdb))
+	held, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	before, err := l.Info(context.Background())
+	require.NoError(t, err)
+	got := make(chan context.Context, 1)
+	go func() {
+		h, err := l.Lock(context.Background())
+		assert.NoError(t, err)
+		got <- h
+	}()
+	waitMarked(t, rdb, l)
+	p := publishes(t, rdb)
+
+	require.NoError(t, l.Unlock(held))
+	h := <-got
+	after, err := l.Info(context.Background())
+	require.NoError(t, err)
+	assert.True(t, after.Locked)
+	assert.NotEqual(t, before.Holder, after.Holder, "the waiter holds the lock")
+	assert.Equal(t, p, publishes(t, rdb), "handed over with no wakeup published")
+	assert.Greater(t, after.RemainingLease, 20*time.Second, "with the waiter's own lease")
+
+	require.NoError(t, l.Unlock(h))
+	locked, err := l.IsLocked(context.Background())
+	require.NoError(t, err)
+	assert.False(t, locked)
+}
+
+// Local hand-offs in a row are bounded: goroutines of one process passing the lock among
+// themselves cannot keep another process's waiter out. Without the bound it would wait for
+// its fallback timer, the holder's remaining lease (the watchdog's 30s).
+func TestLocalHandOffsLetAWaiterOfAnotherClientIn(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	busy := newLock(t, newClient(t, rdb))
+	other, err := reentrant.New(newClient(t, rdb), busy.Name())
+	require.NoError(t, err)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var acquired atomic.Int64
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				h, err := busy.Lock(context.Background())
+				if !assert.NoError(t, err) {
+					return
+				}
+				acquired.Add(1)
+				assert.NoError(t, busy.Unlock(h))
+			}
+		}()
+	}
+	eventually(t, 5*time.Second, func() bool { return acquired.Load() > 100 }, "the busy process never got going")
+
+	for i := 0; i < 5; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		start := time.Now()
+		h, err := other.Lock(ctx)
+		cancel()
+		require.NoError(t, err, "the other Client's waiter got no chance in 5s")
+		t.Logf("the other Client got the lock after %v", time.Since(start))
+		require.NoError(t, other.Unlock(h))
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// A waiter that gives up at the moment a release of its own Client hands it the lock gives it
+// back: the lock is never left held by nobody until its lease ends.
+func TestWaiterGivingUpAtAHandOffLeavesNothingHeld(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	l := newLock(t, newClient(t, rdb))
+	outsider, err := reentrant.New(newClient(t, rdb), l.Name())
+	require.NoError(t, err)
+	handed := 0
+	for i := 0; i < 40; i++ {
+		held, err := l.Lock(context.Background())
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		res := make(chan context.Context, 1)
+		go func() {
+			h, err := l.Lock(ctx)
+			if err != nil {
+				assert.ErrorIs(t, err, context.Canceled)
+			}
+			res <- h
+		}()
+		waitMarked(t, rdb, l)
+		// The cancellation lands at a point swept across the release's round trip, from
+		// before its pick to after its settlement (a delay to spread a race, not a wait).
+		go func() {
+			time.Sleep(time.Duration(i) * 15 * time.Microsecond)
+			cancel()
+		}()
+		require.NoError(t, l.Unlock(held))
+		if h := <-res; h != nil {
+			handed++
+			require.NoError(t, l.Unlock(h))
+		}
+		// Within far less than the 30s lease: the lock is free, or freed at once.
+		h, ok, err := outsider.TryLock(context.Background(), aqs.WithWait(3*time.Second))
+		require.NoError(t, err)
+		require.True(t, ok, "round %d: the lock stayed held after the waiter left", i)
+		require.NoError(t, outsider.Unlock(h))
+	}
+	t.Logf("the waiter kept the lock in %d of 40 rounds", handed)
+}
