@@ -95,8 +95,10 @@ func SplitWaits(history []porcupine.Operation) []porcupine.Operation {
 			continue
 		}
 		join, end := op, op
-		join.Input = lockInput{key: in.key, op: linJoin, hold: in.hold, wait: in.wait}
-		end.Input = lockInput{key: in.key, op: linEnd, hold: in.hold, wait: in.wait}
+		in.op = linJoin
+		join.Input = in
+		in.op = linEnd
+		end.Input = in
 		if !op.Output.(lockOutput).ok {
 			end.Call = min(op.Call+in.wait.Nanoseconds(), op.Return)
 		}
@@ -176,16 +178,7 @@ var FairLockModel = porcupine.Model{
 		}
 		return h
 	},
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(lockInput), output.(lockOutput)
-		switch in.op {
-		case linJoin:
-			return fmt.Sprintf("lock%d TryLock(h%d, wait %v) joins (-> %v)", in.key, in.hold, in.wait, out.ok)
-		case linEnd:
-			return fmt.Sprintf("lock%d TryLock(h%d, wait %v) ends -> %v", in.key, in.hold, in.wait, out.ok)
-		}
-		return LockModel.DescribeOperation(input, output)
-	},
+	DescribeOperation: describeLockOperation,
 	DescribeState: func(state any) string {
 		s := state.(fairState)
 		var b strings.Builder
@@ -199,4 +192,16 @@ var FairLockModel = porcupine.Model{
 		}
 		return b.String()
 	},
+}
+
+// describeLockOperation describes the operations of a history made by SplitWaits.
+func describeLockOperation(input, output any) string {
+	in, out := input.(lockInput), output.(lockOutput)
+	switch in.op {
+	case linJoin:
+		return fmt.Sprintf("lock%d TryLock(h%d, wait %v) joins (-> %v)", in.key, in.hold, in.wait, out.ok)
+	case linEnd:
+		return fmt.Sprintf("lock%d TryLock(h%d, wait %v) ends -> %v", in.key, in.hold, in.wait, out.ok)
+	}
+	return LockModel.DescribeOperation(input, output)
 }

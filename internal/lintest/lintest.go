@@ -40,12 +40,14 @@ const (
 )
 
 // lockInput is an operation: its kind, the hold it concerns (an id unique to one
-// acquisition of a fresh context, shared by its re-entries), and for linTry the wait.
+// acquisition of a fresh context, shared by its re-entries), for linTry the wait, and the
+// Client that made the call (HandOffLockModel hands a lock only among one Client's holds).
 type lockInput struct {
-	key  int // which of the run's locks
-	op   int
-	hold int
-	wait time.Duration
+	key    int // which of the run's locks
+	op     int
+	hold   int
+	wait   time.Duration
+	client int
 }
 
 // lockOutput is an operation's result: ok for TryLock; for Unlock, notOwner when it failed
@@ -212,6 +214,7 @@ func RunLocks(t *testing.T, locks [][]Locker, waits bool) []porcupine.Operation 
 				var stack []held    // the worker's held contexts of one lock, innermost last
 				var released []held // holds released already, for stale unlocks
 				do := func(in lockInput, call func() (lockOutput, error)) bool {
+					in.client = ci
 					callAt := time.Since(start).Nanoseconds()
 					out, err := call()
 					retAt := time.Since(start).Nanoseconds()

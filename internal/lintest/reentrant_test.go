@@ -1,0 +1,63 @@
+package lintest
+
+import (
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+)
+
+func handOffLinearizable(history ...porcupine.Operation) bool {
+	return porcupine.CheckOperations(HandOffLockModel, SplitWaits(history))
+}
+
+// onClient returns op as made by a worker of client c.
+func onClient(c int, op porcupine.Operation) porcupine.Operation {
+	in := op.Input.(lockInput)
+	in.client = c
+	op.Input = in
+	return op
+}
+
+// H releases while W waits; N's TryLock fails after that, and W's wait fails. Only a local
+// hand-off explains it: H handed the lock to W, which gave it back as it left. So the history
+// is legal when H and W are of one Client, and not when they are of two.
+func TestHandOffLockModelAllowsALocalHandOffOnly(t *testing.T) {
+	history := func(wClient int) []porcupine.Operation {
+		return []porcupine.Operation{
+			onClient(0, try(0, 1, 1, true)),
+			onClient(wClient, tryWait(2, 20, 2, 15, false)),
+			onClient(0, unlock(3, 4, 1)),
+			onClient(2, try(5, 6, 4, false)),
+		}
+	}
+	if !handOffLinearizable(history(0)...) {
+		t.Fatal("rejected a hand-off to a waiter of the releaser's Client")
+	}
+	if handOffLinearizable(history(1)...) {
+		t.Fatal("accepted a hand-off to a waiter of another Client")
+	}
+}
+
+// The lock has no order: a newcomer may take a free lock while others wait. But never two
+// holders, nor a waiter's success under a holder.
+func TestHandOffLockModelRejectsTwoHolders(t *testing.T) {
+	if !handOffLinearizable(
+		try(0, 1, 1, true),
+		tryWait(2, 20, 2, 50, true),
+		unlock(3, 4, 1),
+		onClient(1, try(5, 6, 4, true)),
+		onClient(1, unlock(7, 8, 4)),
+		unlock(21, 22, 2),
+	) {
+		t.Fatal("rejected a newcomer passing a waiter")
+	}
+	if handOffLinearizable(try(0, 1, 1, true), onClient(1, try(2, 3, 4, true))) {
+		t.Fatal("accepted two holders")
+	}
+	if handOffLinearizable(try(0, 1, 1, true), tryWait(2, 10, 2, 5, true), unlock(50, 51, 1)) {
+		t.Fatal("accepted a waiter's success under a holder")
+	}
+	if handOffLinearizable(tryWait(0, 20, 2, 15, false)) {
+		t.Fatal("accepted a wait failing on a free lock")
+	}
+}
