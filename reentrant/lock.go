@@ -9,10 +9,11 @@
 // must be excluded from the caller.
 //
 // Ordering: the lock is not fair. A release by a Client that has waiters of its own hands the
-// lock straight to the longest-waiting of them, inside the release script, up to
-// maxLocalHandOffs times in a row; otherwise (and then) it frees the lock and wakes one waiter
-// in each Client that has waiters, and a newcomer may take the lock before them. Use package
-// fair for first-come first-served.
+// lock straight to the longest-waiting of them, inside the release script; while waiters of
+// other Clients wait too, only up to maxLocalHandOffs times in a row, and then the lock is
+// reserved for those for a moment. Otherwise a release frees the lock and wakes one waiter in
+// each Client that has waiters, and a newcomer may take the lock before them. Use package fair
+// for first-come first-served.
 //
 // Leases: a hold taken without WithLease is renewed by the Client's watchdog, and it expires
 // within the watchdog timeout when its process dies. A hold taken WithLease(d) expires d after
@@ -38,13 +39,15 @@ type Lock struct {
 	streak atomic.Int32 // local hand-offs in a row (see maxLocalHandOffs)
 }
 
-// maxLocalHandOffs bounds the hand-offs in a row to waiters of the releasing Client. A local
-// hand-off costs the release script alone: no wakeup published, no waiter of every Client
-// racing to Redis and all but one failing, which is what makes the lock slow under contention
-// across processes. Unbounded, it would let the goroutines of one process pass the lock among
-// themselves for ever while other processes wait; after this many in a row, a release frees
-// the lock and wakes a waiter in every Client, and the one that takes it starts a streak of
-// its own. 8 keeps a waiter in another process within a few hold times of a chance.
+// maxLocalHandOffs bounds the hand-offs in a row to waiters of the releasing Client while
+// waiters of other Clients wait. A local hand-off costs the release script alone: no wakeup
+// published, no waiter of every Client racing to Redis and all but one failing, which is what
+// makes the lock slow under contention across processes. Unbounded, it would let the
+// goroutines of one process pass the lock among themselves for ever while other processes
+// wait; after this many in a row, the release reserves the lock for the waiters of the other
+// Clients (a plain free lock would be taken again at once by the releaser's own next Lock,
+// before any other process heard of it), and the one that takes it starts a streak of its
+// own. 8 keeps a waiter in another process within a few hold times of a chance.
 const maxLocalHandOffs = 8
 
 // settleBound bounds how long a waiter that gives up waits for a release that picked it to
@@ -62,21 +65,32 @@ func New(c *aqs.Client, name string) (*Lock, error) {
 		return nil, err
 	}
 	l := &Lock{Base: b}
-	b.Pick = l.pick
+	b.Pick, b.Picked = l.pick, l.picked
 	return l, nil
 }
 
-// pick chooses the local waiter a release hands the lock to, if any (see maxLocalHandOffs).
-func (l *Lock) pick(at time.Time) (*core.Waiter, string, int64, bool) {
-	if l.streak.Add(1) > maxLocalHandOffs {
-		l.streak.Store(0)
-		return nil, "", 0, false
-	}
+// pick chooses the local waiter a release may hand the lock to, if any, and tells the script
+// whether this Client's streak is over (see maxLocalHandOffs): lock_release.lua's ARGV[4-6].
+func (l *Lock) pick(at time.Time) (*core.Waiter, []any) {
 	w, tag, arg, ok := l.RT.Hub.Pick(l.Channel(), at)
 	if !ok {
 		l.streak.Store(0)
+		return nil, nil
 	}
-	return w, tag, arg, ok
+	over := "0"
+	if l.streak.Load() >= maxLocalHandOffs {
+		over = "1"
+	}
+	return w, []any{tag, arg, over}
+}
+
+// picked counts the local hand-offs in a row.
+func (l *Lock) picked(handed bool) {
+	if handed {
+		l.streak.Add(1)
+	} else {
+		l.streak.Store(0)
+	}
 }
 
 // leave unregisters a waiter that leaves without the lock. If a release handed it the lock in

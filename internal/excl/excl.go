@@ -36,9 +36,11 @@ type Base struct {
 	// without notifying it (the fair lock: see hand_off in _fair_queue.lua).
 	Handed func(hold string)
 	// Pick, when set, may pick a local waiter to hand the lock to when a hold ends (the
-	// reentrant lock: see internal/core/pick.go); the release script then gets the waiter's
-	// tag and argument as ARGV[4] and ARGV[5] and replies -2 when it handed the lock over.
-	Pick func(at time.Time) (w *core.Waiter, tag string, arg int64, ok bool)
+	// reentrant lock: see internal/core/pick.go), and returns the arguments that the release
+	// script then gets after its own three; the script replies -2 when it handed the lock
+	// over. Picked is told whether it did.
+	Pick   func(at time.Time) (w *core.Waiter, args []any)
+	Picked func(handed bool)
 }
 
 // New returns the shared part of the lock of the given name; extra are the keys, after the
@@ -271,9 +273,9 @@ func (b *Base) Unlock(ctx context.Context) error {
 	args := []any{h.ID, end, b.RT.PublishCommand()}
 	var picked *core.Waiter
 	if last && b.Pick != nil {
-		if w, tag, arg, ok := b.Pick(time.Now()); ok {
-			picked = w
-			args = append(args, tag, arg)
+		var more []any
+		if picked, more = b.Pick(time.Now()); picked != nil {
+			args = append(args, more...)
 		}
 	}
 	// The release must not be cut short by ctx: go-redis's own timeouts bound it.
@@ -281,6 +283,7 @@ func (b *Base) Unlock(ctx context.Context) error {
 	if picked != nil {
 		handed := err == nil && r == int64(-2)
 		b.RT.Hub.Settle(picked, handed, err == nil)
+		b.Picked(handed)
 		if handed {
 			runtime.Gosched() // as for the fair lock's hand-off below
 			return nil

@@ -8,7 +8,8 @@
 -- <hold> is the hold id (a Client id, which is a UUID, a colon and a sequence number, fresh
 -- for every hold), n the hold count when above 1, t the fencing token once one was assigned,
 -- w a mark that a release must notify (a waiter of the reentrant lock) or hand off (the fair
--- lock's queue). The fields after the hold id come in any order, except that e is always the
+-- lock's queue), r (the reentrant lock) a mark that a waiter of another Client than the
+-- holder's waits (see lock_release.lua). The fields after the hold id come in any order, except that e is always the
 -- last. A fresh hold is just "<hold>", which a lock takes with a plain SET NX PX and
 -- frees with one comparison: the uncontended cycle costs what the minimal lock costs.
 --

@@ -17,6 +17,10 @@
 --          server times in microseconds)
 --   < 0    held by another hold; -1 - reply is its remaining lease in ms
 --   error  WRONGTYPE when the key holds a value aqs did not write; nothing is changed
+--
+-- A failed attempt of a waiter of another Client than the holder's also marks the lock r; a
+-- lock reserved for such waiters ("<Client id>:r w", see lock_release.lua) is taken as a
+-- free one by a hold of any other Client, marked w r, and is held for the reserving Client's.
 --@include _lock_value
 local k = KEYS[1]
 local v = redis.call('GET', k)
@@ -37,8 +41,32 @@ local hold, rest = parse_value(v)
 if hold == ARGV[1] then
   return 2
 end
-if ARGV[3] ~= '0' and not string.find(rest, ' w', 1, true) then
-  redis.call('SET', k, with_field(v, ' w'), 'KEEPTTL')
+local client = string.sub(ARGV[1], 1, 36)
+local other = string.sub(hold, 1, 36) ~= client
+if other and string.sub(hold, 38) == 'r' then
+  -- Reserved for the waiters of Clients other than the releaser's (lock_release.lua): take
+  -- it as a free lock, marked for the waiters the releaser's Client still has.
+  local value, reply = ARGV[1], 1
+  if ARGV[4] == '1' then
+    local field
+    reply, field = new_token()
+    value = value .. field
+  end
+  redis.call('SET', k, value .. ' w r', 'PX', ARGV[2])
+  return reply
+end
+if ARGV[3] ~= '0' then
+  -- w: the release must wake a waiter; r: one of another Client than the holder's waits.
+  local marks = ''
+  if not string.find(rest, ' w', 1, true) then
+    marks = ' w'
+  end
+  if other and not string.find(rest, ' r', 1, true) then
+    marks = marks .. ' r'
+  end
+  if marks ~= '' then
+    redis.call('SET', k, with_field(v, marks), 'KEEPTTL')
+  end
 end
 local pttl = redis.call('PTTL', k)
 if pttl < 0 then

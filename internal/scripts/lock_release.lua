@@ -8,13 +8,23 @@
 --          Redis Cluster; the channel is KEYS[1] .. ":ch"
 -- ARGV[4]  optional: the hold id of a waiter of the caller's Client to hand the lock to when
 --          the hold ends (a local hand-off: see internal/core/pick.go), with
--- ARGV[5]  its lease in ms
+-- ARGV[5]  its lease in ms, and
+-- ARGV[6]  "1" when the caller's Client has handed the lock on among its own waiters
+--          maxLocalHandOffs times in a row (reentrant/lock.go), "0" otherwise
+--
+-- A waiter of another Client than the holder's marks the lock r (lock_acquire.lua). Then a
+-- local hand-off keeps the mark, and once the caller's streak is over the hold does not end
+-- in a plain DEL, which the caller's own next Lock would win again at once before any waiter
+-- elsewhere hears of it: the lock is reserved for the waiters of other Clients instead, for
+-- RESERVE ms at most, as the key "<the caller's Client id>:r w", and "1" is published. A
+-- waiter of another Client takes a reserved lock as a free one; the caller's Client's find it
+-- held. If nobody takes it (the waiters that marked it are gone), it expires.
 --
 -- Replies:
 --   n >= 1  holds left
 --   0       released; if a waiter had marked the lock (w), "1" (wake one) was published
 --   -2      released and handed to ARGV[4], marked w (so that its release wakes the others
---           that may wait); nothing was published
+--           that may wait), and r if it was; nothing was published
 --   -1      the key does not hold this hold; nothing changed
 --
 -- The common release, of a fresh hold nobody waits for, is the first comparison: the same
@@ -42,9 +52,16 @@ if ARGV[2] == '0' and n > 1 then
   redis.call('SET', k, with_count(ARGV[1], rest, n - 1), 'KEEPTTL')
   return n - 1
 end
-if ARGV[4] then
-  redis.call('SET', k, ARGV[4] .. ' w', 'PX', ARGV[5])
+local remote = string.find(rest, ' r', 1, true)
+if ARGV[4] and not (remote and ARGV[6] == '1') then
+  redis.call('SET', k, ARGV[4] .. (remote and ' w r' or ' w'), 'PX', ARGV[5])
   return -2
+end
+if remote then
+  local RESERVE = 20
+  redis.call('SET', k, string.sub(ARGV[1], 1, 36) .. ':r w', 'PX', RESERVE)
+  redis.call(ARGV[3], k .. ':ch', '1')
+  return 0
 end
 redis.call('DEL', k)
 if string.find(rest, ' w', 1, true) then
