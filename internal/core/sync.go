@@ -2,7 +2,9 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -145,9 +147,9 @@ func (rt *Runtime) Acquire(ctx context.Context, key string, call func(c redis.Cm
 }
 
 // ConfirmGrant makes a waiter's grant (made by another call's script: see the comment at the
-// top of this file) as durable as an acquisition: write, a write of the waiter's own in the
-// grant's slot, is sent with WAIT after it; confirmed reports from its reply whether the
-// grant is still there. Too few acknowledgements undo the grant and return a
+// top of this file) as durable as an acquisition: s, a script that writes in the grant's slot
+// on the waiter's behalf (the renewal of its hold), is sent with WAIT after it; confirmed
+// reports from its reply whether the grant is still there. Too few acknowledgements undo the grant and return a
 // *ReplicaSyncError. It returns the write's reply. Policy off: nothing is sent, (nil, nil).
 func (rt *Runtime) ConfirmGrant(ctx context.Context, s *scripts.Script, keys []string, args []any,
 	confirmed func(reply any) bool, undo func(context.Context) error) (any, error) {
@@ -162,7 +164,8 @@ func (rt *Runtime) ConfirmGrant(ctx context.Context, s *scripts.Script, keys []s
 // sent at all (no node for the slot). Each command's own error is in its command.
 func (rt *Runtime) synced(ctx context.Context, key string, queue func(redis.Pipeliner)) (*redis.Cmd, error) {
 	var c redis.Cmdable = rt.Redis
-	if cc, ok := rt.Redis.(*redis.ClusterClient); ok {
+	cc, cluster := rt.Redis.(*redis.ClusterClient)
+	if cluster {
 		node, err := cc.MasterForKey(ctx, key)
 		if err != nil {
 			return nil, RedisError(key, err)
@@ -172,8 +175,33 @@ func (rt *Runtime) synced(ctx context.Context, key string, queue func(redis.Pipe
 	p := c.Pipeline()
 	queue(p)
 	wait := p.Do(ctx, "WAIT", rt.Cfg.SyncReplicas, rt.Cfg.SyncTimeout.Milliseconds())
-	_, _ = p.Exec(ctx) // every command holds its own reply or error
+	cmds, _ := p.Exec(ctx) // every command holds its own reply or error
+	if cluster && len(cmds) > 0 && misrouted(cmds[0].Err()) {
+		// The node's client does not follow a redirection, nor tell the cluster client of
+		// one, as the cluster client's own calls do: the call fails, and the cluster client
+		// reloads its slot map so that the next call goes to the slot's new master (after a
+		// failover, a resharding).
+		cc.ReloadState(ctx)
+	}
 	return wait, nil
+}
+
+// misrouted reports whether err says that the node no longer serves the slot, or cannot be
+// reached.
+func misrouted(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ") ||
+		strings.HasPrefix(msg, "CLUSTERDOWN") || !isRedisReply(err)
+}
+
+// isRedisReply reports whether err is an error reply of the server, rather than a failure to
+// reach it.
+func isRedisReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
 }
 
 // settle reads WAIT's reply after a call that acquired something, and undoes the acquisition
