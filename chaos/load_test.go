@@ -28,6 +28,9 @@ type loadConfig struct {
 	clients []redis.UniversalClient // one aqs Client on each, closed at the end of the test
 	workers int                     // per Client
 	work    time.Duration
+	// longHold, when set, is how long worker 0 keeps its first acquisition: long enough for
+	// the watchdog to renew it, and for the others to wait (heartbeats) meanwhile.
+	longHold time.Duration
 	// bound is how long one acquisition may take before it is given up as stuck (an error).
 	bound    time.Duration
 	watchdog time.Duration
@@ -96,6 +99,10 @@ func runLoad(t *testing.T, lc loadConfig, stop <-chan struct{}) loadResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			work := lc.work
+			if i == 0 && lc.longHold > 0 {
+				work = lc.longHold
+			}
 			for {
 				select {
 				case <-stop:
@@ -115,7 +122,8 @@ func runLoad(t *testing.T, lc loadConfig, stop <-chan struct{}) loadResult {
 				} else if err != nil {
 					fail("witness", err)
 				}
-				time.Sleep(lc.work) // the work done under the hold
+				time.Sleep(work) // the work done under the hold
+				work = lc.work
 				if h.ctx.Err() != nil && !errors.Is(context.Cause(h.ctx), context.Canceled) {
 					lost.Add(1)
 				}
