@@ -139,11 +139,15 @@ func (b *Base) WonGrant(ctx context.Context, hold string, cfg core.LockConfig, s
 func isOne(reply any) bool { return reply == int64(1) }
 
 // Acquired reports whether the reply of an acquiring script of an exclusive lock
-// (lock_acquire.lua, rw_write_acquire.lua, rw_read_acquire.lua) means acquired: 1 or a fencing
-// token, both positive.
+// (lock_acquire.lua, fair_acquire.lua, rw_write_acquire.lua, rw_read_acquire.lua) means that
+// this attempt acquired: 1 or a fencing token. 2 is not: lock_acquire.lua and fair_acquire.lua
+// reply 2 for a lock handed to the hold earlier (a release's hand-off the waiter had not heard
+// of), which the attempt found without a write, so its WAIT proved nothing about it; the
+// locks pass it to WonGrant, which confirms it as any grant. A token is never 2: tokens are
+// server times in microseconds.
 func Acquired(reply any) bool {
 	n, ok := reply.(int64)
-	return ok && n > 0
+	return ok && (n == 1 || n > 2)
 }
 
 // Undo gives back what an acquisition of hold took, with the lock's force script bounded to
@@ -175,23 +179,9 @@ func (b *Base) SetNXAcquire(ctx context.Context, hold string, lease time.Duratio
 }
 
 // RunAcquire runs an acquiring script of hold under the Client's replica-sync policy (see
-// core.Runtime.RunAcquire), its reply read with Acquired (fairAcquired for fair_acquire.lua)
-// and its undo Undo.
+// core.Runtime.RunAcquire), its reply read with Acquired and its undo Undo.
 func (b *Base) RunAcquire(ctx context.Context, s *scripts.Script, keys []string, hold string, args ...any) *redis.Cmd {
-	acquired := Acquired
-	if s == scripts.FairAcquire {
-		acquired = fairAcquired
-	}
-	return b.RT.RunAcquire(ctx, s, keys, args, acquired, b.undoer(hold))
-}
-
-// fairAcquired reads fair_acquire.lua's reply: 1 or a fencing token (above 2) is this
-// attempt's acquisition. 2 is a lock handed to the hold earlier and found by the attempt
-// without a write, so the attempt's WAIT proved nothing about it: the fair lock passes it to
-// WonGrant, which confirms it as any grant.
-func fairAcquired(reply any) bool {
-	n, ok := reply.(int64)
-	return ok && (n == 1 || n > 2)
+	return b.RT.RunAcquire(ctx, s, keys, args, Acquired, b.undoer(hold))
 }
 
 // fetchToken asks Redis for a hold's fencing token (lock_token.lua).
