@@ -23,11 +23,20 @@ import (
 // handed to it) frees the lock or hands it to any waiter of the same Client. A waiter
 // succeeds when it holds (handed the lock, or it took it at its join) or, still waiting, finds
 // the lock free; it fails by leaving.
+//
+// Reservations. While waiters of other Clients wait, a release may reserve the lock for them
+// instead of freeing it (lock_release.lua): for a moment (at most 20ms) the lock is free for
+// the waiters of every Client but the releaser's, and held for the releaser's waiters and for
+// every newcomer's first attempt (a TryLock without wait, a join). The model lets a release
+// end in a reservation by its Client, and a reservation end at any step: a history has no
+// clock to bound it by, so the model is weaker there than the lock (a TryLock refused on a free
+// lock long after a release would pass).
 
 // handOffState is the lock's state: holder (0 when free), hold count, and the waiters,
 // waiting[:n] sorted by hold.
 type handOffState struct {
 	holder, count int
+	reserved      int // 1 + the Client that reserved the free lock for the others, or 0
 	n             int
 	waiting       [maxQueue]handOffWaiter
 }
@@ -54,7 +63,9 @@ func (s handOffState) remove(i int) handOffState {
 // or handed to any waiter of client.
 func (s handOffState) end(client int) []any {
 	s.holder, s.count = 0, 0
-	next := []any{s}
+	reserved := s
+	reserved.reserved = client + 1
+	next := []any{s, reserved}
 	for i := range s.n {
 		if s.waiting[i].client == client {
 			h := s.remove(i)
@@ -69,26 +80,60 @@ var handOff = porcupine.NondeterministicModel{
 	Partition: partitionByKey,
 	Init:      func() []any { return []any{handOffState{}} },
 	Step: func(state, input, output any) []any {
-		s, in, out := state.(handOffState), input.(lockInput), output.(lockOutput)
+		s := state.(handOffState)
+		if s.reserved == 0 {
+			return handOffStep(s, input.(lockInput), output.(lockOutput))
+		}
+		expired := s
+		expired.reserved = 0 // a reservation may have expired before this step
+		return append(handOffStep(s, input.(lockInput), output.(lockOutput)),
+			handOffStep(expired, input.(lockInput), output.(lockOutput))...)
+	},
+	Equal:             func(a, b any) bool { return a.(handOffState) == b.(handOffState) },
+	DescribeOperation: describeLockOperation,
+	DescribeState: func(state any) string {
+		s := state.(handOffState)
+		var b strings.Builder
+		switch {
+		case s.count > 0:
+			fmt.Fprintf(&b, "h%d ×%d", s.holder, s.count)
+		case s.reserved > 0:
+			fmt.Fprintf(&b, "reserved by client %d", s.reserved-1)
+		default:
+			b.WriteString("free")
+		}
+		for i := range s.n {
+			fmt.Fprintf(&b, "; h%d (client %d) waits", s.waiting[i].hold, s.waiting[i].client)
+		}
+		return b.String()
+	},
+}
+
+func handOffStep(s handOffState, in lockInput, out lockOutput) []any {
+	{
 		legal := func(ok bool, next handOffState) []any {
 			if ok {
 				return []any{next}
 			}
 			return nil
 		}
+		// free: a newcomer can take the lock; a waiter of in's Client can when the lock is
+		// only reserved for the others.
+		free := s.count == 0 && s.reserved == 0
+		freeToWaiter := s.count == 0 && s.reserved != in.client+1
 		take := s
-		take.holder, take.count = in.hold, 1
+		take.holder, take.count, take.reserved = in.hold, 1, 0
 		switch in.op {
 		case linTry:
 			if in.wait > 0 {
 				panic("lintest: HandOffLockModel needs a history made by SplitWaits")
 			}
 			if out.ok {
-				return legal(s.count == 0, take)
+				return legal(free, take)
 			}
-			return legal(s.count > 0, s)
+			return legal(!free, s)
 		case linJoin:
-			if s.count == 0 {
+			if free {
 				return legal(out.ok, take)
 			}
 			if s.n == maxQueue {
@@ -113,8 +158,8 @@ var handOff = porcupine.NondeterministicModel{
 				return []any{s.remove(i)}
 			}
 			take = s.remove(i)
-			take.holder, take.count = in.hold, 1
-			return legal(s.count == 0, take)
+			take.holder, take.count, take.reserved = in.hold, 1, 0
+			return legal(freeToWaiter, take)
 		case linReenter:
 			s.count++
 			return legal(s.holder == in.hold && s.count > 1 && out.ok, s)
@@ -131,22 +176,7 @@ var handOff = porcupine.NondeterministicModel{
 			}
 			return legal(out.notOwner, s)
 		}
-	},
-	Equal:             func(a, b any) bool { return a.(handOffState) == b.(handOffState) },
-	DescribeOperation: describeLockOperation,
-	DescribeState: func(state any) string {
-		s := state.(handOffState)
-		var b strings.Builder
-		if s.count == 0 {
-			b.WriteString("free")
-		} else {
-			fmt.Fprintf(&b, "h%d ×%d", s.holder, s.count)
-		}
-		for i := range s.n {
-			fmt.Fprintf(&b, "; h%d (client %d) waits", s.waiting[i].hold, s.waiting[i].client)
-		}
-		return b.String()
-	},
+	}
 }
 
 // HandOffLockModel is the sequential specification of the reentrant lock with local

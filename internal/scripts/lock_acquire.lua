@@ -20,7 +20,8 @@
 --
 -- A failed attempt of a waiter of another Client than the holder's also marks the lock r; a
 -- lock reserved for such waiters ("<Client id>:r w", see lock_release.lua) is taken as a
--- free one by a hold of any other Client, marked w r, and is held for the reserving Client's.
+-- free one by a waiter (mode 1 or 2) of any other Client, marked w r; it is held for the
+-- reserving Client's and for newcomers (mode 0).
 --@include _lock_value
 local k = KEYS[1]
 local v = redis.call('GET', k)
@@ -43,9 +44,11 @@ if hold == ARGV[1] then
 end
 local client = string.sub(ARGV[1], 1, 36)
 local other = string.sub(hold, 1, 36) ~= client
-if other and string.sub(hold, 38) == 'r' then
-  -- Reserved for the waiters of Clients other than the releaser's (lock_release.lua): take
-  -- it as a free lock, marked for the waiters the releaser's Client still has.
+if other and ARGV[3] ~= '0' and string.sub(hold, 38) == 'r' then
+  -- Reserved for the waiters of Clients other than the releaser's (lock_release.lua): a
+  -- waiter of another Client takes it as a free lock, marked for the waiters the releaser's
+  -- Client still has. To a newcomer's first attempt (this one with mode 0, or a plain SET NX)
+  -- it is held.
   local value, reply = ARGV[1], 1
   if ARGV[4] == '1' then
     local field

@@ -17,8 +17,9 @@
 -- in a plain DEL, which the caller's own next Lock would win again at once before any waiter
 -- elsewhere hears of it: the lock is reserved for the waiters of other Clients instead, for
 -- RESERVE ms at most, as the key "<the caller's Client id>:r w", and "1" is published. A
--- waiter of another Client takes a reserved lock as a free one; the caller's Client's find it
--- held. If nobody takes it (the waiters that marked it are gone), it expires.
+-- waiter of another Client takes a reserved lock as a free one; the caller's Client's waiters
+-- and every newcomer find it held. If nobody takes it (the waiters that marked it are gone),
+-- it expires.
 --
 -- Replies:
 --   n >= 1  holds left
