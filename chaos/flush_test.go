@@ -22,48 +22,45 @@ func TestScriptFlushDuringLoadIsInvisible(t *testing.T) {
 	// One hold outlives the watchdog timeout (1s), so that renewals (pipelined scripts) and
 	// the others' heartbeats meet the flushes too.
 	longHold := scale(1500*time.Millisecond, 3*time.Second)
-	for _, kind := range allKinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			srv := redistest.NewServer(t)
-			rdb := srv.Client(t)
-			clients := []redis.UniversalClient{srv.Client(t), srv.Client(t), srv.Client(t)}
-			stop := make(chan struct{})
-			flushes := 0
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				tick := time.NewTicker(5 * time.Millisecond)
-				defer tick.Stop()
-				end := time.After(span)
-				for {
-					select {
-					case <-end:
-						close(stop)
-						return
-					case <-tick.C:
-						if err := rdb.ScriptFlush(context.Background()).Err(); err != nil {
-							t.Errorf("SCRIPT FLUSH: %v", err)
-						}
-						flushes++
+	forEachKind(t, allKinds, func(t *testing.T, kind string) {
+		srv := redistest.NewServer(t)
+		rdb := srv.Client(t)
+		clients := []redis.UniversalClient{srv.Client(t), srv.Client(t), srv.Client(t)}
+		stop := make(chan struct{})
+		flushes := 0
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			end := time.After(span)
+			for {
+				select {
+				case <-end:
+					close(stop)
+					return
+				case <-tick.C:
+					if err := rdb.ScriptFlush(context.Background()).Err(); err != nil {
+						t.Errorf("SCRIPT FLUSH: %v", err)
 					}
+					flushes++
 				}
-			}()
-			res := runLoad(t, loadConfig{
-				cfg:     primConfig{kind: kind, name: redistest.Name(t), waiterTimeout: time.Second, permits: 2},
-				clients: clients, workers: 2, work: time.Millisecond, bound: 10 * time.Second, watchdog: time.Second,
-				longHold: longHold,
-			}, stop)
-			<-done
-			t.Logf("SUMMARY script flush %s: %v with %d SCRIPT FLUSH in %v, one hold kept %v (watchdog 1s); %s",
-				kind, res, flushes, span, longHold, errorSample(res.errs, 3))
-			count(int(res.overlaps), 0, 0)
-			assert.Zero(t, res.overlaps, "overlaps")
-			assert.Empty(t, res.errs, "errors surfaced to callers")
-			assert.Zero(t, res.lost, "holds lost")
-			for i, n := range res.perWorker {
-				assert.NotZero(t, n, "worker %d never acquired", i)
 			}
-		})
-	}
+		}()
+		res := runLoad(t, loadConfig{
+			cfg:     primConfig{kind: kind, name: redistest.Name(t), waiterTimeout: time.Second, permits: 2},
+			clients: clients, workers: 2, work: time.Millisecond, bound: 10 * time.Second, watchdog: time.Second,
+			longHold: longHold,
+		}, stop)
+		<-done
+		t.Logf("SUMMARY script flush %s: %v with %d SCRIPT FLUSH in %v, one hold kept %v (watchdog 1s); %s",
+			kind, res, flushes, span, longHold, errorSample(res.errs, 3))
+		count(int(res.overlaps), 0, 0)
+		assert.Zero(t, res.overlaps, "overlaps")
+		assert.Empty(t, res.errs, "errors surfaced to callers")
+		assert.Zero(t, res.lost, "holds lost")
+		for i, n := range res.perWorker {
+			assert.NotZero(t, n, "worker %d never acquired", i)
+		}
+	})
 }

@@ -50,44 +50,41 @@ const (
 
 func TestKilledHoldersAndWaitersRecoverWithinLease(t *testing.T) {
 	rounds := scale(1, 4)
-	for _, kind := range allKinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			srv := redistest.Single(t)
-			c := newCast(t, srv.Addr(), primConfig{kind: kind, name: redistest.Name(t),
-				waiterTimeout: killWaiterTimeout, permits: killPermits}, killLease)
-			survivors := []*actor{c.start(t, "survivor 0"), c.start(t, "survivor 1")}
-			var recoveries, stalls []time.Duration
-			n := rounds
-			if kind == kindRWLock {
-				n = 2 * rounds // a writer, then a reader is killed holding
+	forEachKind(t, allKinds, func(t *testing.T, kind string) {
+		srv := redistest.Single(t)
+		c := newCast(t, srv.Addr(), primConfig{kind: kind, name: redistest.Name(t),
+			waiterTimeout: killWaiterTimeout, permits: killPermits}, killLease)
+		survivors := []*actor{c.start(t, "survivor 0"), c.start(t, "survivor 1")}
+		var recoveries, stalls []time.Duration
+		n := rounds
+		if kind == kindRWLock {
+			n = 2 * rounds // a writer, then a reader is killed holding
+		}
+		for r := 0; r < n; r++ {
+			rec, stall := killRound(t, c, survivors, r)
+			recoveries = append(recoveries, rec)
+			if stall > 0 {
+				stalls = append(stalls, stall)
 			}
-			for r := 0; r < n; r++ {
-				rec, stall := killRound(t, c, survivors, r)
-				recoveries = append(recoveries, rec)
-				if stall > 0 {
-					stalls = append(stalls, stall)
-				}
-			}
-			c.end(t)
-			c.awaitFree(t, 5*time.Second)
-			assert.Empty(t, c.failures, "failed acquisitions or releases")
-			count(c.overlaps, 0, 0)
-			assert.Zero(t, c.overlaps, "overlaps")
-			from := "the holder's kill"
-			if kind == kindCounting {
-				from = "the test's release (no holder killed: permits are not owned)"
-			}
-			stallText := "n/a"
-			if len(stalls) > 0 {
-				stallText = fmt.Sprintf("max %v (waiter timeout %v)", slices.Max(stalls).Round(time.Millisecond), killWaiterTimeout)
-			}
-			t.Logf("SUMMARY kill -9 %s: %d rounds, %d holders and %d waiters killed; recovery (from %s to the first "+
-				"survivor's acquisition) max %v, median %v, lease %v; dead waiter's stall %s; overlaps %d; failures %d",
-				kind, n, countHolderKills(kind, n), n, from, slices.Max(recoveries).Round(time.Millisecond),
-				median(recoveries).Round(time.Millisecond), killLease, stallText, c.overlaps, len(c.failures))
-		})
-	}
+		}
+		c.end(t)
+		c.awaitFree(t, 5*time.Second)
+		assert.Empty(t, c.failures, "failed acquisitions or releases")
+		count(c.overlaps, 0, 0)
+		assert.Zero(t, c.overlaps, "overlaps")
+		from := "the holder's kill"
+		if kind == kindCounting {
+			from = "the test's release (no holder killed: permits are not owned)"
+		}
+		stallText := "n/a"
+		if len(stalls) > 0 {
+			stallText = fmt.Sprintf("max %v (waiter timeout %v)", slices.Max(stalls).Round(time.Millisecond), killWaiterTimeout)
+		}
+		t.Logf("SUMMARY kill -9 %s: %d rounds, %d holders and %d waiters killed; recovery (from %s to the first "+
+			"survivor's acquisition) max %v, median %v, lease %v; dead waiter's stall %s; overlaps %d; failures %d",
+			kind, n, countHolderKills(kind, n), n, from, slices.Max(recoveries).Round(time.Millisecond),
+			median(recoveries).Round(time.Millisecond), killLease, stallText, c.overlaps, len(c.failures))
+	})
 }
 
 func countHolderKills(kind string, rounds int) int {

@@ -34,6 +34,7 @@ type loadConfig struct {
 	// bound is how long one acquisition may take before it is given up as stuck (an error).
 	bound    time.Duration
 	watchdog time.Duration
+	admin    redis.UniversalClient // a direct client, for describing the keys on a failure; may be nil
 }
 
 // loadResult is what a load did.
@@ -57,6 +58,10 @@ func (r loadResult) String() string {
 func runLoad(t *testing.T, lc loadConfig, stop <-chan struct{}) loadResult {
 	t.Helper()
 	w := witness{dir: t.TempDir(), permits: lc.cfg.permits}
+	admin := lc.admin
+	if admin == nil {
+		admin = lc.clients[0]
+	}
 	var prims []*prim
 	for _, rdb := range lc.clients {
 		c, err := aqs.New(context.Background(), rdb, aqs.WithWatchdogTimeout(lc.watchdog))
@@ -119,6 +124,8 @@ func runLoad(t *testing.T, lc loadConfig, stop <-chan struct{}) loadResult {
 				leave, err := w.enter(op)
 				if errors.Is(err, errOverlap) {
 					overlaps.Add(1)
+					t.Logf("overlap: worker %d took %s (permit %q) at %s; in Redis: %s", i, op, h.id,
+						time.Now().Format("15:04:05.000000"), dump(admin, p.keys))
 				} else if err != nil {
 					fail("witness", err)
 				}
@@ -147,6 +154,34 @@ func runLoad(t *testing.T, lc loadConfig, stop <-chan struct{}) loadResult {
 	wg.Wait()
 	res.acquisitions, res.overlaps, res.lost = total.Load(), overlaps.Load(), lost.Load()
 	return res
+}
+
+// dump describes keys for a failure message.
+func dump(rdb redis.UniversalClient, keys []string) string {
+	ctx := context.Background()
+	var out []string
+	for _, k := range keys {
+		typ, err := rdb.Type(ctx, k).Result()
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", k, err))
+			continue
+		}
+		var v any
+		switch typ {
+		case "string":
+			v, err = rdb.Get(ctx, k).Result()
+		case "hash":
+			v, err = rdb.HGetAll(ctx, k).Result()
+		case "zset":
+			v, err = rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+		case "list":
+			v, err = rdb.LRange(ctx, k, 0, -1).Result()
+		case "none":
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s (%s) = %v %v", k, typ, v, err))
+	}
+	return strings.Join(out, "; ")
 }
 
 // errorSample returns up to n distinct errors, for a log line.

@@ -34,6 +34,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// forEachKind runs f for each kind in a subtest of its own, all at once. The subtests are
+// started from goroutines rather than marked parallel, so that -parallel (GOMAXPROCS by
+// default: 2 on a small machine) does not run them two by two: most of their time is spent
+// waiting for leases and timeouts to run out, not computing.
+func forEachKind(t *testing.T, kinds []string, f func(t *testing.T, kind string)) {
+	var wg sync.WaitGroup
+	for _, kind := range kinds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(kind, func(t *testing.T) { f(t, kind) })
+		}()
+	}
+	wg.Wait()
+}
+
 // tally adds up the figures that must be 0 across every test of the run.
 var tally struct {
 	sync.Mutex

@@ -39,69 +39,66 @@ func TestPubSubKillsAndDroppedConnectionsKeepWaitersMoving(t *testing.T) {
 		// its lease. The rest is room for a loaded machine: a stuck waiter would wait forever.
 		maxGap = 5 * time.Second
 	)
-	for _, kind := range allKinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			srv := redistest.NewServer(t)
-			admin := srv.Client(t)
-			px := newProxy(t, srv.Addr())
-			var clients []redis.UniversalClient
-			for range 3 {
-				rdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
-				t.Cleanup(func() { rdb.Close() })
-				clients = append(clients, rdb)
-			}
-			stop := make(chan struct{})
-			var kills, cuts int
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				killTick := time.NewTicker(killEvery)
-				defer killTick.Stop()
-				cutTick := time.NewTicker(cutEvery)
-				defer cutTick.Stop()
-				end := time.After(span)
-				for {
-					select {
-					case <-end:
+	forEachKind(t, allKinds, func(t *testing.T, kind string) {
+		srv := redistest.NewServer(t)
+		admin := srv.Client(t)
+		px := newProxy(t, srv.Addr())
+		var clients []redis.UniversalClient
+		for range 3 {
+			rdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
+			t.Cleanup(func() { rdb.Close() })
+			clients = append(clients, rdb)
+		}
+		stop := make(chan struct{})
+		var kills, cuts int
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			killTick := time.NewTicker(killEvery)
+			defer killTick.Stop()
+			cutTick := time.NewTicker(cutEvery)
+			defer cutTick.Stop()
+			end := time.After(span)
+			for {
+				select {
+				case <-end:
+					px.SetLatency(0)
+					close(stop)
+					return
+				case <-killTick.C:
+					n, err := admin.ClientKillByFilter(context.Background(), "TYPE", "pubsub").Result()
+					if err != nil {
+						t.Errorf("CLIENT KILL: %v", err)
+					}
+					kills += int(n)
+				case <-cutTick.C:
+					if kind == kindCounting {
+						continue // see above
+					}
+					px.Cut()
+					cuts++
+					if cuts%2 == 1 {
+						px.SetLatency(latency)
+					} else {
 						px.SetLatency(0)
-						close(stop)
-						return
-					case <-killTick.C:
-						n, err := admin.ClientKillByFilter(context.Background(), "TYPE", "pubsub").Result()
-						if err != nil {
-							t.Errorf("CLIENT KILL: %v", err)
-						}
-						kills += int(n)
-					case <-cutTick.C:
-						if kind == kindCounting {
-							continue // see above
-						}
-						px.Cut()
-						cuts++
-						if cuts%2 == 1 {
-							px.SetLatency(latency)
-						} else {
-							px.SetLatency(0)
-						}
 					}
 				}
-			}()
-			res := runLoad(t, loadConfig{
-				cfg:     primConfig{kind: kind, name: redistest.Name(t), waiterTimeout: time.Second, permits: 2},
-				clients: clients, workers: 2, work: 2 * time.Millisecond, bound: 10 * time.Second,
-				watchdog: time.Second,
-			}, stop)
-			<-done
-			t.Logf("SUMMARY network %s: %v in %v with %d pub/sub connections killed, %d cuts of every "+
-				"connection, latency %v every other %v; errors seen: %s", kind, res, span, kills, cuts, latency,
-				cutEvery, errorSample(res.errs, 4))
-			count(int(res.overlaps), 0, 0)
-			assert.Zero(t, res.overlaps, "overlaps")
-			assert.Less(t, res.maxGap, maxGap, "longest time without an acquisition")
-			for i, n := range res.perWorker {
-				assert.NotZero(t, n, "worker %d never acquired", i)
 			}
-		})
-	}
+		}()
+		res := runLoad(t, loadConfig{
+			cfg:     primConfig{kind: kind, name: redistest.Name(t), waiterTimeout: time.Second, permits: 2},
+			clients: clients, workers: 2, work: 2 * time.Millisecond, bound: 10 * time.Second,
+			watchdog: time.Second, admin: admin,
+		}, stop)
+		<-done
+		t.Logf("SUMMARY network %s: %v in %v with %d pub/sub connections killed, %d cuts of every "+
+			"connection, latency %v every other %v; errors seen: %s", kind, res, span, kills, cuts, latency,
+			cutEvery, errorSample(res.errs, 4))
+		count(int(res.overlaps), 0, 0)
+		assert.Zero(t, res.overlaps, "overlaps")
+		assert.Less(t, res.maxGap, maxGap, "longest time without an acquisition")
+		for i, n := range res.perWorker {
+			assert.NotZero(t, n, "worker %d never acquired", i)
+		}
+	})
 }

@@ -102,6 +102,7 @@ func newPrim(ctx context.Context, c *aqs.Client, cfg primConfig) (*prim, error) 
 
 // held is one acquisition.
 type held struct {
+	id string // the leased permit's id, else ""
 	// ctx is the held context (the permit's, for the leased semaphore); for the counting
 	// semaphore, whose permits have no lease, a context that ends only with the release.
 	ctx     context.Context
@@ -175,7 +176,7 @@ func (p *prim) acquire(ctx context.Context, op string, opts ...aqs.LockOption) (
 		if err != nil {
 			return nil, err
 		}
-		h.ctx = permit.Context()
+		h.ctx, h.id = permit.Context(), permit.ID()
 		h.release = func() error { return p.ls.Release(background, permit) }
 		return h, nil
 	}

@@ -36,93 +36,90 @@ const (
 
 func TestRedisRestartWithoutDataReachesHoldersAndWaiters(t *testing.T) {
 	rounds := scale(1, 3)
-	for _, kind := range allKinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			srv := redistest.NewServer(t)
-			permits := 1
-			c := newCast(t, srv.Addr(), primConfig{kind: kind, name: redistest.Name(t),
-				waiterTimeout: time.Second, permits: permits}, restartLease)
-			c.witness = ""
-			ctx := context.Background()
-			var notices, windows, downs []time.Duration
-			outcomes := map[string]int{}
-			for r := 0; r < rounds; r++ {
-				holder := c.start(t, fmt.Sprintf("round %d holder", r))
-				waiters := []*actor{c.start(t, fmt.Sprintf("round %d waiter 0", r)),
-					c.start(t, fmt.Sprintf("round %d waiter 1", r))}
-				op := exclusiveOp(kind)
-				kh := c.hold(t, holder, op, 0)
-				c.await(t, "got", kh, 30*time.Second)
-				var kw []int
-				for _, w := range waiters {
-					kw = append(kw, c.join(t, w, op, 10*time.Millisecond))
-					c.awaitQueuedN(t, w, op, 1)
-				}
+	forEachKind(t, allKinds, func(t *testing.T, kind string) {
+		srv := redistest.NewServer(t)
+		permits := 1
+		c := newCast(t, srv.Addr(), primConfig{kind: kind, name: redistest.Name(t),
+			waiterTimeout: time.Second, permits: permits}, restartLease)
+		c.witness = ""
+		ctx := context.Background()
+		var notices, windows, downs []time.Duration
+		outcomes := map[string]int{}
+		for r := 0; r < rounds; r++ {
+			holder := c.start(t, fmt.Sprintf("round %d holder", r))
+			waiters := []*actor{c.start(t, fmt.Sprintf("round %d waiter 0", r)),
+				c.start(t, fmt.Sprintf("round %d waiter 1", r))}
+			op := exclusiveOp(kind)
+			kh := c.hold(t, holder, op, 0)
+			c.await(t, "got", kh, 30*time.Second)
+			var kw []int
+			for _, w := range waiters {
+				kw = append(kw, c.join(t, w, op, 10*time.Millisecond))
+				c.awaitQueuedN(t, w, op, 1)
+			}
 
-				down := time.Now()
-				require.NoError(t, srv.Kill())
-				require.NoError(t, srv.Restart())
-				up := time.Now()
-				downs = append(downs, up.Sub(down))
+			down := time.Now()
+			require.NoError(t, srv.Kill())
+			require.NoError(t, srv.Restart())
+			up := time.Now()
+			downs = append(downs, up.Sub(down))
 
-				if kind != kindCounting {
-					lost := c.await(t, "lost", kh, restartNotice)
-					assert.Equal(t, []string{strconv.FormatInt(lost.ns, 10), "locklost"}, lost.rest,
-						"round %d: the holder's held context ends with aqs.ErrLockLost", r)
-					notices = append(notices, time.Unix(0, lost.ns).Sub(up))
-				}
-				c.pump(t, restartWaiters, "the waiters' outcomes", func() bool {
-					for _, k := range kw {
-						if !c.has("rel", k) && !c.has("failed", k) {
-							return false
-						}
-					}
-					return true
-				})
+			if kind != kindCounting {
+				lost := c.await(t, "lost", kh, restartNotice)
+				assert.Equal(t, []string{strconv.FormatInt(lost.ns, 10), "locklost"}, lost.rest,
+					"round %d: the holder's held context ends with aqs.ErrLockLost", r)
+				notices = append(notices, time.Unix(0, lost.ns).Sub(up))
+			}
+			c.pump(t, restartWaiters, "the waiters' outcomes", func() bool {
 				for _, k := range kw {
-					if e, ok := c.find("got", k); ok {
-						outcomes["got"]++
-						if l, ok := c.find("lost", kh); ok {
-							windows = append(windows, time.Unix(0, l.ns).Sub(time.Unix(0, e.ns)))
-						}
-					} else {
-						e, _ := c.find("failed", k)
-						outcomes[errorKind(e)]++
+					if !c.has("rel", k) && !c.has("failed", k) {
+						return false
 					}
 				}
+				return true
+			})
+			for _, k := range kw {
+				if e, ok := c.find("got", k); ok {
+					outcomes["got"]++
+					if l, ok := c.find("lost", kh); ok {
+						windows = append(windows, time.Unix(0, l.ns).Sub(time.Unix(0, e.ns)))
+					}
+				} else {
+					e, _ := c.find("failed", k)
+					outcomes[errorKind(e)]++
+				}
+			}
 
-				// New acquisitions work: the test's own, and a child's.
-				if kind == kindCounting || kind == kindLeased {
-					_, err := c.p.setPermits(ctx)
-					require.NoError(t, err)
-				}
-				actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				h, err := c.p.acquire(actx, op)
-				cancel()
-				require.NoError(t, err, "round %d: the test's acquisition after the restart", r)
-				require.NoError(t, h.Release())
-				c.await(t, "rel", c.join(t, waiters[0], op, 0), 10*time.Second)
-				c.kill(t, holder)
-				c.awaitFree(t, restartLease+5*time.Second)
+			// New acquisitions work: the test's own, and a child's.
+			if kind == kindCounting || kind == kindLeased {
+				_, err := c.p.setPermits(ctx)
+				require.NoError(t, err)
 			}
-			c.end(t)
-			var noticeText, windowText string = "n/a (no lease)", "n/a"
-			if len(notices) > 0 {
-				noticeText = fmt.Sprintf("max %v after the restart", slices.Max(notices).Round(time.Millisecond))
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			h, err := c.p.acquire(actx, op)
+			cancel()
+			require.NoError(t, err, "round %d: the test's acquisition after the restart", r)
+			require.NoError(t, h.Release())
+			c.await(t, "rel", c.join(t, waiters[0], op, 0), 10*time.Second)
+			c.kill(t, holder)
+			c.awaitFree(t, restartLease+5*time.Second)
+		}
+		c.end(t)
+		var noticeText, windowText string = "n/a (no lease)", "n/a"
+		if len(notices) > 0 {
+			noticeText = fmt.Sprintf("max %v after the restart", slices.Max(notices).Round(time.Millisecond))
+		}
+		if len(windows) > 0 {
+			windowText = "none (the holder knew first)"
+			if w := slices.Max(windows); w > 0 {
+				windowText = fmt.Sprintf("max %v", w.Round(time.Millisecond))
 			}
-			if len(windows) > 0 {
-				windowText = "none (the holder knew first)"
-				if w := slices.Max(windows); w > 0 {
-					windowText = fmt.Sprintf("max %v", w.Round(time.Millisecond))
-				}
-			}
-			t.Logf("SUMMARY restart %s: %d rounds, Redis down max %v; holder told ErrLockLost %s (lease %v); "+
-				"waiters' outcomes %v; a waiter got in before the holder knew (the data loss's window) %s; "+
-				"new acquisitions worked", kind, rounds, slices.Max(downs).Round(time.Millisecond), noticeText,
-				restartLease, outcomes, windowText)
-		})
-	}
+		}
+		t.Logf("SUMMARY restart %s: %d rounds, Redis down max %v; holder told ErrLockLost %s (lease %v); "+
+			"waiters' outcomes %v; a waiter got in before the holder knew (the data loss's window) %s; "+
+			"new acquisitions worked", kind, rounds, slices.Max(downs).Round(time.Millisecond), noticeText,
+			restartLease, outcomes, windowText)
+	})
 }
 
 // errorKind names a failure line for the summary: "failed: <the error's last words>".

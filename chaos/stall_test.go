@@ -57,73 +57,70 @@ func (s *fencedStore) write(token int64) bool {
 
 func TestStalledHolderIsFencedOff(t *testing.T) {
 	rounds := scale(2, 8)
-	for _, kind := range []string{kindReentrant, kindFair, kindRWLock, kindLeased} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			srv := redistest.Single(t)
-			c := newCast(t, srv.Addr(), primConfig{kind: kind, name: redistest.Name(t),
-				waiterTimeout: time.Second, permits: 1}, time.Second)
-			c.witness = "" // the stalled holder and the next one overlap in time: fencing is the check
-			other := c.start(t, "other")
-			store := &fencedStore{}
-			fenced := kind != kindLeased
-			op := exclusiveOp(kind)
-			var lateAccepted, lateWrites, lostSeen int
-			var takeovers, notices []time.Duration
-			for r := 0; r < rounds; r++ {
-				stalled := c.start(t, fmt.Sprintf("round %d stalled holder", r))
-				ka := c.hold(t, stalled, op, stallLease)
-				got := c.await(t, "got", ka, 30*time.Second)
-				if fenced {
-					require.True(t, store.write(c.writeToken(t, stalled, ka)), "round %d: the holder's write in its lease", r)
-				}
-				stoppedAt := time.Now()
-				c.signal(t, stalled, syscall.SIGSTOP)
-
-				kb := c.hold(t, other, op, 0)
-				gotB := c.await(t, "got", kb, stallLease+10*time.Second)
-				takeovers = append(takeovers, time.Unix(0, gotB.ns).Sub(time.Unix(0, got.ns)))
-				if fenced {
-					require.True(t, store.write(c.writeToken(t, other, kb)), "round %d: the new holder's write", r)
-				}
-
-				c.signal(t, stalled, syscall.SIGCONT)
-				resumed := time.Now()
-				if fenced {
-					lateWrites++
-					if store.write(c.writeToken(t, stalled, ka)) {
-						lateAccepted++
-						t.Errorf("round %d: the stalled holder's late write was accepted", r)
-					}
-				}
-				lost := c.await(t, "lost", ka, stallNotice)
-				assert.Equal(t, []string{strconv.FormatInt(lost.ns, 10), "locklost"}, lost.rest,
-					"round %d: the stalled holder's held context ends with aqs.ErrLockLost", r)
-				if len(lost.rest) == 2 && lost.rest[1] == "locklost" {
-					lostSeen++
-				}
-				notices = append(notices, time.Unix(0, lost.ns).Sub(resumed))
-				t.Logf("round %d: stopped %v after the acquisition, for %v; taken over %v after it",
-					r, stoppedAt.Sub(time.Unix(0, got.ns)).Round(time.Millisecond),
-					resumed.Sub(stoppedAt).Round(time.Millisecond), takeovers[r].Round(time.Millisecond))
-
-				other.Send(t, fmt.Sprintf("release %d", kb))
-				c.await(t, "rel", kb, 10*time.Second)
-				c.kill(t, stalled)
+	forEachKind(t, []string{kindReentrant, kindFair, kindRWLock, kindLeased}, func(t *testing.T, kind string) {
+		srv := redistest.Single(t)
+		c := newCast(t, srv.Addr(), primConfig{kind: kind, name: redistest.Name(t),
+			waiterTimeout: time.Second, permits: 1}, time.Second)
+		c.witness = "" // the stalled holder and the next one overlap in time: fencing is the check
+		other := c.start(t, "other")
+		store := &fencedStore{}
+		fenced := kind != kindLeased
+		op := exclusiveOp(kind)
+		var lateAccepted, lateWrites, lostSeen int
+		var takeovers, notices []time.Duration
+		for r := 0; r < rounds; r++ {
+			stalled := c.start(t, fmt.Sprintf("round %d stalled holder", r))
+			ka := c.hold(t, stalled, op, stallLease)
+			got := c.await(t, "got", ka, 30*time.Second)
+			if fenced {
+				require.True(t, store.write(c.writeToken(t, stalled, ka)), "round %d: the holder's write in its lease", r)
 			}
-			c.end(t)
-			c.awaitFree(t, 5*time.Second)
-			count(c.overlaps, lateWrites, lateAccepted)
-			assert.Zero(t, c.overlaps, "overlaps")
-			assert.Empty(t, c.failures, "failures")
-			t.Logf("SUMMARY stall %s: %d rounds, lease %v; taken over after the acquisition max %v; held "+
-				"context done with ErrLockLost %d/%d times, max %v after SIGCONT; late writes %d, accepted %d "+
-				"(storage: %d accepted, %d refused); overlaps %d",
-				kind, rounds, stallLease, slices.Max(takeovers).Round(time.Millisecond), lostSeen, rounds,
-				slices.Max(notices).Round(time.Millisecond), lateWrites, lateAccepted, store.accepted, store.refused, c.overlaps)
-			assert.Zero(t, lateAccepted, "late writes accepted")
-		})
-	}
+			stoppedAt := time.Now()
+			c.signal(t, stalled, syscall.SIGSTOP)
+
+			kb := c.hold(t, other, op, 0)
+			gotB := c.await(t, "got", kb, stallLease+10*time.Second)
+			takeovers = append(takeovers, time.Unix(0, gotB.ns).Sub(time.Unix(0, got.ns)))
+			if fenced {
+				require.True(t, store.write(c.writeToken(t, other, kb)), "round %d: the new holder's write", r)
+			}
+
+			c.signal(t, stalled, syscall.SIGCONT)
+			resumed := time.Now()
+			if fenced {
+				lateWrites++
+				if store.write(c.writeToken(t, stalled, ka)) {
+					lateAccepted++
+					t.Errorf("round %d: the stalled holder's late write was accepted", r)
+				}
+			}
+			lost := c.await(t, "lost", ka, stallNotice)
+			assert.Equal(t, []string{strconv.FormatInt(lost.ns, 10), "locklost"}, lost.rest,
+				"round %d: the stalled holder's held context ends with aqs.ErrLockLost", r)
+			if len(lost.rest) == 2 && lost.rest[1] == "locklost" {
+				lostSeen++
+			}
+			notices = append(notices, time.Unix(0, lost.ns).Sub(resumed))
+			t.Logf("round %d: stopped %v after the acquisition, for %v; taken over %v after it",
+				r, stoppedAt.Sub(time.Unix(0, got.ns)).Round(time.Millisecond),
+				resumed.Sub(stoppedAt).Round(time.Millisecond), takeovers[r].Round(time.Millisecond))
+
+			other.Send(t, fmt.Sprintf("release %d", kb))
+			c.await(t, "rel", kb, 10*time.Second)
+			c.kill(t, stalled)
+		}
+		c.end(t)
+		c.awaitFree(t, 5*time.Second)
+		count(c.overlaps, lateWrites, lateAccepted)
+		assert.Zero(t, c.overlaps, "overlaps")
+		assert.Empty(t, c.failures, "failures")
+		t.Logf("SUMMARY stall %s: %d rounds, lease %v; taken over after the acquisition max %v; held "+
+			"context done with ErrLockLost %d/%d times, max %v after SIGCONT; late writes %d, accepted %d "+
+			"(storage: %d accepted, %d refused); overlaps %d",
+			kind, rounds, stallLease, slices.Max(takeovers).Round(time.Millisecond), lostSeen, rounds,
+			slices.Max(notices).Round(time.Millisecond), lateWrites, lateAccepted, store.accepted, store.refused, c.overlaps)
+		assert.Zero(t, lateAccepted, "late writes accepted")
+	})
 }
 
 // writeToken has a's acquisition k send its write and returns the write's token.
