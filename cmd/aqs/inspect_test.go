@@ -742,3 +742,22 @@ func TestInspectSkipsStaleQueueEntriesAndJudgesTheLeaseByItsRecordedEnd(t *testi
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "nothing to release")
 }
+
+// A reentrant lock reserved for other Clients' waiters (lock_release.lua) is free: inspect
+// says for whom, and lists no holder.
+func TestInspectShowsAReentrantLockReservedForOtherClients(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Single(t)
+	name := redistest.Name(t)
+	c := newAdminClient(t, srv)
+	l, err := reentrant.New(c, name)
+	require.NoError(t, err)
+	client := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b"
+	require.NoError(t, srv.Client(t).Set(t.Context(), l.Key(), client+":r w", time.Minute).Err())
+
+	st := inspectJSON(t, srv, name)
+	assert.Equal(t, primReentrant, st.Kind)
+	assert.False(t, st.Held)
+	assert.Empty(t, st.Holders)
+	assert.Equal(t, client, st.ReservedBy)
+}

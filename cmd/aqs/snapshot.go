@@ -117,6 +117,9 @@ type nameState struct {
 	StaleEntries int `json:"stale_entries"`
 	// Permits is present for the semaphores only.
 	Permits *permitCounts `json:"permits,omitempty"`
+	// ReservedBy is set while a reentrant lock is free but reserved, for a moment, for the
+	// waiters of Clients other than this one (see internal/scripts/lock_release.lua).
+	ReservedBy string `json:"reserved_by,omitempty"`
 }
 
 // holdInfo is one hold.
@@ -360,6 +363,7 @@ type lockValue struct {
 	count  int64
 	token  *int64
 	marked bool // w: a waiter marked the lock (reentrant), or its queue is not empty (fair)
+	remote bool // r: a waiter of another Client than the holder's marked it (reentrant)
 	// end (e) is the holder's lease end, server ms, which only the fair lock records (while
 	// its queue is not empty).
 	end *int64
@@ -382,6 +386,8 @@ func parseLockValue(v string) (lockValue, bool) {
 		switch {
 		case f == "w":
 			lv.marked = true
+		case f == "r":
+			lv.remote = true
 		case f[0] == 'n' && err == nil:
 			lv.count = n
 		case f[0] == 't' && err == nil:
@@ -409,11 +415,16 @@ func (s *nameSnapshot) exclusive(r *nameState, lv *lockValue) {
 	switch {
 	case queue || (lv != nil && lv.end != nil):
 		r.Kind = primFair
-	case lv != nil && lv.marked:
+	case lv != nil && (lv.marked || lv.remote):
 		r.Kind = primReentrant
 		r.UnlistedWaiters = true
 	default:
 		r.Kind = primLock
+	}
+	if lv != nil && strings.HasSuffix(lv.hold, ":r") {
+		// A reservation, not a hold: the lock is free for other Clients' waiters.
+		r.ReservedBy = clientOfHold(lv.hold)
+		lv = nil
 	}
 	if lv != nil {
 		if h, ok := s.holderOf(*lv, "exclusive"); ok {
