@@ -180,18 +180,9 @@ func (s *fairMachine) expire(t *rapid.T) {
 	}
 }
 
-// noKeyWithoutTTL checks that the lock's keys expire. Until fair_acquire.lua gives d a TTL
-// when it makes d behind a ghost (see ttl_test.go), only l and q are checked, unless
-// lintest.KnownBugs: the machine's attempts join behind ghosts.
+// noKeyWithoutTTL checks that the lock's keys expire.
 func (s *fairMachine) noKeyWithoutTTL(t testing.TB, l *fair.Lock) {
-	if lintest.KnownBugs() {
-		redistest.AssertNoKeyWithoutTTL(t, s.rdb, l.Name(), l.Key())
-		return
-	}
-	redistest.AssertNoKeyWithoutTTL(t, s.rdb, s.keys[1], s.keys[1])
-	if pttl, err := s.rdb.PTTL(context.Background(), s.keys[0]).Result(); err != nil || pttl == -1 {
-		t.Fatalf("lock key %s: PTTL %v (%v)", s.keys[0], pttl, err)
-	}
+	redistest.AssertNoKeyWithoutTTL(t, s.rdb, l.Name(), l.Key())
 }
 
 func (s *fairMachine) check(t *rapid.T) {

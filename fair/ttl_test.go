@@ -10,23 +10,16 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/lintest"
 	"github.com/redaqs/aqs/internal/redistest"
 )
 
 // A waiter that joins a queue whose list still holds the entry of a waiter that gave up (a
 // ghost: giving up removes the entry from the deadline zset d only) makes d anew, and d must
 // expire like the rest.
-//
-// Known bug, reported: fair_acquire.lua sets the TTLs of q and d only when its RPUSH makes a
-// new list; behind a ghost the list exists, d does not (its last member left), and ZADD NX
-// makes d without a TTL. The waiter's first heartbeat, a third of the waiter timeout later,
-// sets one; if the waiter dies before it and the lock is not used again, d stays forever.
-// Run with AQS_KNOWN_BUGS=1 (lintest.KnownBugsEnv) until fair_acquire.lua is fixed.
+// fair_acquire.lua once set the TTLs of q and d only when its RPUSH made a new list, so that
+// d, made anew behind a ghost, had none until the waiter's first heartbeat, and stayed for
+// ever if the waiter died before it.
 func TestAWaiterBehindAGhostLeavesNoKeyWithoutTTL(t *testing.T) {
-	if !lintest.KnownBugs() {
-		t.Skipf("known bug (fair_acquire.lua: d made without a TTL behind a ghost); %s=1 runs it", lintest.KnownBugsEnv)
-	}
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		c := newClient(t, rdb)

@@ -506,8 +506,6 @@ func (s *semMachine) cleanup() {
 
 // noKeyWithoutTTL checks that the queue's keys (q, d) expire; s has no TTL by design (the
 // permits are configuration), nor has g (grant records, which belong with s: see _csem.lua).
-// d is checked only when lintest.KnownBugs until the scripts give it a TTL when they make it
-// behind a ghost (see ttl_test.go).
 func (s *semMachine) noKeyWithoutTTL(t testing.TB) { queueKeysExpire(t, s.rdb, s.keys) }
 
 func (s *semMachine) trySet(t *rapid.T) {
@@ -850,14 +848,10 @@ func (s *lsemMachine) cleanup() {
 // d as for the counting semaphore.
 func (s *lsemMachine) noKeyWithoutTTL(t testing.TB) { queueKeysExpire(t, s.rdb, s.keys) }
 
-// queueKeysExpire checks that a semaphore's queue list q (keys[1]) and, when
-// lintest.KnownBugs, its deadline zset d (keys[2]) have a TTL.
+// queueKeysExpire checks that a semaphore's queue list q (keys[1]) and deadline zset d
+// (keys[2]) have a TTL.
 func queueKeysExpire(t testing.TB, rdb redis.UniversalClient, keys []string) {
-	check := keys[1:2]
-	if lintest.KnownBugs() {
-		check = keys[1:3]
-	}
-	for _, k := range check {
+	for _, k := range keys[1:3] {
 		redistest.AssertNoKeyWithoutTTL(t, rdb, k, k)
 	}
 }

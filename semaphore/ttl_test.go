@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redaqs/aqs"
-	"github.com/redaqs/aqs/internal/lintest"
 	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/semaphore"
 )
@@ -17,17 +16,11 @@ import (
 // A waiter that joins a queue whose list still holds the entry of a waiter that gave up (a
 // ghost: leaving removes a waiter from the deadline zset d, and from the list only when it is
 // the head) makes d anew, and d must expire like the rest of the queue.
-//
-// Known bug, reported: the join (join in _sem.lua, and the arrival written out in
-// sem_acquire.lua and lsem_acquire.lua) sets the TTLs of q and d only when its RPUSH makes a
-// new list; behind a ghost the list exists, d does not (its last member left), and ZADD makes
-// d without a TTL. The waiter's first heartbeat, a third of the waiter timeout later, sets
-// one; if the waiter dies before it and the semaphore is not used again, d stays forever.
-// Run with AQS_KNOWN_BUGS=1 (lintest.KnownBugsEnv) until the scripts are fixed.
+// The joins (join in _sem.lua, and the arrivals written out in sem_acquire.lua and
+// lsem_acquire.lua) once set the TTLs of q and d only when their RPUSH made a new list, so
+// that d, made anew behind a ghost, had none until the waiter's first heartbeat, and stayed
+// for ever if the waiter died before it.
 func TestAWaiterBehindAGhostLeavesNoQueueKeyWithoutTTL(t *testing.T) {
-	if !lintest.KnownBugs() {
-		t.Skipf("known bug (sem and lsem joins: d made without a TTL behind a ghost); %s=1 runs it", lintest.KnownBugsEnv)
-	}
 	// behindAGhost makes the ghost with try (a wait that fails), joins with wait (a wait cut
 	// short by its context) and checks the queue keys of the semaphore whose keys are keys.
 	behindAGhost := func(t *testing.T, rdb redis.UniversalClient, keys []string,

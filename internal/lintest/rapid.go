@@ -1,7 +1,6 @@
 package lintest
 
 import (
-	"os"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -33,11 +32,3 @@ func (r rapidTB) Failed() bool                 { return r.rt.Failed() }
 func (r rapidTB) Skip(args ...any)             { r.rt.Skip(args...) }
 func (r rapidTB) Skipf(f string, args ...any)  { r.rt.Skipf(f, args...) }
 func (r rapidTB) SkipNow()                     { r.rt.SkipNow() }
-
-// KnownBugsEnv, set to 1, runs the checks of known bugs that were reported and are not fixed
-// yet; they are skipped otherwise, so that the suite passes until the fix. Each says what it
-// waits for.
-const KnownBugsEnv = "AQS_KNOWN_BUGS"
-
-// KnownBugs reports whether the checks of known bugs run (see KnownBugsEnv).
-func KnownBugs() bool { return os.Getenv(KnownBugsEnv) == "1" }

@@ -94,6 +94,11 @@ local function join(s, q, d, member, now, timeout, fresh, gated)
     end
   end
   redis.call('ZADD', d, string.format('%d', now + timeout), member)
+  if not sc then
+    -- The list may hold only ghosts (entries of waiters that left d), and d be new: it gets a
+    -- TTL if it has none.
+    redis.call('PEXPIRE', d, 2 * timeout, 'NX')
+  end
 end
 
 -- leave takes member out of the queue: out of d at once, its list entry dropped as a ghost

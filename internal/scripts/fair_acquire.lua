@@ -41,6 +41,10 @@ if v and ARGV[4] == '1' then
       if redis.call('RPUSH', q, member) == 1 then
         redis.call('PEXPIRE', q, 2 * timeout)
         redis.call('PEXPIRE', d, 2 * timeout)
+      else
+        -- The list may hold only ghosts (entries of waiters that left d), and d be new: it
+        -- gets a TTL if it has none (one call; the alternative, looking, costs as much).
+        redis.call('PEXPIRE', d, 2 * timeout, 'NX')
       end
       if redis.call('PTTL', l) < wait + timeout then
         redis.call('PEXPIRE', l, wait + 2 * timeout)
@@ -122,11 +126,15 @@ if ARGV[4] == '1' then
     end
     redis.call('ZADD', d, deadline, member)
   end
-  if added and redis.call('RPUSH', q, member) == 1 then
-    -- A new queue: it expires on its own once abandoned (heartbeats extend it while waiters
-    -- live), so a queue is never left behind.
-    redis.call('PEXPIRE', q, 2 * timeout)
-    redis.call('PEXPIRE', d, 2 * timeout)
+  if added then
+    if redis.call('RPUSH', q, member) == 1 then
+      -- A new queue: it expires on its own once abandoned (heartbeats extend it while
+      -- waiters live), so a queue is never left behind.
+      redis.call('PEXPIRE', q, 2 * timeout)
+      redis.call('PEXPIRE', d, 2 * timeout)
+    else
+      redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d is new behind ghosts (see above)
+    end
   end
   if v then
     -- Behind a holder: mark the lock (the release hands off), record its lease end and keep

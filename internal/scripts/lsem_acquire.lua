@@ -42,6 +42,8 @@ if first and v[3] and ARGV[5] == '1' and n <= total and total - (tonumber(v[2]) 
   if fresh then
     redis.call('PEXPIRE', q, 2 * timeout)
     redis.call('PEXPIRE', d, 2 * timeout)
+  else
+    redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d may be new behind ghosts (see join)
   end
   if nearest_end then
     return {-1, math.max(1, nearest_end - now)}

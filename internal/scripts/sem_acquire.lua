@@ -43,6 +43,8 @@ if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
   if first then
     redis.call('PEXPIRE', q, 2 * timeout)
     redis.call('PEXPIRE', d, 2 * timeout)
+  else
+    redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d may be new behind ghosts (see join)
   end
   if undo > 0 then
     redis.call('HINCRBY', s, 'a', undo)
