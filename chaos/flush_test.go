@@ -48,7 +48,7 @@ func TestScriptFlushDuringLoadIsInvisible(t *testing.T) {
 			}
 		}()
 		res := runLoad(t, loadConfig{
-			cfg:     primConfig{kind: kind, name: redistest.Name(t), waiterTimeout: time.Second, permits: 2},
+			cfg:     primConfig{kind: kind, name: redistest.Name(t), waiterTimeout: loadWaiterTimeout, permits: 2},
 			clients: clients, workers: 2, work: time.Millisecond, bound: 10 * time.Second, watchdog: time.Second,
 			longHold: longHold,
 		}, stop)
@@ -56,6 +56,7 @@ func TestScriptFlushDuringLoadIsInvisible(t *testing.T) {
 		t.Logf("SUMMARY script flush %s: %v with %d SCRIPT FLUSH in %v, one hold kept %v (watchdog 1s); %s",
 			kind, res, flushes, span, longHold, errorSample(res.errs, 3))
 		count(int(res.overlaps), 0, 0)
+		assert.Empty(t, res.stuck, "stuck after the load")
 		assert.Zero(t, res.overlaps, "overlaps")
 		assert.Empty(t, res.errs, "errors surfaced to callers")
 		assert.Zero(t, res.lost, "holds lost")

@@ -22,6 +22,12 @@ import (
 // flushed). Each worker acquires, enters the witness (witness_test.go), works a moment, leaves
 // and releases, over and over, until the load stops.
 
+// loadWaiterTimeout is the loads' waiter timeout: a waiter unheard of for that long is taken
+// for dead, and a counting semaphore's permits granted to it stay taken (by design, see
+// grants_in in internal/scripts/_csem.lua), so it leaves room for the heartbeats of a loaded
+// machine under -race.
+const loadWaiterTimeout = 3 * time.Second
+
 // loadConfig is one load.
 type loadConfig struct {
 	cfg     primConfig
@@ -45,12 +51,15 @@ type loadResult struct {
 	lost         int64 // holds whose held context ended during the work
 	errs         []string
 	maxGap       time.Duration // the longest time without any acquisition
+	freeAfter    time.Duration // how long after the load the primitive was free; -1: never
+	stuck        string        // why it was not
 }
 
 func (r loadResult) String() string {
 	return fmt.Sprintf("%d acquisitions (per worker min %d, max %d), longest time without one %v, "+
-		"overlaps %d, holds lost %d, errors %d", r.acquisitions, slices.Min(r.perWorker), slices.Max(r.perWorker),
-		r.maxGap.Round(time.Millisecond), r.overlaps, r.lost, len(r.errs))
+		"overlaps %d, holds lost %d, errors %d, free %v after the load", r.acquisitions, slices.Min(r.perWorker),
+		slices.Max(r.perWorker), r.maxGap.Round(time.Millisecond), r.overlaps, r.lost, len(r.errs),
+		r.freeAfter.Round(time.Millisecond))
 }
 
 // runLoad runs the load until stop is closed and returns what it did. A worker's op: rwlock
@@ -153,6 +162,23 @@ func runLoad(t *testing.T, lc loadConfig, stop <-chan struct{}) loadResult {
 	}
 	wg.Wait()
 	res.acquisitions, res.overlaps, res.lost = total.Load(), overlaps.Load(), lost.Load()
+	// Nothing stays stuck: once every worker is done, the primitive is free, or every permit
+	// is back (a hold whose release failed ends with its lease; the counting semaphore's
+	// permits have none, and its releases do not fail here).
+	p := prims[0]
+	var free bool
+	var err error
+	res.freeAfter = -1
+	start := time.Now()
+	if assertEventually(lc.watchdog+5*time.Second, func() bool {
+		free, err = p.free(context.Background())
+		return err == nil && free
+	}) {
+		res.freeAfter = time.Since(start)
+	} else {
+		res.stuck = fmt.Sprintf("not free %v after the load (last error %v); in Redis: %s",
+			lc.watchdog+5*time.Second, err, dump(admin, p.keys))
+	}
 	return res
 }
 

@@ -86,7 +86,7 @@ func TestPubSubKillsAndDroppedConnectionsKeepWaitersMoving(t *testing.T) {
 			}
 		}()
 		res := runLoad(t, loadConfig{
-			cfg:     primConfig{kind: kind, name: redistest.Name(t), waiterTimeout: time.Second, permits: 2},
+			cfg:     primConfig{kind: kind, name: redistest.Name(t), waiterTimeout: loadWaiterTimeout, permits: 2},
 			clients: clients, workers: 2, work: 2 * time.Millisecond, bound: 10 * time.Second,
 			watchdog: time.Second, admin: admin,
 		}, stop)
@@ -95,6 +95,7 @@ func TestPubSubKillsAndDroppedConnectionsKeepWaitersMoving(t *testing.T) {
 			"connection, latency %v every other %v; errors seen: %s", kind, res, span, kills, cuts, latency,
 			cutEvery, errorSample(res.errs, 4))
 		count(int(res.overlaps), 0, 0)
+		assert.Empty(t, res.stuck, "stuck after the load")
 		assert.Zero(t, res.overlaps, "overlaps")
 		assert.Less(t, res.maxGap, maxGap, "longest time without an acquisition")
 		for i, n := range res.perWorker {
