@@ -138,7 +138,14 @@ func runLoad(t *testing.T, lc loadConfig, stop <-chan struct{}) loadResult {
 				} else if err != nil {
 					fail("witness", err)
 				}
-				time.Sleep(work) // the work done under the hold
+				// The work done under the hold, which stops when the held context ends, as the
+				// contract asks: a lost hold leaves the witness at once.
+				timer := time.NewTimer(work)
+				select {
+				case <-timer.C:
+				case <-h.ctx.Done():
+					timer.Stop()
+				}
 				work = lc.work
 				if h.ctx.Err() != nil && !errors.Is(context.Cause(h.ctx), context.Canceled) {
 					lost.Add(1)
