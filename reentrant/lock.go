@@ -207,6 +207,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	}
 
 	sentAt := time.Now()
+	firstSent := sentAt
 	var a attempt
 	var err error
 	if (block || cfg.Wait > 0) && !cfg.Token {
@@ -247,8 +248,18 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	}
 	// handed turns a lock handed over by a local release into a held context: its lease
 	// started after that release was sent.
+	// Without a pick, the lock is this hold's by an attempt of its own whose reply was lost
+	// (go-redis runs a command again when its connection broke after it was sent, and the
+	// attempt that ran first took the lock): its lease started after the first attempt was
+	// sent. (A zero PickedAt would make the hold untrusted at once: lost on the spot, its
+	// Unlock failing with ErrLockLost, the key held to the end of its lease; the chaos
+	// package's network test saw it.)
 	handed := func() (context.Context, bool, error) {
-		return l.WonGrant(ctx, hold, cfg, w.PickedAt(), l.Lease(cfg))
+		since := w.PickedAt()
+		if since.IsZero() {
+			since = firstSent
+		}
+		return l.WonGrant(ctx, hold, cfg, since, l.Lease(cfg))
 	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop() // armed by each failed attempt; since Go 1.23 a stopped timer holds no value
