@@ -27,9 +27,13 @@ local function in_use(s, p, pn, now)
   return redis.call('HINCRBY', s, 'u', -back)
 end
 
--- add_permit leases n permits to id until now + lease.
+-- add_permit leases n permits to id until now + lease. A permit id that is leased already
+-- (the same acquisition run again: go-redis re-sends a command whose reply a broken connection
+-- lost) only has its lease set: its permits are not counted twice.
 local function add_permit(s, p, pn, id, n, lease, now)
-  redis.call('ZADD', p, string.format('%d', now + lease), id)
+  if redis.call('ZADD', p, string.format('%d', now + lease), id) == 0 then
+    return
+  end
   if n > 1 then
     redis.call('HSET', pn, id, n)
   end

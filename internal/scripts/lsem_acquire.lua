@@ -54,11 +54,14 @@ if first and not v[3] then
   -- Nobody queued and no grant to look for: the uncontended path, taken before any definition
   -- is made (each one costs the server a closure on every run) unless a lease ran out.
   if (not nearest_end or nearest_end > now) and total - (tonumber(v[2]) or 0) >= n then
-    redis.call('ZADD', p, string.format('%d', now + lease), hold)
-    if n > 1 then
-      redis.call('HSET', pn, hold, n)
+    -- As add_permit does it: a hold leased already (this attempt run again by go-redis's
+    -- retry) is not counted twice.
+    if redis.call('ZADD', p, string.format('%d', now + lease), hold) == 1 then
+      if n > 1 then
+        redis.call('HSET', pn, hold, n)
+      end
+      redis.call('HINCRBY', s, 'u', n)
     end
-    redis.call('HINCRBY', s, 'u', n)
     return 1
   end
 end
