@@ -11,7 +11,8 @@
 -- The write side is taken only when no writer holds and no reader's lease is live. Writers
 -- are not ordered among themselves: any waiting writer may win.
 --
--- Replies: >= 1 acquired (the fencing token when ARGV[5] was "1", else 1); < 0 not acquired,
+-- Replies: >= 1 acquired (the fencing token when ARGV[5] was "1", else 1; also when this hold
+-- has the write side already: the same attempt run again); < 0 not acquired,
 -- -1 - reply ms until the lock may change hands without a message (the writer's remaining
 -- lease, or the nearest reader lease end). Error WRONGTYPE when w holds a value aqs did not
 -- write.
@@ -23,7 +24,12 @@ local now = server_ms()
 local held = v and v ~= WAITING
 local wait
 if held then
-  parse_value(v)
+  local h, rest = parse_value(v)
+  if h == hold then
+    -- This attempt ran already and took the lock (go-redis re-sends a command whose reply a
+    -- broken connection lost): acquired, with the token it assigned, if any.
+    return tonumber(string.match(rest, ' t(%d+)')) or 1
+  end
   wait = redis.call('PTTL', w)
 else
   local e = live_first(r, now)
