@@ -125,7 +125,10 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 	if err := s.rt.Check(); err != nil {
 		return err
 	}
-	v, err := scripts.SemRelease.Run(context.WithoutCancel(ctx), s.rt.Redis, s.keys,
+	// A key of this release's own makes a second run of it (go-redis's retry after a lost
+	// reply) change nothing: see sem_release.lua.
+	keys := append(s.keys[:4:4], s.key+":r:"+s.rt.NewHoldID())
+	v, err := scripts.SemRelease.Run(context.WithoutCancel(ctx), s.rt.Redis, keys,
 		n, s.rt.PublishCommand(), s.rt.ID).Result()
 	if err != nil {
 		return core.RedisError(s.key, err)

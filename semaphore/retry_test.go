@@ -30,3 +30,38 @@ func TestALeasedAcquisitionRunTwiceLeasesItsPermitsOnce(t *testing.T) {
 		assert.Equal(t, 5-2*(i+1), avail, "after hold %d's acquisition ran twice", i+1)
 	}
 }
+
+// A counting release run twice (go-redis's retry after a lost reply) gives its permits back
+// once: permits are not owned, so without the release's own key the second run would let one
+// holder too many in. The second run answers what the first did, an error status too.
+func TestACountingReleaseRunTwiceGivesItsPermitsBackOnce(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	s := newSem(t, newClient(t, rdb), 2)
+	ctx := context.Background()
+	for range 2 {
+		ok, err := s.TryAcquire(ctx, 1)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	release := func(id string) int64 {
+		keys := append(s.Keys()[:4:4], s.Key()+":r:"+id)
+		for run := 0; run < 2; run++ {
+			r, err := scripts.SemRelease.Run(ctx, rdb, keys, 1, "PUBLISH", "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b").Int64()
+			require.NoError(t, err)
+			if run == 1 {
+				return r
+			}
+		}
+		return 0
+	}
+	assert.Equal(t, int64(0), release("a:1"))
+	avail, err := s.Available(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, avail, "one release of one permit, run twice")
+	assert.Equal(t, int64(0), release("a:2"))
+	assert.Equal(t, int64(-5), release("a:3"), "an over-release run twice is an over-release twice")
+	avail, err = s.Available(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, avail)
+	redistest.AssertNoKeyWithoutTTL(t, rdb, s.Key()+":r:a:1", s.Key()+":r:a:1")
+}

@@ -1,6 +1,7 @@
 -- sem_release: give n permits back to a counting semaphore and serve the queue.
 --
 -- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] g (see _sem.lua and _csem.lua)
+-- KEYS[5]  optional: "<s>:r:<release id>", a key of this call's own (see below)
 -- ARGV[1]  n (> 0)
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the caller's Client id: grants to its own waiters are returned, not published
@@ -11,6 +12,15 @@
 -- nobody waits. status: 0 released; -2 the permits were never set; -5 the release would make
 -- more permits available than the total (nothing changed).
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local once = KEYS[5]
+-- go-redis re-sends a command whose reply a broken connection lost (MaxRetries), and permits
+-- are not owned: a release run twice would give its permits back twice, one holder too many.
+-- So each release has a key of its own, set by its first run for 10s (any retry comes within
+-- them), and a run that finds it set is the same call again: it changes nothing and answers
+-- what the first run did, 0 or the error status it stored.
+if once and not redis.call('SET', once, '0', 'NX', 'PX', 10000) then
+  return tonumber(redis.call('GET', once)) or 0
+end
 local n = tonumber(ARGV[1])
 local v = redis.call('HMGET', s, 't', 'a', 'q')
 if v[1] and not v[3] then
@@ -20,6 +30,9 @@ if v[1] and not v[3] then
     return 0
   end
   redis.call('HINCRBY', s, 'a', -n)
+  if once then
+    redis.call('SET', once, '-5', 'PX', 10000)
+  end
   return -5
 end
 if v[1] and tonumber(v[2]) + 1125899906842624 == 0 then
@@ -54,9 +67,15 @@ end
 --@include _csem
 local c = counts(s, 0, v)
 if not c.total then
+  if once then
+    redis.call('SET', once, '-2', 'PX', 10000)
+  end
   return {-2}
 end
 if c.avail + n > c.total then
+  if once then
+    redis.call('SET', once, '-5', 'PX', 10000)
+  end
   return {-5}
 end
 c.avail = c.avail + n
