@@ -191,8 +191,10 @@ func (c counting) attempt(ctx context.Context, hold string, retry, enqueue, quic
 	if quick {
 		// The uncontended path: a script with one key and one argument, which changes
 		// nothing when it cannot take the permits; then the full attempt decides.
-		ok, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemTry, s.keys[:1], []any{c.n},
-			tookPermits, c.undo).Int()
+		// A key of this call's own makes a second run of it (go-redis's retry after a lost
+		// reply) take nothing more: see sem_try.lua.
+		ok, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemTry,
+			[]string{s.key, s.key + ":a:" + s.rt.NewHoldID()}, []any{c.n}, tookPermits, c.undo).Int()
 		if err != nil {
 			return reply{}, core.RedisError(s.key, err)
 		}
@@ -200,7 +202,8 @@ func (c counting) attempt(ctx context.Context, hold string, retry, enqueue, quic
 			return reply{status: acquired}, nil
 		}
 	}
-	v, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemAcquire, s.keys, []any{hold, c.n,
+	keys := append(s.keys[:4:4], s.key+":a:"+s.rt.NewHoldID()) // as for sem_try above
+	v, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemAcquire, keys, []any{hold, c.n,
 		s.waiterTimeout.Milliseconds(), flag(enqueue), s.rt.PublishCommand(), flag(retry)},
 		tookPermits, c.undo).Result()
 	if err != nil {

@@ -65,3 +65,43 @@ func TestACountingReleaseRunTwiceGivesItsPermitsBackOnce(t *testing.T) {
 	assert.Equal(t, 2, avail)
 	redistest.AssertNoKeyWithoutTTL(t, rdb, s.Key()+":r:a:1", s.Key()+":r:a:1")
 }
+
+// A counting acquisition run twice (go-redis's retry after a lost reply) takes its permits
+// once: the quick attempt (sem_try) and the full one (sem_acquire). Taken twice, the second
+// share would be lost for good, and a pool of one permit would hang every Acquire.
+func TestACountingAcquisitionRunTwiceTakesItsPermitsOnce(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	s := newSem(t, newClient(t, rdb), 5)
+	ctx := context.Background()
+	twice := func(script *scripts.Script, keys []string, args ...any) int64 {
+		var r int64
+		for range 2 {
+			v, err := script.Run(ctx, rdb, keys, args...).Result()
+			require.NoError(t, err)
+			switch v := v.(type) {
+			case int64:
+				r = v
+			case []any:
+				r = v[0].(int64)
+			}
+		}
+		return r
+	}
+	assert.Equal(t, int64(1), twice(scripts.SemTry, []string{s.Key(), s.Key() + ":a:c:1"}, 2))
+	avail, err := s.Available(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, avail, "sem_try of 2, run twice")
+
+	hold := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b:1"
+	keys := append(s.Keys()[:4:4], s.Key()+":a:c:2")
+	assert.Equal(t, int64(1), twice(scripts.SemAcquire, keys, hold, 2, 5000, "1", "PUBLISH", "0"))
+	avail, err = s.Available(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, avail, "sem_acquire of 2, run twice")
+
+	// A run that took nothing leaves no key behind, and a run again decides anew.
+	assert.Equal(t, int64(0), twice(scripts.SemTry, []string{s.Key(), s.Key() + ":a:c:3"}, 2))
+	exists, err := rdb.Exists(ctx, s.Key()+":a:c:3").Result()
+	require.NoError(t, err)
+	assert.Zero(t, exists)
+}

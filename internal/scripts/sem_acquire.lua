@@ -1,6 +1,9 @@
 -- sem_acquire: one attempt to take n permits of a counting semaphore.
 --
 -- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] g (see _sem.lua and _csem.lua)
+-- KEYS[5]  optional: "<s>:a:<call id>", a key of this call's own (see sem_release.lua): a run
+--          that finds it is the same call again, which took (1) or was granted (2) permits
+--          already, and answers that status; a run that took none deletes it
 -- ARGV[1]  hold id (never used again once it gave up)
 -- ARGV[2]  n, the permits asked for (> 0)
 -- ARGV[3]  waiter timeout in ms
@@ -20,6 +23,13 @@
 -- acquired, not queued; -1 queued; -2 the permits were never set; -3 n is above the total
 -- permits (and the hold left the queue).
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local once = KEYS[5]
+if once then
+  local prev = redis.call('SET', once, '1', 'NX', 'GET', 'PX', 10000)
+  if prev then
+    return tonumber(prev)
+  end
+end
 local hold, n = ARGV[1], tonumber(ARGV[2])
 local undo = tonumber(ARGV[7]) or 0
 local v = redis.call('HMGET', s, 't', 'a', 'q')
@@ -49,12 +59,18 @@ if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
   if undo > 0 then
     redis.call('HINCRBY', s, 'a', undo)
   end
+  if once then
+    redis.call('DEL', once)
+  end
   return -1
 end
 --@include _csem
 local c = counts(s, undo, v)
 if not c.total then
   save(s, c)
+  if once then
+    redis.call('DEL', once)
+  end
   return {-2}
 end
 local status, mine = 0, {}
@@ -91,5 +107,12 @@ else
   end
 end
 save(s, c)
+if once then
+  if status == 2 then
+    redis.call('SET', once, '2', 'PX', 10000)
+  elseif status ~= 1 then
+    redis.call('DEL', once)
+  end
+end
 table.insert(mine, 1, status)
 return mine

@@ -3,13 +3,22 @@
 -- server does the least work for it (the caller falls back to sem_acquire.lua on 0).
 --
 -- KEYS[1] s (see _sem.lua and _csem.lua)
+-- KEYS[2] optional: "<s>:a:<call id>", a key of this call's own (see sem_release.lua): a run
+--         that finds it set is the same call again, which took its permits already
 -- ARGV[1] n (> 0)
 --
 -- Replies: 1 acquired; 0 not (nothing changed).
+local once = KEYS[2]
+if once and not redis.call('SET', once, '1', 'NX', 'PX', 10000) then
+  return 1
+end
 local v = redis.call('HMGET', KEYS[1], 'a', 'q')
 local n = tonumber(ARGV[1])
 if v[2] == false and v[1] and tonumber(v[1]) >= n then
   redis.call('HINCRBY', KEYS[1], 'a', -n)
   return 1
+end
+if once then
+  redis.call('DEL', once) -- nothing taken: a run again may decide anew
 end
 return 0
