@@ -12,6 +12,7 @@ import (
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/reentrant"
+	"github.com/redaqs/aqs/semaphore"
 )
 
 // Replies lost on the way back. go-redis runs a command again when its connection broke after
@@ -44,4 +45,53 @@ func TestLockWhoseFirstAttemptLostItsReplyHoldsTheLock(t *testing.T) {
 	require.NoError(t, l.Unlock(held))
 	n, _ := srv.Client(t).Exists(ctx, l.Key()).Result()
 	assert.Zero(t, n, "the lock is free after the one Unlock")
+}
+
+// A counting semaphore's calls whose reply is lost, with go-redis's retries (they run twice)
+// and without them (the caller's call fails, or retries on its own): no permit is taken or
+// given back twice, and none is lost.
+func TestCountingCallsWhoseReplyIsLostCountEachPermitOnce(t *testing.T) {
+	for _, retries := range []int{0, -1} { // go-redis's default (3), and none
+		t.Run(map[int]string{0: "go-redis retries", -1: "no retries"}[retries], func(t *testing.T) {
+			ctx := context.Background()
+			srv := redistest.Single(t)
+			px := newProxy(t, srv.Addr())
+			rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: retries})
+			defer rdb.Close()
+			c, err := aqs.New(ctx, rdb)
+			require.NoError(t, err)
+			defer c.Close()
+			s, err := semaphore.New(c, redistest.Name(t))
+			require.NoError(t, err)
+			defer srv.Client(t).Del(ctx, s.Keys()...)
+			ok, err := s.TrySetPermits(ctx, 3)
+			require.NoError(t, err)
+			require.True(t, ok)
+			available := func() int {
+				n, err := s.Available(ctx)
+				require.NoError(t, err)
+				return n
+			}
+
+			px.DropNextReply()
+			ok, err = s.TryAcquire(ctx, 1)
+			if retries == 0 {
+				require.NoError(t, err)
+				require.True(t, ok)
+				assert.Equal(t, 2, available(), "the acquisition ran twice and took one permit")
+			} else {
+				require.Error(t, err, "the reply was lost")
+				// Its permit, taken by the script, is given back in the background.
+				require.Eventually(t, func() bool { return available() == 3 }, 5*time.Second,
+					10*time.Millisecond, "the permit of the failed call came back")
+				ok, err = s.TryAcquire(ctx, 1)
+				require.NoError(t, err)
+				require.True(t, ok)
+			}
+
+			px.DropNextReply()
+			require.NoError(t, s.Release(ctx, 1), "the release is sent again until it is known")
+			assert.Equal(t, 3, available(), "one permit back, not two")
+		})
+	}
 }

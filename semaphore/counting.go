@@ -24,8 +24,10 @@ package semaphore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -126,10 +128,21 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 		return err
 	}
 	// A key of this release's own makes a second run of it (go-redis's retry after a lost
-	// reply) change nothing: see sem_release.lua.
+	// reply) change nothing: see sem_release.lua. So when its outcome is unknown (the reply
+	// lost, go-redis's retries spent), it is sent again, for a few seconds, rather than
+	// leaving the caller to guess whether its permits came back.
 	keys := append(s.keys[:4:4], s.key+":r:"+s.rt.NewHoldID())
-	v, err := scripts.SemRelease.Run(context.WithoutCancel(ctx), s.rt.Redis, keys,
-		n, s.rt.PublishCommand(), s.rt.ID).Result()
+	var v any
+	var err error
+	for delay := 20 * time.Millisecond; ; delay *= 2 {
+		v, err = scripts.SemRelease.Run(context.WithoutCancel(ctx), s.rt.Redis, keys,
+			n, s.rt.PublishCommand(), s.rt.ID).Result()
+		var replied redis.Error
+		if err == nil || errors.As(err, &replied) || delay > 2*time.Second || s.rt.Check() != nil {
+			break
+		}
+		time.Sleep(delay) // a pause before trying again, not a wait for a condition
+	}
 	if err != nil {
 		return core.RedisError(s.key, err)
 	}
@@ -193,20 +206,23 @@ func (c counting) attempt(ctx context.Context, hold string, retry, enqueue, quic
 		// nothing when it cannot take the permits; then the full attempt decides.
 		// A key of this call's own makes a second run of it (go-redis's retry after a lost
 		// reply) take nothing more: see sem_try.lua.
+		once := s.key + ":a:" + s.rt.NewHoldID()
 		ok, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemTry,
-			[]string{s.key, s.key + ":a:" + s.rt.NewHoldID()}, []any{c.n}, tookPermits, c.undo).Int()
+			[]string{s.key, once}, []any{c.n}, tookPermits, c.undo).Int()
 		if err != nil {
+			c.unsure(once, err)
 			return reply{}, core.RedisError(s.key, err)
 		}
 		if ok == 1 {
 			return reply{status: acquired}, nil
 		}
 	}
-	keys := append(s.keys[:4:4], s.key+":a:"+s.rt.NewHoldID()) // as for sem_try above
-	v, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemAcquire, keys, []any{hold, c.n,
-		s.waiterTimeout.Milliseconds(), flag(enqueue), s.rt.PublishCommand(), flag(retry)},
-		tookPermits, c.undo).Result()
+	once := s.key + ":a:" + s.rt.NewHoldID() // as for sem_try above
+	v, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemAcquire,
+		append(s.keys[:4:4], once), []any{hold, c.n, s.waiterTimeout.Milliseconds(), flag(enqueue),
+			s.rt.PublishCommand(), flag(retry)}, tookPermits, c.undo).Result()
 	if err != nil {
+		c.unsure(once, err)
 		return reply{}, core.RedisError(s.key, err)
 	}
 	status, _ := s.parse(v, false)
@@ -286,4 +302,52 @@ func flag(b bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// unsure settles an attempt whose outcome err leaves unknown (its reply was lost: the script
+// may have run, or not): its key of its own (once, see sem_try.lua) exists exactly when it
+// took permits, so whoever deletes it gives them back, with a release of a fixed key of its
+// own too, so that retrying it is safe. In the background, retried while the key may still be
+// there (it lives 10s). An error Redis replied is no doubt (the script ran, and failed before
+// taking anything: its key, set first, expires), and a replica-sync failure was undone already.
+func (c counting) unsure(once string, err error) {
+	var replied redis.Error
+	if errors.As(err, &replied) || errors.Is(err, core.ErrReplicaSync) {
+		return
+	}
+	s := c.s
+	release := append(s.keys[:4:4], s.key+":r:"+s.rt.NewHoldID())
+	s.rt.Go(func(rctx context.Context) {
+		taken := false
+		for delay := 50 * time.Millisecond; delay < 5*time.Second; delay *= 2 {
+			cctx, cancel := context.WithTimeout(rctx, time.Second)
+			var err error
+			if !taken {
+				var n int64
+				n, err = s.rt.Redis.Del(cctx, once).Result()
+				taken = err == nil && n == 1
+				if err == nil && !taken {
+					cancel()
+					return // it took nothing
+				}
+			}
+			if taken {
+				var v any
+				v, err = scripts.SemRelease.Run(cctx, s.rt.Redis, release, c.n, s.rt.PublishCommand(),
+					s.rt.ID).Result()
+				if err == nil {
+					s.parse(v, false)
+				}
+			}
+			cancel()
+			if err == nil || rctx.Err() != nil {
+				return
+			}
+			select {
+			case <-time.After(delay):
+			case <-rctx.Done():
+				return
+			}
+		}
+	})
 }
