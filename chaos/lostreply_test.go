@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/reentrant"
 	"github.com/redaqs/aqs/semaphore"
@@ -93,5 +94,56 @@ func TestCountingCallsWhoseReplyIsLostCountEachPermitOnce(t *testing.T) {
 			require.NoError(t, s.Release(ctx, 1), "the release is sent again until it is known")
 			assert.Equal(t, 3, available(), "one permit back, not two")
 		})
+	}
+}
+
+// The fair lock, likewise: a Lock whose first attempt (SET NX) ran but lost its reply finds
+// the lock its own on the retry, trusted, and one Unlock frees it.
+func TestFairLockWhoseFirstAttemptLostItsReplyHoldsTheLock(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Single(t)
+	px := newProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
+	defer rdb.Close()
+	c, err := aqs.New(ctx, rdb, aqs.WithWatchdogTimeout(3*time.Second))
+	require.NoError(t, err)
+	defer c.Close()
+	l, err := fair.New(c, redistest.Name(t))
+	require.NoError(t, err)
+	defer srv.Client(t).Del(ctx, l.Keys()...)
+	for _, call := range []string{"SET NX", "fair_acquire", "fair_acquire, subscribed"} {
+		if call == "fair_acquire, subscribed" {
+			// A waiter of this Client leaves the hub subscribed to the Client's grant channel
+			// (it lingers): the next Lock skips the SET NX and tries in its waiting loop.
+			first, err := l.Lock(ctx)
+			require.NoError(t, err)
+			got := make(chan context.Context, 1)
+			go func() {
+				h, err := l.Lock(ctx)
+				assert.NoError(t, err)
+				got <- h
+			}()
+			require.Eventually(t, func() bool {
+				return srv.Client(t).ZCard(ctx, l.Key()+":d").Val() == 1
+			}, 5*time.Second, 5*time.Millisecond, "the waiter never queued")
+			require.NoError(t, l.Unlock(first))
+			require.NoError(t, l.Unlock(<-got))
+		}
+		px.DropNextReply()
+		var held context.Context
+		if call == "SET NX" {
+			held, err = l.Lock(ctx)
+		} else {
+			held, err = l.Lock(ctx, aqs.WithFencingToken()) // no SET NX: the script first
+		}
+		require.NoError(t, err, call)
+		select { // the watchdog would end a hold whose lease it counted from too early
+		case <-held.Done():
+			t.Fatalf("%s: the hold was lost: %v", call, context.Cause(held))
+		case <-time.After(300 * time.Millisecond):
+		}
+		require.NoError(t, l.Unlock(held), call)
+		n, _ := srv.Client(t).Exists(ctx, l.Key()).Result()
+		assert.Zero(t, n, "%s: the lock is free after the one Unlock", call)
 	}
 }

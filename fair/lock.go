@@ -216,8 +216,12 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	// waiter: while the queue is not empty the lock key exists even when the holder's lease has
 	// run out (see _lock_value.lua). When it fails, the attempts go through fair_acquire.lua.
 	w := l.RT.Hub.Join(l.grants, hold)
+	// firstSent: nothing of this hold reached Redis before it, so a lock that an attempt finds
+	// already its own (fair_acquire.lua's 2) was taken after it, also when that was an earlier
+	// attempt of its own whose reply was lost (go-redis then runs the attempt again).
+	firstSent := time.Now()
 	if w == nil && !cfg.Token { // when this Client has waiters already, the lock is contended
-		sentAt := time.Now()
+		sentAt := firstSent
 		ok, err := l.SetNXAcquire(ctx, hold, l.Lease(cfg))
 		if err != nil {
 			l.Abandon(hold, err)
@@ -229,8 +233,9 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	}
 
 	// queuedAt is the send time of the last attempt that found this hold queued: a grant came
-	// later, so a granted lease started after it (the heartbeats move it on too).
-	var queuedAt time.Time
+	// later, so a granted lease started after it (the heartbeats move it on too). Until then,
+	// the first attempt's.
+	queuedAt := firstSent
 	// joined is the send time of the first attempt that found this hold queued: heartbeats
 	// start once it has waited a third of the waiter timeout (see below).
 	var joined time.Time
@@ -239,6 +244,9 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		a, err := l.attempt(ctx, hold, cfg, true)
 		if err != nil {
 			return nil, false, l.failed(ctx, hold, cfg, err)
+		}
+		if a.granted { // an earlier run of our own took it, or queued and was handed it
+			return l.WonGrant(ctx, hold, cfg, firstSent, l.waiterTimeout)
 		}
 		if a.acquired {
 			return l.Won(ctx, hold, cfg, a.token, sentAt)
