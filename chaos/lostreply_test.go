@@ -20,19 +20,28 @@ import (
 // the command was sent (Options.MaxRetries), so a script or SET that ran, but whose reply was
 // lost, runs twice. The proxy drops exactly one reply.
 
+// behindAProxy returns the shared server, a proxy in front of it, and an aqs Client (watchdog
+// timeout 3s) on a go-redis client through the proxy with opt (its Addr set here).
+func behindAProxy(t *testing.T, opt *redis.Options) (*redistest.Server, *proxy, *aqs.Client) {
+	t.Helper()
+	srv := redistest.Single(t)
+	px := newProxy(t, srv.Addr())
+	opt.Addr = px.Addr()
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	c, err := aqs.New(context.Background(), rdb, aqs.WithWatchdogTimeout(3*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return srv, px, c
+}
+
 // A Lock whose first attempt (SET NX) ran but lost its reply finds, on the retry, the key held
 // by its own hold id: the lock is its own, at once, with a lease counted from the first
 // attempt (it was lost on the spot, and its Unlock failed with ErrLockLost, before the fix in
 // reentrant/lock.go).
 func TestLockWhoseFirstAttemptLostItsReplyHoldsTheLock(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Single(t)
-	px := newProxy(t, srv.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
-	defer rdb.Close()
-	c, err := aqs.New(ctx, rdb, aqs.WithWatchdogTimeout(3*time.Second))
-	require.NoError(t, err)
-	defer c.Close()
+	srv, px, c := behindAProxy(t, &redis.Options{})
 	l, err := reentrant.New(c, redistest.Name(t))
 	require.NoError(t, err)
 	defer srv.Client(t).Del(ctx, l.Key())
@@ -55,13 +64,7 @@ func TestCountingCallsWhoseReplyIsLostCountEachPermitOnce(t *testing.T) {
 	for _, retries := range []int{0, -1} { // go-redis's default (3), and none
 		t.Run(map[int]string{0: "go-redis retries", -1: "no retries"}[retries], func(t *testing.T) {
 			ctx := context.Background()
-			srv := redistest.Single(t)
-			px := newProxy(t, srv.Addr())
-			rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: retries})
-			defer rdb.Close()
-			c, err := aqs.New(ctx, rdb)
-			require.NoError(t, err)
-			defer c.Close()
+			srv, px, c := behindAProxy(t, &redis.Options{MaxRetries: retries})
 			s, err := semaphore.New(c, redistest.Name(t))
 			require.NoError(t, err)
 			defer srv.Client(t).Del(ctx, s.Keys()...)
@@ -101,13 +104,7 @@ func TestCountingCallsWhoseReplyIsLostCountEachPermitOnce(t *testing.T) {
 // the lock its own on the retry, trusted, and one Unlock frees it.
 func TestFairLockWhoseFirstAttemptLostItsReplyHoldsTheLock(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Single(t)
-	px := newProxy(t, srv.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
-	defer rdb.Close()
-	c, err := aqs.New(ctx, rdb, aqs.WithWatchdogTimeout(3*time.Second))
-	require.NoError(t, err)
-	defer c.Close()
+	srv, px, c := behindAProxy(t, &redis.Options{})
 	l, err := fair.New(c, redistest.Name(t))
 	require.NoError(t, err)
 	defer srv.Client(t).Del(ctx, l.Keys()...)
