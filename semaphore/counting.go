@@ -261,7 +261,9 @@ func (c counting) confirm(ctx context.Context, _ string) error {
 
 func (c counting) beat(hold string) *core.Beat {
 	s := c.s
-	return &core.Beat{Keys: s.keys, Script: scripts.SemHeartbeat,
+	// The fifth key lets a heartbeat that collected the grant answer so again if it runs
+	// twice (see sem_heartbeat.lua).
+	return &core.Beat{Keys: append(s.keys[:4:4], s.key+":b:"+hold), Script: scripts.SemHeartbeat,
 		Args: []any{hold, c.n, s.waiterTimeout.Milliseconds(), s.rt.PublishCommand()}}
 }
 

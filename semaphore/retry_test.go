@@ -105,3 +105,28 @@ func TestACountingAcquisitionRunTwiceTakesItsPermitsOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, exists)
 }
+
+// A heartbeat that collected its waiter's grant and runs again (go-redis's retry after lost
+// replies) answers 2 again: answering 0 (no record, no queue entry left) would send the
+// waiter to join anew, and the permits granted to it would never be used.
+func TestACountingHeartbeatRunTwiceReportsTheGrantTwice(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	s := newSem(t, newClient(t, rdb), 1)
+	ctx := context.Background()
+	ok, err := s.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	hold := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b:1"
+	queued, err := scripts.SemAcquire.Run(ctx, rdb, s.Keys()[:4], hold, 1, 5000, "1", "PUBLISH", "0").Slice()
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), queued[0], "queued behind the holder")
+	require.NoError(t, s.Release(ctx, 1)) // granted to the waiter, which hears nothing yet
+
+	keys := append(s.Keys()[:4:4], s.Key()+":b:"+hold)
+	for run := 1; run <= 2; run++ {
+		r, err := scripts.SemHeartbeat.Run(ctx, rdb, keys, hold, 1, 5000, "PUBLISH").Int64()
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), r, "run %d of the heartbeat", run)
+	}
+	redistest.AssertNoKeyWithoutTTL(t, rdb, s.Key()+":b:"+hold, s.Key()+":b:"+hold)
+}

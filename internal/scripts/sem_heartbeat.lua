@@ -3,6 +3,10 @@
 -- waiters before it died) is served without waiting for one.
 --
 -- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] g (see _sem.lua and _csem.lua)
+-- KEYS[5]  optional: "<s>:b:<hold id>", set for 10s when a heartbeat collects the hold's
+--          grant, so that the same heartbeat run again (go-redis re-sends a pipeline whose
+--          replies a broken connection lost) answers 2 again: the record is gone by then, and
+--          answering 0 would send the waiter to join anew, its granted permits never used
 -- ARGV[1]  hold id
 -- ARGV[2]  n, the permits it asked for
 -- ARGV[3]  waiter timeout in ms
@@ -21,7 +25,13 @@ if c.total and c.gated then
   serve(s, q, d, g, c, now, ARGV[4], nil)
   save(s, c)
 end
+if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
+  return 2
+end
 if take_grant(g, member, now) then
+  if KEYS[5] then
+    redis.call('SET', KEYS[5], '1', 'PX', 10000)
+  end
   return 2
 end
 local sc = redis.call('ZSCORE', d, member)
