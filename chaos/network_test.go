@@ -29,10 +29,9 @@ import (
 // The counting semaphore runs without the cuts: under them, in about three runs in four of
 // the full version (fewer in the short one), one of its two permits stayed taken after the
 // load (no caller saw an error, and the witness no overlap). Not pinned down yet. What it is
-// not: a repeated release or acquisition (each has a key of its own, lostreply_test.go), nor a
-// repeated heartbeat that collected a grant (it answers 2 again now). What it may be: a grant
-// whose waiter, cut off, could not collect it before its record's deadline, whose permits stay
-// taken by design (see _csem.lua: they may have been taken by a waiter that died).
+// not: a repeated release or acquisition (each has a key of its own, lostreply_test.go), a
+// repeated heartbeat that collected a grant (it answers 2 again now), nor a grant expiring
+// uncollected (a waiter timeout of 10s instead of 3s leaks as often).
 
 func TestPubSubKillsAndDroppedConnectionsKeepWaitersMoving(t *testing.T) {
 	span := scale(3*time.Second, 30*time.Second)
