@@ -219,7 +219,7 @@ func (c counting) attempt(ctx context.Context, hold string, retry, enqueue, quic
 	}
 	once := s.key + ":a:" + s.rt.NewHoldID() // as for sem_try above
 	v, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemAcquire,
-		append(s.keys[:4:4], once), []any{hold, c.n, s.waiterTimeout.Milliseconds(), flag(enqueue),
+		append(s.keys[:4:4], once, s.key+":b:"+hold), []any{hold, c.n, s.waiterTimeout.Milliseconds(), flag(enqueue),
 			s.rt.PublishCommand(), flag(retry)}, tookPermits, c.undo).Result()
 	if err != nil {
 		c.unsure(once, err)

@@ -129,4 +129,16 @@ func TestACountingHeartbeatRunTwiceReportsTheGrantTwice(t *testing.T) {
 		assert.Equal(t, int64(2), r, "run %d of the heartbeat", run)
 	}
 	redistest.AssertNoKeyWithoutTTL(t, rdb, s.Key()+":b:"+hold, s.Key()+":b:"+hold)
+
+	// The waiter heard neither reply, and attempts again: the heartbeat's mark tells it that
+	// it was granted, and it takes nothing more.
+	require.NoError(t, s.Release(ctx, 1)) // a permit free, so that taking one more could pass
+	again, err := scripts.SemAcquire.Run(ctx, rdb,
+		append(s.Keys()[:4:4], s.Key()+":a:c:1", s.Key()+":b:"+hold),
+		hold, 1, 5000, "1", "PUBLISH", "1").Slice()
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), again[0], "granted, as the heartbeat found")
+	avail, err := s.Available(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, avail, "the waiter took no permit besides its granted one")
 }

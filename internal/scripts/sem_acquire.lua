@@ -4,6 +4,8 @@
 -- KEYS[5]  optional: "<s>:a:<call id>", a key of this call's own (see sem_release.lua): a run
 --          that finds it is the same call again, which took (1) or was granted (2) permits
 --          already, and answers that status; a run that took none deletes it
+-- KEYS[6]  optional: "<s>:b:<hold id>", the mark of a heartbeat that collected the hold's
+--          grant (see sem_heartbeat.lua)
 -- ARGV[1]  hold id (never used again once it gave up)
 -- ARGV[2]  n, the permits asked for (> 0)
 -- ARGV[3]  waiter timeout in ms
@@ -92,7 +94,11 @@ else
   if c.gated then
     mine = serve(s, q, d, g, c, now, ARGV[5], string.sub(hold, 1, 36))
   end
-  if ARGV[6] == '1' and take_grant(g, member, now) then
+  if ARGV[6] == '1' and (take_grant(g, member, now)
+      or (KEYS[6] and redis.call('EXISTS', KEYS[6]) == 1)) then
+    -- Granted: its record is here, or a heartbeat collected it already (KEYS[6], see
+    -- sem_heartbeat.lua) and its reply never reached the waiter: taking permits again
+    -- would lose the granted ones.
     status = 2
   elseif n > c.total then
     leave(q, d, member, now)
