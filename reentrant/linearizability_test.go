@@ -5,8 +5,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/lintest"
-	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/reentrant"
 )
 
@@ -17,30 +17,17 @@ import (
 // (lintest.SplitWaits). The run leaves no key without a TTL.
 func TestReentrantLockIsLinearizable(t *testing.T) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
-		first := make([]*reentrant.Lock, lintest.Locks)
-		locks := make([][]lintest.Locker, lintest.Clients) // [client][key]
-		for ci := range lintest.Clients {
-			c := newClient(t, lintest.OwnRedis(t, rdb))
-			for k := range lintest.Locks {
-				if ci == 0 {
-					first[k] = newLock(t, c)
+		lintest.RunNamedLocks(t, rdb,
+			func(r redis.UniversalClient) *aqs.Client { return newClient(t, r) },
+			func(c *aqs.Client, name string) lintest.NamedLocker {
+				if name == "" {
+					return newLock(t, c)
 				}
-				l, err := reentrant.New(c, first[k].Name())
+				l, err := reentrant.New(c, name)
 				if err != nil {
 					t.Fatal(err)
 				}
-				locks[ci] = append(locks[ci], l)
-			}
-		}
-
-		history := lintest.RunLocks(t, locks, true)
-		if t.Failed() {
-			return
-		}
-		lintest.LogLockOutcomes(t, history)
-		lintest.Check(t, lintest.HandOffLockModel, lintest.SplitWaits(history))
-		for _, l := range first {
-			redistest.AssertNoKeyWithoutTTL(t, rdb, l.Name(), l.Key())
-		}
+				return l
+			}, lintest.HandOffLockModel)
 	})
 }

@@ -332,3 +332,46 @@ func Check(t *testing.T, model porcupine.Model, history []porcupine.Operation) {
 		t.Fatalf("history of %d operations is not linearizable", len(history))
 	}
 }
+
+// NamedLocker is a lock that RunNamedLocks can name and find the keys of: reentrant.Lock and
+// fair.Lock are.
+type NamedLocker interface {
+	Locker
+	Name() string
+	Key() string
+}
+
+// RunNamedLocks runs RunLocks, with waits, on Locks locks shared by Clients Clients (each
+// with a go-redis client of its own to rdb's servers), checks the history, split by
+// SplitWaits, against model, and checks that the run left no key without a TTL. client makes
+// an aqs Client on a go-redis client; lock makes the lock of a name on a Client, a fresh
+// name when name is "".
+func RunNamedLocks(t *testing.T, rdb redis.UniversalClient, client func(redis.UniversalClient) *aqs.Client,
+	lock func(c *aqs.Client, name string) NamedLocker, model porcupine.Model) {
+	t.Helper()
+	first := make([]NamedLocker, Locks)
+	locks := make([][]Locker, Clients) // [client][key]
+	for ci := range Clients {
+		c := client(OwnRedis(t, rdb))
+		for k := range Locks {
+			name := ""
+			if ci > 0 {
+				name = first[k].Name()
+			}
+			l := lock(c, name)
+			if ci == 0 {
+				first[k] = l
+			}
+			locks[ci] = append(locks[ci], l)
+		}
+	}
+	history := RunLocks(t, locks, true)
+	if t.Failed() {
+		return
+	}
+	LogLockOutcomes(t, history)
+	Check(t, model, SplitWaits(history))
+	for _, l := range first {
+		redistest.AssertNoKeyWithoutTTL(t, rdb, l.Name(), l.Key())
+	}
+}
