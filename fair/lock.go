@@ -7,6 +7,9 @@
 // inside the release script, and notifies only that waiter's Client, which owns the lock on
 // receipt, without a further round trip. When that waiter is of the releaser's own Client,
 // nothing is published: the release's reply names it and the releasing goroutine wakes it.
+// A goroutine that asks for the lock while its own Client holds it rides along: its join goes
+// to Redis with that hold's release, in the same script, rather than in a round trip of its
+// own (see ride.go); it joins at the tail all the same.
 //
 // The queue lives in Redis as a list (arrival order) and a zset of liveness deadlines, in the
 // lock's slot (see internal/scripts/_fair_queue.lua). Each waiter's deadline is its own,
@@ -22,6 +25,7 @@ package fair
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/redaqs/aqs"
@@ -35,6 +39,8 @@ type Lock struct {
 	*excl.Base
 	waiterTimeout time.Duration
 	grants        string // this Client's grant channel: "<key>:c:<client id>"
+	rides         rides  // see ride.go
+	rideWindow    time.Duration
 }
 
 // Info is a snapshot of the lock's holder in Redis.
@@ -64,11 +70,16 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Lock{Base: b, waiterTimeout: 5 * time.Second, grants: b.Key() + ":c:" + b.RT.ID}
+	l := &Lock{Base: b, waiterTimeout: 5 * time.Second, grants: b.Key() + ":c:" + b.RT.ID,
+		rideWindow: rideWindow}
 	// A release that hands the lock to a waiter of this Client tells it here, with no pub/sub
 	// message. Should the reply be lost, the waiter finds its grant at its next attempt or
 	// heartbeat, as for a lost message.
-	b.Handed = func(hold string) { b.RT.Hub.Deliver(l.grants, hold) }
+	b.Handed = func(hold string) {
+		l.heldBy(hold)
+		b.RT.Hub.Deliver(l.grants, hold)
+	}
+	b.Carry = l.carry
 	for _, o := range opts {
 		if o == nil {
 			return nil, core.Invalid("nil option")
@@ -176,7 +187,18 @@ func (l *Lock) abandon(hold string, cfg core.LockConfig) {
 	})
 }
 
+// acquire takes the lock (see take) and records, for riders, that this Client holds it.
 func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
+	held, ok, err := l.take(ctx, cfg, block)
+	if ok {
+		if a := l.RT.Held(held, l.Key()); a != nil {
+			l.heldBy(a.Hold().ID)
+		}
+	}
+	return held, ok, err
+}
+
+func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
 	if err := l.RT.Check(); err != nil {
 		return nil, false, err
 	}
@@ -220,6 +242,27 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	// already its own (fair_acquire.lua's 2) was taken after it, also when that was an earlier
 	// attempt of its own whose reply was lost (go-redis then runs the attempt again).
 	firstSent := time.Now()
+	// A waiter whose Client holds the lock already rides along with the hold's release,
+	// rather than join on its own (see ride.go).
+	var carried *rode
+	if w == nil && l.heldHere() {
+		// The first waiter of this Client to ride subscribes first (as the first attempt
+		// would once queued), so that a grant finds it.
+		var err error
+		if w, err = l.RT.Hub.Wait(waitCtx, l.grants, hold); err != nil {
+			return l.ended(ctx, waitCtx, err)
+		}
+	}
+	if w != nil {
+		out, ended := l.ride(waitCtx, hold+" "+strconv.FormatInt(l.Lease(cfg).Milliseconds(), 10))
+		switch {
+		case ended:
+			w.Close()
+			return l.ended(ctx, waitCtx, aqs.ErrClosed)
+		case out.joined:
+			carried = &out
+		}
+	}
 	if w == nil && !cfg.Token { // when this Client has waiters already, the lock is contended
 		sentAt := firstSent
 		ok, err := l.SetNXAcquire(ctx, hold, l.Lease(cfg))
@@ -277,8 +320,13 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	defer timer.Stop()
 	for {
 		sentAt := time.Now()
-		a, err := l.attempt(ctx, hold, cfg, true)
-		if err != nil {
+		var a attempt
+		var err error
+		if carried != nil {
+			// Queued by the release that carried it: that release stands for the first
+			// attempt, and the new holder's lease bounds the first wait.
+			a, sentAt, carried = attempt{wait: max(carried.wait, time.Millisecond)}, carried.sentAt, nil
+		} else if a, err = l.attempt(ctx, hold, cfg, true); err != nil {
 			return nil, false, l.failed(ctx, hold, cfg, err)
 		}
 		if a.granted {
@@ -344,6 +392,18 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		}
 		timer.Stop()
 	}
+}
+
+// ended is the outcome of a wait that ended before anything of it reached Redis: the wait
+// bound ran out (no error), ctx ended (its cause), or else err.
+func (l *Lock) ended(ctx, waitCtx context.Context, err error) (context.Context, bool, error) {
+	switch {
+	case ctx.Err() != nil:
+		return nil, false, context.Cause(ctx)
+	case waitCtx.Err() != nil:
+		return nil, false, nil
+	}
+	return nil, false, err
 }
 
 // queue starts the heartbeats that keep the hold's place in the queue.

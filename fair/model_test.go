@@ -115,24 +115,73 @@ func (s *fairMachine) release(t *rapid.T) {
 		e = "1"
 	}
 	r, err := scripts.FairRelease.Run(context.Background(), s.rdb, s.keys, sl.hold, e, s.pub).Result()
+	want, merr := s.m.Release(s.now, sl.hold, end)
+	s.checkRelease(t, sl.hold, end, r, err, want, merr)
+	s.renew(sl)
+}
+
+// checkRelease compares a plain reply of fair_release.lua with the model's release.
+func (s *fairMachine) checkRelease(t *rapid.T, hold string, end bool, r any, err error, want model.ReleaseResult, merr error) {
 	if err != nil {
 		t.Fatalf("%s: %v", scripts.FairRelease.Name(), err)
 	}
-	want, err := s.m.Release(s.now, sl.hold, end)
 	// A hand-off to a waiter of the releaser's own Client is reported with the waiter's hold
 	// id (the caller tells it); any other outcome with the count left.
 	var expect any = int64(want.Count)
-	if want.Granted != "" && want.Granted[:36] == sl.hold[:36] {
+	if want.Granted != "" && want.Granted[:36] == hold[:36] {
 		expect = want.Granted
 	}
 	switch {
-	case err != nil:
+	case merr != nil:
 		if r != int64(-1) {
-			t.Fatalf("release by non-holder %s: redis %v", sl.hold, r)
+			t.Fatalf("release by non-holder %s: redis %v", hold, r)
 		}
 	case r != expect:
-		t.Fatalf("release by %s (end %v): redis %v, model %+v", sl.hold, end, r, want)
+		t.Fatalf("release by %s (end %v): redis %v, model %+v", hold, end, r, want)
 	}
+}
+
+// releaseRiding ends a hold with riders (see fair/ride.go): new waiters of the releaser's
+// Client that join with the release. They join, at the tail and in order, only when the
+// release ends a plain hold (held once, no token), and then the reply names the new holder
+// when it is of the releaser's Client; otherwise the release is a plain one and they do not
+// join.
+func (s *fairMachine) releaseRiding(t *rapid.T) {
+	sl := s.slot(t)
+	client := sl.hold[:36]
+	args := []any{sl.hold, "1", s.pub, smTimeout}
+	var riders []*fairSlot
+	for i := rapid.IntRange(1, 3).Draw(t, "riders"); i > 0; i-- {
+		s.seq++
+		h := fmt.Sprintf("%s:%d", client, s.seq)
+		riders = append(riders, &fairSlot{hold: h})
+		args = append(args, fmt.Sprintf("%s %d", h, smLease))
+	}
+	r, err := scripts.FairRelease.Run(context.Background(), s.rdb, s.keys, args...).Result()
+	holder, count, held := s.m.Holder(s.now)
+	if !held || holder != sl.hold || count != 1 {
+		want, merr := s.m.Release(s.now, sl.hold, true)
+		s.checkRelease(t, sl.hold, true, r, err, want, merr)
+		s.renew(sl)
+		return
+	}
+	for _, x := range riders {
+		if a := s.m.Attempt(s.now, x.hold, smLease, true); a.Acquired {
+			t.Fatalf("model: rider %s acquired a held lock", x.hold)
+		}
+	}
+	want, merr := s.m.Release(s.now, sl.hold, true)
+	if err != nil || merr != nil {
+		t.Fatalf("release by %s with riders: redis %v %v, model %v", sl.hold, r, err, merr)
+	}
+	granted := ""
+	if want.Granted != "" && want.Granted[:36] == client {
+		granted = want.Granted
+	}
+	if a, ok := r.([]any); !ok || len(a) != 2 || a[0] != granted {
+		t.Fatalf("release by %s with riders: redis %v, model %+v", sl.hold, r, want)
+	}
+	s.slots = append(s.slots, riders...)
 	s.renew(sl)
 }
 
@@ -237,6 +286,7 @@ func runFairMachine(t *testing.T, rdb redis.UniversalClient) {
 			"heartbeat": s.heartbeat,
 			"reenter":   s.reenter,
 			"release":   s.release,
+			"riding":    s.releaseRiding,
 			"giveUp":    s.giveUp,
 			"force":     s.force,
 			"expire":    s.expire,

@@ -41,6 +41,11 @@ type Base struct {
 	// over. Picked is told whether it did.
 	Pick   func(at time.Time) (w *core.Waiter, args []any)
 	Picked func(handed bool)
+	// Carry, when set, is called before the release that ends a hold is sent (the fair lock:
+	// its riders, see fair/ride.go). It may return arguments that the release script then gets
+	// after its own three, and settle, which is told the script's reply and error and returns
+	// the reply to go on with.
+	Carry func(at time.Time) (args []any, settle func(r any, err error) any)
 }
 
 // New returns the shared part of the lock of the given name; extra are the keys, after the
@@ -268,8 +273,18 @@ func (b *Base) Unlock(ctx context.Context) error {
 			args = append(args, more...)
 		}
 	}
+	var settle func(any, error) any
+	if last && b.Carry != nil && picked == nil {
+		var more []any
+		if more, settle = b.Carry(time.Now()); settle != nil {
+			args = append(args, more...)
+		}
+	}
 	// The release must not be cut short by ctx: go-redis's own timeouts bound it.
 	r, err := b.release.Run(context.WithoutCancel(ctx), b.RT.Redis, b.keys, args...).Result()
+	if settle != nil {
+		r = settle(r, err)
+	}
 	if picked != nil {
 		handed := err == nil && r == int64(-2)
 		b.RT.Hub.Settle(picked, handed, err == nil)
