@@ -13,6 +13,7 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/scripts"
 )
 
 // Riding along (ride.go), driven through Lock and Unlock, with the riding state in view.
@@ -217,4 +218,45 @@ func TestRidersOfAReleaseThatCannotCarryThem(t *testing.T) {
 	}
 	assert.Equal(t, []string{"b1"}, a.got())
 	assert.Less(t, time.Since(start), 10*time.Second, "the rider waited for its window instead")
+}
+
+// A release that carried riders but whose reply was lost runs again (go-redis sends a command
+// again when its connection broke after it was sent): the second run finds the lock handed
+// on and changes nothing, and the riders, told nothing, find out by attempts of their own that
+// they are queued, or, here, that the lost first run handed the lock to one of them.
+func TestRidersOfAReleaseWhoseReplyWasLost(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	ctx := context.Background()
+	l := rideLock(t, rideClient(t, rdb), time.Minute)
+	held, err := l.Lock(ctx)
+	require.NoError(t, err)
+	a := newAcquirer()
+	open := make(chan struct{})
+	close(open)
+	for i, name := range []string{"b1", "b2"} {
+		a.lock(ctx, l, name, open)
+		require.Eventually(t, func() bool { return l.ridersWaiting() == i+1 }, 5*time.Second, time.Millisecond)
+	}
+	l.rides.mu.Lock()
+	members := []any{l.rides.riders[0].member, l.rides.riders[1].member}
+	l.rides.mu.Unlock()
+
+	// The first run, whose reply is lost.
+	hold := l.RT.Held(held, l.Key()).Hold().ID
+	args := append([]any{hold, "1", l.RT.PublishCommand(), l.waiterTimeout.Milliseconds()}, members...)
+	r, err := scripts.FairRelease.Run(ctx, rdb, l.Keys(), args...).Slice()
+	require.NoError(t, err)
+	require.Len(t, r, 2)
+
+	// The run the caller sees.
+	require.ErrorIs(t, l.Unlock(held), aqs.ErrNotOwner)
+	a.wg.Wait()
+	close(a.errs)
+	for err := range a.errs {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{"b1", "b2"}, a.got())
+	n, err := rdb.Exists(ctx, l.Key(), l.Key()+":q", l.Key()+":d").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "keys left behind")
 }
