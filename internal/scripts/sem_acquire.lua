@@ -3,7 +3,8 @@
 -- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] g (see _sem.lua and _csem.lua)
 -- KEYS[5]  optional: "<s>:a:<call id>", a key of this call's own (see sem_release.lua): a run
 --          that finds it is the same call again, which took (1) or was granted (2) permits
---          already, and answers that status; a run that took none deletes it
+--          already, or queued the hold (-1), and answers that status; a run that did none of
+--          these deletes it
 -- KEYS[6]  optional: "<s>:b:<hold id>", the mark of a heartbeat that collected the hold's
 --          grant (see sem_heartbeat.lua)
 -- ARGV[1]  hold id (never used again once it gave up)
@@ -62,7 +63,7 @@ if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
     redis.call('HINCRBY', s, 'a', undo)
   end
   if once then
-    redis.call('DEL', once)
+    redis.call('SET', once, '-1', 'PX', 10000) -- see the end
   end
   return -1
 end
@@ -116,6 +117,13 @@ save(s, c)
 if once then
   if status == 2 then
     redis.call('SET', once, '2', 'PX', 10000)
+  elseif status == -1 then
+    -- Queued (-1): a run again must not join again. A first attempt joins without looking
+    -- for the hold in the queue (it cannot be there, but for a run of itself), so a run again
+    -- that came after a release had granted the hold would queue it a second time, and the
+    -- next grant would take permits for a call that is over: permits lost for good (the chaos
+    -- package's network test found it, under connection cuts).
+    redis.call('SET', once, '-1', 'PX', 10000)
   elseif status ~= 1 then
     redis.call('DEL', once)
   end
