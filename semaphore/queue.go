@@ -199,6 +199,12 @@ func (b *base) acquire(ctx context.Context, cfg core.LockConfig, block bool, k k
 		closeW()
 		return outcome{hold: hold, since: sentAt}, true, nil
 	}
+	if r.status == grantedEarly {
+		// This first attempt ran twice (go-redis's retry after a lost reply): its first run
+		// queued the hold, and a release granted it before the second (lsem_acquire.lua).
+		closeW()
+		return b.granted(ctx, k, hold, sentAt)
+	}
 	if !wait {
 		return outcome{}, false, nil
 	}

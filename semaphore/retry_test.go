@@ -142,3 +142,81 @@ func TestACountingHeartbeatRunTwiceReportsTheGrantTwice(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, avail, "the waiter took no permit besides its granted one")
 }
+
+// A waiter's first attempt that queued it and runs again (go-redis's retry after a lost
+// reply) after a release granted it the permits does not queue it a second time: the run
+// again answers "queued", as the first run did. Queued twice, the waiter would be granted
+// twice, and the second grant's permits, taken for a call that is over, lost for good (the
+// chaos package's network test found this under connection cuts).
+func TestACountingFirstAttemptRunAgainAfterItsGrantDoesNotQueueAgain(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	s := newSem(t, newClient(t, rdb), 1)
+	ctx := context.Background()
+	ok, err := s.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	// Another waiter queued first, so that the attempt below takes the contended arrival.
+	for i, hold := range []string{"0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b:1", "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b:2"} {
+		keys := append(s.Keys()[:4:4], s.Key()+":a:c:"+hold)
+		first, err := scripts.SemAcquire.Run(ctx, rdb, keys, hold, 1, 5000, "1", "PUBLISH", "0").Result()
+		require.NoError(t, err)
+		require.Equal(t, int64(-1), statusOfReply(first), "waiter %d queued", i+1)
+	}
+	// Both waiters are granted in turn by releases, the second waiter's grant after its first
+	// attempt ran; then that attempt runs again.
+	require.NoError(t, s.Release(ctx, 1)) // to waiter 1
+	require.NoError(t, s.Release(ctx, 1)) // to waiter 2
+	hold := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b:2"
+	again, err := scripts.SemAcquire.Run(ctx, rdb, append(s.Keys()[:4:4], s.Key()+":a:c:"+hold),
+		hold, 1, 5000, "1", "PUBLISH", "0").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), statusOfReply(again), "the run again answers what the first run did")
+	n, err := rdb.ZCard(ctx, s.Key()+":d").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the waiter queued again")
+
+	// Waiter 2 (granted) gives its permit back: the semaphore is whole again.
+	require.NoError(t, s.Release(ctx, 1))
+	avail, err := s.Available(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, avail)
+}
+
+// statusOfReply reads the status of a sem_acquire reply (a status alone, or a list).
+func statusOfReply(v any) int64 {
+	if arr, ok := v.([]any); ok {
+		return arr[0].(int64)
+	}
+	return v.(int64)
+}
+
+// The same for the leased semaphore: a first attempt that queued its waiter and runs again
+// after a release granted it answers that it was granted, rather than queue it a second time,
+// which would lease permits again, unused, to the end of their lease once the call is over.
+func TestALeasedFirstAttemptRunAgainAfterItsGrantDoesNotQueueAgain(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	l := newLeased(t, newClient(t, rdb), 1)
+	ctx := context.Background()
+	holder, err := l.Acquire(ctx, 1)
+	require.NoError(t, err)
+	hold := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b:1"
+	args := []any{hold, 1, 60000, 5000, "1", "PUBLISH", "0"}
+	first, err := scripts.LSemAcquire.Run(ctx, rdb, l.Keys(), args...).Slice()
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), first[0], "queued behind the holder")
+	// A second waiter, so that the semaphore stays contended (the arrival's own path).
+	other := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b:2"
+	queued, err := scripts.LSemAcquire.Run(ctx, rdb, l.Keys(), other, 1, 60000, 5000, "1", "PUBLISH", "0").Slice()
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), queued[0])
+	require.NoError(t, l.Release(ctx, holder)) // granted to the first waiter
+
+	again, err := scripts.LSemAcquire.Run(ctx, rdb, l.Keys(), args...).Slice()
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), again[0], "the run again finds the grant")
+	members, err := rdb.LRange(ctx, l.Key()+":q", 0, -1).Result()
+	require.NoError(t, err)
+	for _, m := range members {
+		assert.NotContains(t, m, hold, "the waiter queued again")
+	}
+}

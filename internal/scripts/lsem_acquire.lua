@@ -34,7 +34,13 @@ if first and v[3] and ARGV[5] == '1' and n <= total and total - (tonumber(v[2]) 
     and (not nearest_end or nearest_end > now) then
   -- Waiters queued, no permit free and no lease run out: the arrival at a contended
   -- semaphore, which joins the tail. Written out here, as join does it (a first attempt cannot
-  -- be queued already), to make no definition on this path.
+  -- be queued already), to make no definition on this path. Unless it is this attempt run
+  -- again (go-redis's retry after a lost reply) after a release granted the permits its first
+  -- run queued for: queued a second time, the hold would be granted again once the call is
+  -- over, and those permits would stay leased, unused, to the end of their lease.
+  if redis.call('ZSCORE', p, hold) then
+    return {2, 0}
+  end
   local timeout = tonumber(ARGV[4])
   local member = hold .. ' ' .. n .. ' ' .. lease
   local fresh = redis.call('RPUSH', q, member) == 1
@@ -77,7 +83,9 @@ if flagged then
   flagged = not emptied
 end
 local member = hold .. ' ' .. n .. ' ' .. lease
-local sc = ARGV[7] == '1' and redis.call('ZSCORE', p, hold)
+-- A hold leased already was granted since an attempt of its own (a first attempt too: run
+-- again, see above).
+local sc = redis.call('ZSCORE', p, hold)
 if sc and tonumber(sc) > now then
   status = 2
 elseif n > total then
