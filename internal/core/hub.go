@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -30,6 +31,12 @@ import (
 // every waiter of the channel. Beyond that, each waiter's only fallback is a timer bounded by
 // the remaining lease its last attempt reported.
 //
+// On Redis Cluster a shard channel lives on the master of its slot. When a resharding moves the
+// slot, that master ends the subscription itself (an unsubscribe nobody asked for), and a
+// subscription sent to a node that no longer owns the slot is refused (MOVED). Either way the
+// connection's channels move to a new connection, which go-redis opens to the slot's owner
+// after reloading its slot map, and every waiter of them is woken to re-check.
+//
 // A channel stays subscribed for Config.Linger after its last waiter left, so that a lock
 // contended in bursts does not pay a SUBSCRIBE round trip each time; then it is unsubscribed,
 // and a connection with no channel left is closed.
@@ -53,10 +60,11 @@ type Hub struct {
 }
 
 type hubConn struct {
-	ps     *redis.PubSub
-	slot   int
-	chans  int
-	closed bool
+	ps      *redis.PubSub
+	slot    int
+	chans   int
+	closed  bool
+	backoff time.Duration // the receive loop's first pause after an error, when not the least
 }
 
 type hubChan struct {
@@ -223,12 +231,19 @@ func (h *Hub) unsubscribe(conn *hubConn, channel string) error {
 // receive reads one connection until it is closed.
 func (h *Hub) receive(conn *hubConn) {
 	defer h.wg.Done()
-	backoff := 10 * time.Millisecond
+	backoff := max(conn.backoff, 10*time.Millisecond)
 	for {
 		msg, err := conn.ps.Receive(h.rt.ctx)
 		h.mu.Lock()
 		if conn.closed || h.closed {
 			h.mu.Unlock()
+			return
+		}
+		var refused redis.Error
+		if err != nil && errors.As(err, &refused) {
+			// The server refused a subscription: on Redis Cluster, sent to a node that no
+			// longer owns the slot (MOVED). Move to a connection to the owner.
+			h.rehome(conn, backoff)
 			return
 		}
 		if err != nil {
@@ -253,7 +268,11 @@ func (h *Hub) receive(conn *hubConn) {
 				c.deliver(m.Payload)
 			}
 		case *redis.Subscription:
-			resubscribe = h.confirmed(conn, m)
+			var dropped bool
+			if resubscribe, dropped = h.confirmed(conn, m); dropped {
+				h.rehome(conn, 0)
+				return
+			}
 		}
 		closeConn := conn.chans == 0
 		if closeConn {
@@ -271,11 +290,12 @@ func (h *Hub) receive(conn *hubConn) {
 	}
 }
 
-// confirmed handles a (un)subscribe confirmation; it returns a channel to subscribe again.
-func (h *Hub) confirmed(conn *hubConn, m *redis.Subscription) (resubscribe string) {
+// confirmed handles a (un)subscribe confirmation; it returns a channel to subscribe again, or
+// dropped when the server ended a subscription nobody asked it to end (see rehome).
+func (h *Hub) confirmed(conn *hubConn, m *redis.Subscription) (resubscribe string, dropped bool) {
 	c := h.chans[m.Channel]
 	if c == nil || c.conn != conn {
-		return ""
+		return "", false
 	}
 	switch m.Kind {
 	case "subscribe", "ssubscribe":
@@ -292,15 +312,76 @@ func (h *Hub) confirmed(conn *hubConn, m *redis.Subscription) (resubscribe strin
 		}
 	case "unsubscribe", "sunsubscribe":
 		if c.state != unsubscribing {
-			return ""
+			return "", true
 		}
 		if len(c.waiters) > 0 {
 			c.state = subscribing
-			return c.name
+			return c.name, false
 		}
 		h.drop(c)
 	}
-	return ""
+	return "", false
+}
+
+// rehome moves the channels of conn, whose subscriptions the server ended or refused (a shard
+// channel's slot moved to another master), to a new connection, and closes conn; called with
+// h.mu held by conn's receive loop, which returns after it. After pause (a refusal: give the
+// new slot map a moment), go-redis, its slot map reloaded, opens the new connection to the
+// slot's owner. Channels without waiters are dropped; every waiter is woken to re-check, as a
+// message may have been missed meanwhile.
+func (h *Hub) rehome(conn *hubConn, pause time.Duration) {
+	conn.closed = true
+	if h.conns[conn.slot] == conn {
+		delete(h.conns, conn.slot)
+	}
+	var fresh *hubConn
+	var channels []string
+	for _, c := range h.chans {
+		if c.conn != conn {
+			continue
+		}
+		c.wakeAll()
+		if c.idle != nil {
+			c.idle.Stop()
+			c.idle = nil
+		}
+		if len(c.waiters) == 0 {
+			delete(h.chans, c.name)
+			continue
+		}
+		if fresh == nil {
+			fresh, _ = h.connFor(c.name)
+			fresh.backoff = min(2*pause, time.Second) // a server that keeps refusing is not hammered
+			h.wg.Add(1)                               // under h.mu, so that close's Wait cannot miss it
+		}
+		if c.state == subscribed {
+			c.ready = make(chan struct{}) // closed once confirmed anew (Wait waits on it)
+		}
+		c.state = subscribing
+		c.conn = fresh
+		fresh.chans++
+		channels = append(channels, c.name)
+	}
+	h.mu.Unlock()
+	_ = conn.ps.Close()
+	if fresh == nil {
+		return
+	}
+	if cc, ok := h.rt.Redis.(*redis.ClusterClient); ok {
+		cc.ReloadState(h.rt.ctx)
+	}
+	go func() {
+		if pause > 0 {
+			select {
+			case <-time.After(pause):
+			case <-h.rt.closed:
+			}
+		}
+		for _, ch := range channels {
+			_ = h.subscribe(h.rt.ctx, fresh, ch)
+		}
+		h.receive(fresh)
+	}()
 }
 
 // connBroken wakes every waiter on a broken connection to re-check. A channel that was being

@@ -372,3 +372,101 @@ func TestCloseRacingAFirstWaitIsRaceFree(t *testing.T) {
 		<-waited
 	}
 }
+
+// A resharding moves a lock's slot to another master while a waiter is parked: the old master
+// ends the waiter's shard channel subscription itself. The hub moves the channel to a
+// connection to the new master, so the holder's release, published there, still wakes the
+// waiter at once, instead of leaving it to its fallback timer (the holder's remaining lease,
+// here the watchdog's 30s).
+func TestWaiterIsWokenAfterItsSlotMovesToAnotherMaster(t *testing.T) {
+	cl := redistest.NewCluster(t)
+	rdb := cl.Client(t)
+	ctx := context.Background()
+	holderClient, err := aqs.New(ctx, rdb)
+	require.NoError(t, err)
+	defer holderClient.Close()
+	waiterClient, err := aqs.New(ctx, rdb)
+	require.NoError(t, err)
+	defer waiterClient.Close()
+	name := redistest.Name(t)
+	holderLock, err := reentrant.New(holderClient, name)
+	require.NoError(t, err)
+	waiterLock, err := reentrant.New(waiterClient, name)
+	require.NoError(t, err)
+
+	// A Client whose go-redis slot map predates the move: its first subscription after the
+	// move may go to the old master, which refuses it (MOVED).
+	staleClient, err := aqs.New(ctx, cl.Client(t))
+	require.NoError(t, err)
+	defer staleClient.Close()
+	staleLock, err := reentrant.New(staleClient, name)
+	require.NoError(t, err)
+
+	held, err := holderLock.Lock(ctx)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		h, err := waiterLock.Lock(ctx)
+		if err == nil {
+			err = waiterLock.Unlock(h)
+		}
+		got <- err
+	}()
+	channel := channelOf(waiterLock)
+	require.Eventually(t, func() bool { return subscribers(rdb, channel) == 1 }, 5*time.Second, time.Millisecond)
+
+	slot := int(core.Slot(channel))
+	to := 0
+	for i, addr := range cl.Addrs() {
+		if m, _ := rdb.MasterForKey(ctx, channel); m != nil && m.Options().Addr != addr {
+			to = i
+			break
+		}
+	}
+	cl.MoveSlot(t, slot, to)
+	newMaster := redis.NewClient(&redis.Options{Addr: cl.Addrs()[to]})
+	defer newMaster.Close()
+	require.Eventually(t, func() bool {
+		n, err := newMaster.PubSubShardNumSub(ctx, channel).Result()
+		return err == nil && n[channel] == 1
+	}, 5*time.Second, 5*time.Millisecond, "the waiter's subscription did not move to the new master")
+
+	start := time.Now()
+	require.NoError(t, holderLock.Unlock(held))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), 5*time.Second)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not woken by the release after its slot moved")
+	}
+
+	// The stale Client's waiter subscribes after the move, and is woken by the next release.
+	require.NoError(t, waiterClient.Close()) // its lingering subscription ends
+	require.Eventually(t, func() bool {
+		n, err := newMaster.PubSubShardNumSub(ctx, channel).Result()
+		return err == nil && n[channel] == 0
+	}, 5*time.Second, 5*time.Millisecond)
+	held, err = holderLock.Lock(ctx)
+	require.NoError(t, err)
+	go func() {
+		h, err := staleLock.Lock(ctx)
+		if err == nil {
+			err = staleLock.Unlock(h)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool {
+		n, err := newMaster.PubSubShardNumSub(ctx, channel).Result()
+		return err == nil && n[channel] == 1
+	}, 5*time.Second, 5*time.Millisecond, "the stale Client's waiter did not subscribe on the new master")
+	start = time.Now()
+	require.NoError(t, holderLock.Unlock(held))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), 5*time.Second)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stale Client's waiter was not woken")
+	}
+}

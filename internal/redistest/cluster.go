@@ -172,3 +172,105 @@ func (c *RedisCluster) Stop() {
 		s.Stop()
 	}
 }
+
+// NewCluster starts a cluster for the calling test alone, for tests that move slots; it is
+// stopped in t.Cleanup. If the start fails, NewCluster calls t.Fatal.
+func NewCluster(t testing.TB) *RedisCluster {
+	t.Helper()
+	c, err := startCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// MoveSlot moves slot, with its keys, to node to (an index of Addrs), as a resharding does:
+// the target imports it, the owner migrates it and its keys, then every node is told the new
+// owner. It returns once every node reports the new owner. On failure it calls t.Fatal.
+func (c *RedisCluster) MoveSlot(t testing.TB, slot, to int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	clients := make([]*redis.Client, len(c.nodes))
+	ids := make([]string, len(c.nodes))
+	for i, s := range c.nodes {
+		clients[i] = redis.NewClient(s.Options())
+		defer clients[i].Close()
+		id, err := clients[i].Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatalf("redistest: CLUSTER MYID on %s: %v", s.Addr(), err)
+		}
+		ids[i] = id
+	}
+	from := -1
+	slots, err := clients[to].ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatalf("redistest: CLUSTER SLOTS: %v", err)
+	}
+	for _, r := range slots {
+		if r.Start <= slot && slot <= r.End && len(r.Nodes) > 0 {
+			for i, s := range c.nodes {
+				if s.Addr() == r.Nodes[0].Addr {
+					from = i
+				}
+			}
+		}
+	}
+	if from < 0 || from == to {
+		t.Fatalf("redistest: slot %d is owned by node %d, cannot move it to node %d", slot, from, to)
+	}
+	do := func(i int, args ...any) {
+		if err := clients[i].Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("redistest: %v on %s: %v", args, c.nodes[i].Addr(), err)
+		}
+	}
+	do(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from])
+	do(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to])
+	for {
+		keys, err := clients[from].ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		if err != nil {
+			t.Fatalf("redistest: CLUSTER GETKEYSINSLOT: %v", err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", "127.0.0.1", c.nodes[to].port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		do(from, args...)
+	}
+	// The new owner first, then the old one (which then ends the slot's shard channel
+	// subscriptions), then the rest.
+	order := []int{to, from}
+	for i := range c.nodes {
+		if i != to && i != from {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		do(i, "CLUSTER", "SETSLOT", slot, "NODE", ids[to])
+	}
+	err = waitFor(clusterTimeout, nil, func(ctx context.Context) error {
+		for i, cl := range clients {
+			slots, err := cl.ClusterSlots(ctx).Result()
+			if err != nil {
+				return err
+			}
+			ok := false
+			for _, r := range slots {
+				if r.Start <= slot && slot <= r.End && len(r.Nodes) > 0 && r.Nodes[0].Addr == c.nodes[to].Addr() {
+					ok = true
+				}
+			}
+			if !ok {
+				return fmt.Errorf("node %s does not yet see slot %d at %s", c.nodes[i].Addr(), slot, c.nodes[to].Addr())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("redistest: moving slot %d: %v", slot, err)
+	}
+}
