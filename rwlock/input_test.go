@@ -348,6 +348,12 @@ func TestRWCompanionKeysOfAnotherTypeAreRejected(t *testing.T) {
 		assert.NoError(t, r.Err(), "the read hold is kept")
 		require.NoError(t, l.RUnlock(r), "the read hold releases normally")
 		assertStringUnchanged(t, rdb, rn, "precious")
+		_, _, err = l.TryLock(ctx)
+		assert.ErrorIs(t, err, aqs.ErrWrongType, "TryLock once the readers left")
+		assert.False(t, keyExists(t, rdb, l.Key()), "no write hold was taken")
+		_, err = l.ForceUnlock(ctx)
+		assert.ErrorIs(t, err, aqs.ErrWrongType, "ForceUnlock")
+		assertStringUnchanged(t, rdb, rn, "precious")
 	})
 
 	// The waiting writers hold a string: the write side and Info get ErrWrongType.

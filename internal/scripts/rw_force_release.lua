@@ -20,6 +20,7 @@ if hold == '' then
   if v then
     parse_value(v)
   end
+  redis.call('HLEN', rn) -- a key of another type there is reported (WRONGTYPE), not deleted
   redis.call('DEL', w, r, rn, rw)
   mark_waiting(w, ww, now)
   redis.call(pub, w .. ':rch', '*')

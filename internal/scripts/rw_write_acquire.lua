@@ -37,7 +37,12 @@ else
     wait = e - now
   else
     -- No live reader: what is left in r and rn belongs to readers whose leases ran out.
-    redis.call('DEL', r, rn)
+    -- HLEN first: a key of another type at rn is reported (WRONGTYPE), not deleted.
+    if redis.call('HLEN', rn) > 0 then
+      redis.call('DEL', r, rn)
+    else
+      redis.call('DEL', r)
+    end
     redis.call('ZREM', ww, hold)
     local value, reply = hold, 1
     if ARGV[5] == '1' then
