@@ -155,8 +155,7 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 	return nil
 }
 
-// Available returns the permits available now (0 when never set). While acquisitions are
-// in flight it may read fewer (see internal/scripts/_csem.lua), never more.
+// Available returns the permits available now (0 when never set).
 func (s *Semaphore) Available(ctx context.Context) (int, error) {
 	if err := s.rt.Check(); err != nil {
 		return 0, err

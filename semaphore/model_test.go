@@ -27,7 +27,7 @@ import (
 // message published and the permits, queue and grants after each step are compared.
 //
 //   - Counting (model.Sem): TrySetPermits and AddPermits (sem_set), attempts with and without
-//     joining the queue (sem_acquire, and the plain decrement of the uncontended path), the
+//     joining the queue (sem_acquire, after sem_try on the uncontended path), the
 //     waiters' heartbeats one by one or in a Client's batch (sem_heartbeat) and giving up
 //     (sem_give_up), anonymous releases (sem_release), Drain (sem_drain), a waiter collecting
 //     its grant from the message, and time passing.
@@ -539,32 +539,32 @@ func (s *semMachine) attempt(t *rapid.T) {
 	sl := s.slot(t)
 	// A queued hold always asks to stay queued (see the top of the file).
 	enqueue := slices.Contains(s.m.Queue(s.now), sl.hold) || rapid.SampledFrom([]bool{true, false}).Draw(t, "enqueue")
-	if s.try(t, sl, enqueue, !sl.tried && rapid.Bool().Draw(t, "plain")) {
+	if s.try(t, sl, enqueue, !sl.tried && rapid.Bool().Draw(t, "quick")) {
 		s.renew(t, sl)
 	}
 }
 
 // try is one attempt by a slot's hold, and reports whether its hold is over (acquired, or
-// failed with an error). A hold's first attempt may go, with plain, as the real Client's does
-// when it has no waiters: by the plain decrement of a (see _csem.lua), which took the permits
-// if a is not negative after it; otherwise the script gives them back and decides.
-func (s *semMachine) try(t rapid.TB, sl *smSlot, enqueue, plain bool) bool {
+// failed with an error). A hold's first attempt may go, with quick, as the real Client's does
+// when it has no waiters: sem_try first, which takes the permits or changes nothing, then
+// sem_acquire when it did not take them.
+func (s *semMachine) try(t rapid.TB, sl *smSlot, enqueue, quick bool) bool {
 	hadGrant := slices.Contains(s.m.Granted(s.now), sl.hold)
 	args := []any{sl.hold, sl.n, smTimeout, smFlag(enqueue), s.pub, smFlag(sl.tried)}
 	st, mine := []int64{1}, []string(nil)
-	if plain {
-		left, err := s.rdb.HIncrBy(context.Background(), s.keys[0], "a", -sl.n).Result()
+	if quick {
+		took, err := scripts.SemTry.Run(context.Background(), s.rdb, s.keys[:1], sl.n).Int64()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if left < 0 {
-			st, mine = s.reply(t, 1, scripts.SemAcquire, s.keys, append(args, sl.n)...)
+		if took == 0 {
+			st, mine = s.reply(t, 1, scripts.SemAcquire, s.keys, args...)
 		}
 	} else {
 		st, mine = s.reply(t, 1, scripts.SemAcquire, s.keys, args...)
 	}
 	a, ev, err := s.m.Attempt(s.now, sl.hold, sl.n, enqueue)
-	op := fmt.Sprintf("attempt by %s of %d (enqueue %v, retry %v, plain %v)", sl.hold, sl.n, enqueue, sl.tried, plain)
+	op := fmt.Sprintf("attempt by %s of %d (enqueue %v, retry %v, quick %v)", sl.hold, sl.n, enqueue, sl.tried, quick)
 	granted := hadGrant || slices.Contains(ev.Granted, sl.hold)
 	if !smAttemptAgrees(st[0], a, err) || (st[0] == 2) != (a.Acquired && granted) {
 		t.Fatalf("%s: redis %d, model %+v %v (granted %v)", op, st[0], a, err, granted)

@@ -542,8 +542,7 @@ func (s *nameSnapshot) counting(r *nameState, f map[string]string) {
 		if _, gated := f["q"]; gated {
 			a += semGate
 		}
-		// A plain decrement in flight (see _csem.lua) may make a read low for a moment.
-		p.Available = min(max(a, 0), p.Total)
+		p.Available = min(max(a, 0), p.Total) // bounded, whatever a foreign write left there
 		p.Taken = p.Total - p.Available
 	}
 	r.Permits = p

@@ -6,26 +6,26 @@
 --                   deadline
 --
 -- While s's q flag is set (the queue may hold entries), a is kept GATE below the available
--- permits, so that a plain HINCRBY of a by -n goes negative and cannot pass a waiter; with
--- ARGV undo (sem_acquire.lua) a caller that made such a failed plain decrement gives it back
--- in its attempt. The Go side makes no plain decrement (see semaphore/counting.go: until its
--- undo, a failed one makes every other caller see fewer permits than there are), so undo is
--- always 0 there; the gate costs nothing on the paths it uses. Every script reads a with
--- counts and writes it with save.
+-- permits. It was made for a plain HINCRBY acquisition, which then went negative and could not
+-- pass a waiter, undone by the caller's next attempt; that acquisition was dropped (until its
+-- undo, a failed one made every other caller see fewer permits than there are: see
+-- semaphore/counting.go), and the gate stays because the scripts' fast paths read "nobody
+-- queued" and "queued, no permit free" from a and q in one HMGET (a layout change would also
+-- strand semaphores already in Redis). Every script reads a with counts and writes it with
+-- save.
 --@include _sem
 
 -- GATE is 2^50: a minus GATE stays exact in Lua's doubles, and no semaphore has that many
 -- permits.
 local GATE = 1125899906842624
 
--- counts reads s: c.total (nil when never set), c.avail the available permits (with undo,
--- the permits a failed plain decrement took, added back) and c.gated (the q flag). v is s's
--- fields t, a and q when the caller read them already.
-local function counts(s, undo, v)
+-- counts reads s: c.total (nil when never set), c.avail the available permits and c.gated
+-- (the q flag). v is s's fields t, a and q when the caller read them already.
+local function counts(s, v)
   v = v or redis.call('HMGET', s, 't', 'a', 'q')
   local raw = tonumber(v[2]) or 0
   local c = {total = tonumber(v[1]), raw = raw, gated = v[3] and true or false}
-  c.avail = raw + undo + (c.gated and GATE or 0)
+  c.avail = raw + (c.gated and GATE or 0)
   return c
 end
 

@@ -14,8 +14,6 @@
 -- ARGV[5]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[6]  "1" when the hold attempted before (it may have been granted permits), "0" for its
 --          first attempt, which takes the uncontended path while nobody is queued
--- ARGV[7]  optional: permits a failed plain decrement of this call took from a, given back
---          first (see _csem.lua); 0 when absent
 --
 -- Waiters are served in arrival order: while a live waiter is queued, nobody takes permits
 -- past it, and a release grants them to the waiters in order (see dispatch in _sem.lua).
@@ -34,16 +32,15 @@ if once then
   end
 end
 local hold, n = ARGV[1], tonumber(ARGV[2])
-local undo = tonumber(ARGV[7]) or 0
 local v = redis.call('HMGET', s, 't', 'a', 'q')
-if v[3] == false and ARGV[6] == '0' and undo == 0 and v[2] and n <= tonumber(v[2]) then
+if v[3] == false and ARGV[6] == '0' and v[2] and n <= tonumber(v[2]) then
   -- Nobody queued and the permits are there: the uncontended acquisition, before any
   -- definition is made (each one costs the server a closure on every run).
   redis.call('HINCRBY', s, 'a', -n)
   return 1
 end
 if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
-    and tonumber(v[2]) + undo + 1125899906842624 == 0 then
+    and tonumber(v[2]) + 1125899906842624 == 0 then
   -- Waiters queued and no permit free: the arrival at a contended semaphore, which joins the
   -- tail. Written out here, as join does it (a first attempt cannot be queued already), to make
   -- no definition on this path; anything else falls to the general path below.
@@ -59,16 +56,13 @@ if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
   else
     redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d may be new behind ghosts (see join)
   end
-  if undo > 0 then
-    redis.call('HINCRBY', s, 'a', undo)
-  end
   if once then
     redis.call('SET', once, '-1', 'PX', 10000) -- see the end
   end
   return -1
 end
 --@include _csem
-local c = counts(s, undo, v)
+local c = counts(s, v)
 if not c.total then
   save(s, c)
   if once then

@@ -4,7 +4,7 @@
 --
 -- Replies: the permits taken (0 when never set).
 --@include _csem
-local c = counts(KEYS[1], 0)
+local c = counts(KEYS[1])
 if not c.total or c.avail <= 0 then
   return 0
 end

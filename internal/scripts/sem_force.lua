@@ -37,9 +37,7 @@ if ARGV[3] == 'l' then
     mine = select(2, dispatch(s, q, d, now, total, total, permits_in(s, x, xn, now), pub, from))
   end
 else
-  -- a may hold failed plain decrements (see _csem.lua): they are counted as taken here, and
-  -- their undo is absorbed by save, which never stores more than the total.
-  local c = counts(s, 0)
+  local c = counts(s)
   if not c.total then
     return {-2}
   end

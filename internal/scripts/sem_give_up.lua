@@ -17,7 +17,7 @@ local back = 0
 if take_grant(g, member, now) then
   back = n
 end
-local c = counts(s, 0)
+local c = counts(s)
 if not c.total then
   return {0}
 end

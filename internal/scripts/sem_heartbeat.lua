@@ -20,7 +20,7 @@ local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local member = ARGV[1] .. ' ' .. ARGV[2]
 local timeout = tonumber(ARGV[3])
 local now = server_ms()
-local c = counts(s, 0)
+local c = counts(s)
 if c.total and c.gated then
   serve(s, q, d, g, c, now, ARGV[4], nil)
   save(s, c)

@@ -65,7 +65,7 @@ if v[1] and tonumber(v[2]) + 1125899906842624 == 0 then
   end
 end
 --@include _csem
-local c = counts(s, 0, v)
+local c = counts(s, v)
 if not c.total then
   if once then
     redis.call('SET', once, '-2', 'PX', 10000)

@@ -41,7 +41,7 @@ if ARGV[5] == 'l' then
   end
 else
   -- Counting: a may hold failed plain decrements (see _csem.lua), so it is only ever added to.
-  local c = counts(s, 0)
+  local c = counts(s)
   if ARGV[1] == 'set' then
     if c.total then
       return {0}
