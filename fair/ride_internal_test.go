@@ -82,6 +82,24 @@ func (a *acquirer) lock(ctx context.Context, l *Lock, name string, release <-cha
 	}()
 }
 
+// finish waits for every Lock started and requires that none failed.
+func (a *acquirer) finish(t *testing.T) {
+	t.Helper()
+	a.wg.Wait()
+	close(a.errs)
+	for err := range a.errs {
+		require.NoError(t, err)
+	}
+}
+
+// assertNoKeysLeft asserts that the lock left none of its keys behind.
+func assertNoKeysLeft(t *testing.T, rdb redis.UniversalClient, l *Lock) {
+	t.Helper()
+	n, err := rdb.Exists(context.Background(), l.Key(), l.Key()+":q", l.Key()+":d").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "keys left behind")
+}
+
 func (a *acquirer) got() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -105,15 +123,9 @@ func TestRidersJoinWithTheReleaseInCallOrder(t *testing.T) {
 		assert.Equal(t, int64(0), queuedInRedis(t, rdb, l))
 		require.NoError(t, l.Unlock(held))
 		close(open)
-		a.wg.Wait()
-		close(a.errs)
-		for err := range a.errs {
-			require.NoError(t, err)
-		}
+		a.finish(t)
 		assert.Equal(t, names, a.got())
-		n, err := rdb.Exists(ctx, l.Key(), l.Key()+":q", l.Key()+":d").Result()
-		require.NoError(t, err)
-		assert.Zero(t, n, "keys left behind")
+		assertNoKeysLeft(t, rdb, l)
 	})
 }
 
@@ -133,11 +145,7 @@ func TestRiderBehindAnotherClientsWaiter(t *testing.T) {
 		require.Eventually(t, func() bool { return l.ridersWaiting() == 1 }, 5*time.Second, time.Millisecond)
 		require.NoError(t, l.Unlock(held))
 		close(open)
-		a.wg.Wait()
-		close(a.errs)
-		for err := range a.errs {
-			require.NoError(t, err)
-		}
+		a.finish(t)
 		assert.Equal(t, []string{"other", "rider"}, a.got())
 	})
 }
@@ -156,11 +164,7 @@ func TestRiderJoinsOnItsOwnAfterTheWindow(t *testing.T) {
 	require.Eventually(t, func() bool { return queuedInRedis(t, rdb, l) == 1 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, 0, l.ridersWaiting())
 	require.NoError(t, l.Unlock(held))
-	a.wg.Wait()
-	close(a.errs)
-	for err := range a.errs {
-		require.NoError(t, err)
-	}
+	a.finish(t)
 	assert.Equal(t, []string{"rider"}, a.got())
 }
 
@@ -191,9 +195,7 @@ func TestRiderThatGivesUpLeavesNothing(t *testing.T) {
 	assert.Equal(t, 0, l.ridersWaiting())
 	assert.Equal(t, int64(0), queuedInRedis(t, rdb, l))
 	require.NoError(t, l.Unlock(held))
-	n, err := rdb.Exists(ctx, l.Key(), l.Key()+":q", l.Key()+":d").Result()
-	require.NoError(t, err)
-	assert.Zero(t, n, "keys left behind")
+	assertNoKeysLeft(t, rdb, l)
 }
 
 // A release that cannot carry riders (the hold has a fencing token: the script's general path)
@@ -211,11 +213,7 @@ func TestRidersOfAReleaseThatCannotCarryThem(t *testing.T) {
 	require.Eventually(t, func() bool { return l.ridersWaiting() == 1 }, 5*time.Second, time.Millisecond)
 	start := time.Now()
 	require.NoError(t, l.Unlock(held))
-	a.wg.Wait()
-	close(a.errs)
-	for err := range a.errs {
-		require.NoError(t, err)
-	}
+	a.finish(t)
 	assert.Equal(t, []string{"b1"}, a.got())
 	assert.Less(t, time.Since(start), 10*time.Second, "the rider waited for its window instead")
 }
@@ -250,13 +248,7 @@ func TestRidersOfAReleaseWhoseReplyWasLost(t *testing.T) {
 
 	// The run the caller sees.
 	require.ErrorIs(t, l.Unlock(held), aqs.ErrNotOwner)
-	a.wg.Wait()
-	close(a.errs)
-	for err := range a.errs {
-		require.NoError(t, err)
-	}
+	a.finish(t)
 	assert.Equal(t, []string{"b1", "b2"}, a.got())
-	n, err := rdb.Exists(ctx, l.Key(), l.Key()+":q", l.Key()+":d").Result()
-	require.NoError(t, err)
-	assert.Zero(t, n, "keys left behind")
+	assertNoKeysLeft(t, rdb, l)
 }
