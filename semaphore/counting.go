@@ -306,11 +306,13 @@ func flag(b bool) string {
 }
 
 // unsure settles an attempt whose outcome err leaves unknown (its reply was lost: the script
-// may have run, or not): its key of its own (once, see sem_try.lua) exists exactly when it
-// took permits, so whoever deletes it gives them back, with a release of a fixed key of its
-// own too, so that retrying it is safe. In the background, retried while the key may still be
-// there (it lives 10s). An error Redis replied is no doubt (the script ran, and failed before
-// taking anything: its key, set first, expires), and a replica-sync failure was undone already.
+// may have run, or not, or may still arrive): sem_unsure.lua reads the status the attempt
+// recorded under its key of its own (once, see sem_try.lua) and leaves a mark that makes the
+// attempt, should it still arrive, take nothing; when the attempt took permits, they are given
+// back by a release with a fixed key of its own too, so that retrying either is safe. In the
+// background, retried for a few seconds (the key lives 10s). An error Redis replied is no doubt
+// (the script ran, and failed before taking anything), and a replica-sync failure was undone
+// already.
 func (c counting) unsure(once string, err error) {
 	var replied redis.Error
 	if errors.As(err, &replied) || errors.Is(err, core.ErrReplicaSync) {
@@ -325,11 +327,11 @@ func (c counting) unsure(once string, err error) {
 			var err error
 			if !taken {
 				var n int64
-				n, err = s.rt.Redis.Del(cctx, once).Result()
+				n, err = scripts.SemUnsure.Run(cctx, s.rt.Redis, []string{once}).Int64()
 				taken = err == nil && n == 1
 				if err == nil && !taken {
 					cancel()
-					return // it took nothing
+					return // it took nothing, and now never will
 				}
 			}
 			if taken {

@@ -99,11 +99,68 @@ func TestACountingAcquisitionRunTwiceTakesItsPermitsOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, avail, "sem_acquire of 2, run twice")
 
-	// A run that took nothing leaves no key behind, and a run again decides anew.
+	// A run that took nothing records it: a run again answers the same, and takes nothing even
+	// once permits are free; the key expires.
 	assert.Equal(t, int64(0), twice(scripts.SemTry, []string{s.Key(), s.Key() + ":a:c:3"}, 2))
-	exists, err := rdb.Exists(ctx, s.Key()+":a:c:3").Result()
+	require.NoError(t, s.Release(ctx, 2))
+	assert.Equal(t, int64(0), twice(scripts.SemTry, []string{s.Key(), s.Key() + ":a:c:3"}, 2))
+	avail, err = s.Available(ctx)
 	require.NoError(t, err)
-	assert.Zero(t, exists)
+	assert.Equal(t, 3, avail)
+	redistest.AssertNoKeyWithoutTTL(t, rdb, s.Key()+":a:c:3", s.Key()+":a:c:3")
+}
+
+// An acquisition whose reply is lost for good is settled by sem_unsure.lua: it gives back what
+// the attempt took, and nothing for an attempt that took nothing (one that queued its hold,
+// above all); and an attempt that arrives only after it was settled (a copy delayed in the
+// network) takes nothing.
+func TestACountingAttemptSettledAsUnsureTakesNothingLater(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	s := newSem(t, newClient(t, rdb), 2)
+	ctx := context.Background()
+	unsure := func(once string) int64 {
+		var r int64
+		for range 2 { // run twice: the same answer
+			n, err := scripts.SemUnsure.Run(ctx, rdb, []string{once}).Int64()
+			require.NoError(t, err)
+			r = n
+		}
+		return r
+	}
+	available := func() int {
+		n, err := s.Available(ctx)
+		require.NoError(t, err)
+		return n
+	}
+
+	// Settled before the attempt ran: the attempt, arriving late, takes nothing.
+	once := s.Key() + ":a:c:1"
+	assert.Equal(t, int64(0), unsure(once))
+	r, err := scripts.SemTry.Run(ctx, rdb, []string{s.Key(), once}, 1).Int64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), r)
+	hold := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b:1"
+	r, err = scripts.SemAcquire.Run(ctx, rdb, append(s.Keys()[:4:4], once), hold, 1, 5000, "1", "PUBLISH", "0").Int64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), r)
+	assert.Equal(t, 2, available())
+
+	// Settled after the attempt took a permit: 1, the caller gives it back.
+	once = s.Key() + ":a:c:2"
+	r, err = scripts.SemTry.Run(ctx, rdb, []string{s.Key(), once}, 1).Int64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), r)
+	assert.Equal(t, int64(1), unsure(once))
+
+	// Settled after the attempt queued its hold (no permit free): 0, nothing to give back.
+	ok, err := s.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	once = s.Key() + ":a:c:3"
+	v, err := scripts.SemAcquire.Run(ctx, rdb, append(s.Keys()[:4:4], once), hold, 1, 5000, "1", "PUBLISH", "0").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), statusOfReply(v))
+	assert.Equal(t, int64(0), unsure(once))
 }
 
 // A heartbeat that collected its waiter's grant and runs again (go-redis's retry after lost

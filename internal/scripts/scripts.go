@@ -197,6 +197,7 @@ var (
 
 	SemAcquire   = mustLoad("sem_acquire")
 	SemTry       = mustLoad("sem_try")
+	SemUnsure    = mustLoad("sem_unsure")
 	SemRelease   = mustLoad("sem_release")
 	SemGiveUp    = mustLoad("sem_give_up")
 	SemHeartbeat = mustLoad("sem_heartbeat")

@@ -1,10 +1,10 @@
 -- sem_acquire: one attempt to take n permits of a counting semaphore.
 --
 -- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] g (see _sem.lua and _csem.lua)
--- KEYS[5]  optional: "<s>:a:<call id>", a key of this call's own (see sem_release.lua): a run
---          that finds it is the same call again, which took (1) or was granted (2) permits
---          already, or queued the hold (-1), and answers that status; a run that did none of
---          these deletes it
+-- KEYS[5]  optional: "<s>:a:<call id>", a key of this call's own (see sem_release.lua), set
+--          for 10s to the status the run answered: a run that finds it is the same call again,
+--          and answers that status without doing anything ("x" or "r": the caller gave up on
+--          it, see sem_unsure.lua: 0)
 -- KEYS[6]  optional: "<s>:b:<hold id>", the mark of a heartbeat that collected the hold's
 --          grant (see sem_heartbeat.lua)
 -- ARGV[1]  hold id (never used again once it gave up)
@@ -28,7 +28,7 @@ local once = KEYS[5]
 if once then
   local prev = redis.call('SET', once, '1', 'NX', 'GET', 'PX', 10000)
   if prev then
-    return tonumber(prev)
+    return tonumber(prev) or 0 -- "x", "r": the caller gave up on it (sem_unsure.lua)
   end
 end
 local hold, n = ARGV[1], tonumber(ARGV[2])
@@ -66,7 +66,7 @@ local c = counts(s, v)
 if not c.total then
   save(s, c)
   if once then
-    redis.call('DEL', once)
+    redis.call('SET', once, '-2', 'PX', 10000)
   end
   return {-2}
 end
@@ -108,19 +108,14 @@ else
   end
 end
 save(s, c)
-if once then
-  if status == 2 then
-    redis.call('SET', once, '2', 'PX', 10000)
-  elseif status == -1 then
-    -- Queued (-1): a run again must not join again. A first attempt joins without looking
-    -- for the hold in the queue (it cannot be there, but for a run of itself), so a run again
-    -- that came after a release had granted the hold would queue it a second time, and the
-    -- next grant would take permits for a call that is over: permits lost for good (the chaos
-    -- package's network test found it, under connection cuts).
-    redis.call('SET', once, '-1', 'PX', 10000)
-  elseif status ~= 1 then
-    redis.call('DEL', once)
-  end
+if once and status ~= 1 then
+  -- Every outcome is recorded, so that a run again answers it and does nothing. Queued (-1)
+  -- above all: a first attempt joins without looking for the hold in the queue (it cannot be
+  -- there, but for a run of itself), so a run again that came after a release had granted the
+  -- hold would queue it a second time, and the next grant would take permits for a call that
+  -- is over: permits lost for good (the chaos package's network test found it, under
+  -- connection cuts).
+  redis.call('SET', once, string.format('%d', status), 'PX', 10000)
 end
 table.insert(mine, 1, status)
 return mine

@@ -3,14 +3,18 @@
 -- server does the least work for it (the caller falls back to sem_acquire.lua on 0).
 --
 -- KEYS[1] s (see _sem.lua and _csem.lua)
--- KEYS[2] optional: "<s>:a:<call id>", a key of this call's own (see sem_release.lua): a run
---         that finds it set is the same call again, which took its permits already
+-- KEYS[2] optional: "<s>:a:<call id>", a key of this call's own (see sem_release.lua), set
+--         for 10s to what the run did: a run that finds it is the same call again, and answers
+--         that ("x" or "r": the caller gave up on it, see sem_unsure.lua: it takes nothing)
 -- ARGV[1] n (> 0)
 --
 -- Replies: 1 acquired; 0 not (nothing changed).
 local once = KEYS[2]
-if once and not redis.call('SET', once, '1', 'NX', 'PX', 10000) then
-  return 1
+if once then
+  local prev = redis.call('SET', once, '1', 'NX', 'GET', 'PX', 10000)
+  if prev then
+    return tonumber(prev) or 0
+  end
 end
 local v = redis.call('HMGET', KEYS[1], 'a', 'q')
 local n = tonumber(ARGV[1])
@@ -19,6 +23,6 @@ if v[2] == false and v[1] and tonumber(v[1]) >= n then
   return 1
 end
 if once then
-  redis.call('DEL', once) -- nothing taken: a run again may decide anew
+  redis.call('SET', once, '0', 'PX', 10000) -- nothing taken, and a run again takes nothing
 end
 return 0
