@@ -25,9 +25,7 @@ func TestALeasedAcquisitionRunTwiceLeasesItsPermitsOnce(t *testing.T) {
 			_, err := scripts.LSemAcquire.Run(ctx, rdb, l.Keys(), args...).Result()
 			require.NoError(t, err)
 		}
-		avail, err := l.Available(ctx)
-		require.NoError(t, err)
-		assert.Equal(t, 5-2*(i+1), avail, "after hold %d's acquisition ran twice", i+1)
+		assertAvailable(t, l, 5-2*(i+1), "after hold %d's acquisition ran twice", i+1)
 	}
 }
 
@@ -55,14 +53,10 @@ func TestACountingReleaseRunTwiceGivesItsPermitsBackOnce(t *testing.T) {
 		return 0
 	}
 	assert.Equal(t, int64(0), release("a:1"))
-	avail, err := s.Available(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 1, avail, "one release of one permit, run twice")
+	assertAvailable(t, s, 1, "one release of one permit, run twice")
 	assert.Equal(t, int64(0), release("a:2"))
 	assert.Equal(t, int64(-5), release("a:3"), "an over-release run twice is an over-release twice")
-	avail, err = s.Available(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 2, avail)
+	assertAvailable(t, s, 2)
 	redistest.AssertNoKeyWithoutTTL(t, rdb, s.Key()+":r:a:1", s.Key()+":r:a:1")
 }
 
@@ -88,25 +82,19 @@ func TestACountingAcquisitionRunTwiceTakesItsPermitsOnce(t *testing.T) {
 		return r
 	}
 	assert.Equal(t, int64(1), twice(scripts.SemTry, []string{s.Key(), s.Key() + ":a:c:1"}, 2))
-	avail, err := s.Available(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 3, avail, "sem_try of 2, run twice")
+	assertAvailable(t, s, 3, "sem_try of 2, run twice")
 
 	hold := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b:1"
 	keys := append(s.Keys()[:4:4], s.Key()+":a:c:2")
 	assert.Equal(t, int64(1), twice(scripts.SemAcquire, keys, hold, 2, 5000, "1", "PUBLISH", "0"))
-	avail, err = s.Available(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 1, avail, "sem_acquire of 2, run twice")
+	assertAvailable(t, s, 1, "sem_acquire of 2, run twice")
 
 	// A run that took nothing records it: a run again answers the same, and takes nothing even
 	// once permits are free; the key expires.
 	assert.Equal(t, int64(0), twice(scripts.SemTry, []string{s.Key(), s.Key() + ":a:c:3"}, 2))
 	require.NoError(t, s.Release(ctx, 2))
 	assert.Equal(t, int64(0), twice(scripts.SemTry, []string{s.Key(), s.Key() + ":a:c:3"}, 2))
-	avail, err = s.Available(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 3, avail)
+	assertAvailable(t, s, 3)
 	redistest.AssertNoKeyWithoutTTL(t, rdb, s.Key()+":a:c:3", s.Key()+":a:c:3")
 }
 
@@ -127,11 +115,6 @@ func TestACountingAttemptSettledAsUnsureTakesNothingLater(t *testing.T) {
 		}
 		return r
 	}
-	available := func() int {
-		n, err := s.Available(ctx)
-		require.NoError(t, err)
-		return n
-	}
 
 	// Settled before the attempt ran: the attempt, arriving late, takes nothing.
 	once := s.Key() + ":a:c:1"
@@ -143,7 +126,7 @@ func TestACountingAttemptSettledAsUnsureTakesNothingLater(t *testing.T) {
 	r, err = scripts.SemAcquire.Run(ctx, rdb, append(s.Keys()[:4:4], once), hold, 1, 5000, "1", "PUBLISH", "0").Int64()
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), r)
-	assert.Equal(t, 2, available())
+	assertAvailable(t, s, 2)
 
 	// Settled after the attempt took a permit: 1, the caller gives it back.
 	once = s.Key() + ":a:c:2"
@@ -195,9 +178,7 @@ func TestACountingHeartbeatRunTwiceReportsTheGrantTwice(t *testing.T) {
 		hold, 1, 5000, "1", "PUBLISH", "1").Slice()
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), again[0], "granted, as the heartbeat found")
-	avail, err := s.Available(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 1, avail, "the waiter took no permit besides its granted one")
+	assertAvailable(t, s, 1, "the waiter took no permit besides its granted one")
 }
 
 // A waiter's first attempt that queued it and runs again (go-redis's retry after a lost
@@ -234,9 +215,7 @@ func TestACountingFirstAttemptRunAgainAfterItsGrantDoesNotQueueAgain(t *testing.
 
 	// Waiter 2 (granted) gives its permit back: the semaphore is whole again.
 	require.NoError(t, s.Release(ctx, 1))
-	avail, err := s.Available(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 1, avail)
+	assertAvailable(t, s, 1)
 }
 
 // statusOfReply reads the status of a sem_acquire reply (a status alone, or a list).
@@ -276,4 +255,14 @@ func TestALeasedFirstAttemptRunAgainAfterItsGrantDoesNotQueueAgain(t *testing.T)
 	for _, m := range members {
 		assert.NotContains(t, m, hold, "the waiter queued again")
 	}
+}
+
+// assertAvailable asserts how many permits a semaphore of either kind has available.
+func assertAvailable(t *testing.T, s interface {
+	Available(context.Context) (int, error)
+}, want int, msgAndArgs ...any) {
+	t.Helper()
+	n, err := s.Available(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, want, n, msgAndArgs...)
 }
