@@ -31,6 +31,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,7 @@ type config struct {
 	work   time.Duration
 	procs  int
 	only   map[string]bool // scenarios to run, by tag; nil: all
+	impls  []int           // rows to run, by index into implNames, the floor cycle always among them
 	v      bool            // log every slice's rate to stderr
 }
 
@@ -73,7 +75,13 @@ func main() {
 	flag.IntVar(&cfg.procs, "procs", 4, "processes of the multi-process scenario, 8 goroutines each (0: leave it out)")
 	flag.BoolVar(&cfg.v, "v", false, "log every slice's rate to stderr")
 	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32 and procs (default all)")
+	rowsFlag := flag.String("impls", "", "comma-separated words; run only the rows whose name contains one of them (and the floor cycle, which the ratios need); default all")
 	flag.Parse()
+	cfg.impls = chooseImpls(*rowsFlag)
+	if cfg.impls == nil {
+		fmt.Fprintln(os.Stderr, "compare: -impls matches no row of:", strings.Join(implNames, "; "))
+		os.Exit(2)
+	}
 	if *only != "" {
 		cfg.only = map[string]bool{}
 		for _, t := range strings.Split(*only, ",") {
@@ -142,6 +150,30 @@ func run(cfg config) error {
 }
 
 // runScenario runs the warm-up round and cfg.rounds measured rounds of one scenario.
+// chooseImpls returns the indexes of the rows whose name contains one of the comma-separated
+// words of sel (all rows when sel is empty), the floor cycle always included; nil when a word
+// matches no row.
+func chooseImpls(sel string) []int {
+	var chosen []int
+	words := strings.Split(sel, ",")
+	for i, name := range implNames {
+		ok := sel == "" || i == floorCycle
+		for _, w := range words {
+			ok = ok || (strings.TrimSpace(w) != "" && strings.Contains(name, strings.TrimSpace(w)))
+		}
+		if ok {
+			chosen = append(chosen, i)
+		}
+	}
+	for _, w := range words {
+		w = strings.TrimSpace(w)
+		if w != "" && !slices.ContainsFunc(implNames, func(name string) bool { return strings.Contains(name, w) }) {
+			return nil
+		}
+	}
+	return chosen
+}
+
 func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]row, error) {
 	n := len(p.impls)
 	wit := newLocalWitness()
@@ -174,8 +206,8 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 		results := make([]sliceResult, n)
 		rates := make([]float64, n)
 		overlaps := make([]int64, n)
-		for k := range n {
-			i := (k + round) % n
+		for k := range cfg.impls {
+			i := cfg.impls[(k+round)%len(cfg.impls)]
 			wit.last.Store(-1)
 			before := wit.overlaps.Load()
 			sp := sliceSpec{
@@ -203,7 +235,7 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 		if round == 0 {
 			continue
 		}
-		for i := range n {
+		for _, i := range cfg.impls {
 			rows[i].add(results[i], rates[i], overlaps[i])
 			rows[i].ratios = append(rows[i].ratios, rates[i]/rates[floorCycle])
 		}
@@ -272,6 +304,9 @@ func printTable(sc scenario, rows []row) {
 	contended := sc.procs*sc.goroutines > 1
 	var notes []string
 	for i, r := range rows {
+		if len(r.rates) == 0 {
+			continue // a row left out by -impls
+		}
 		floorRow := i <= floorCycle
 		cells := []string{implNames[i], fmtRate(median(r.rates)), fmt.Sprintf("%.2f×", median(r.ratios))}
 		if floorRow {
