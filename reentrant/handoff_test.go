@@ -159,3 +159,119 @@ func TestWaiterGivingUpAtAHandOffLeavesNothingHeld(t *testing.T) {
 	}
 	t.Logf("the waiter kept the lock in %d of 40 rounds", handed)
 }
+
+// turnsOf returns the Client ids of the lock value's turn queue (its r field), in order.
+func turnsOf(t *testing.T, rdb redis.UniversalClient, l *reentrant.Lock) []string {
+	t.Helper()
+	v, err := rdb.Get(context.Background(), l.Key()).Result()
+	if err == redis.Nil {
+		return nil
+	}
+	require.NoError(t, err)
+	var ids []string
+	for _, f := range strings.Fields(v)[1:] {
+		if rest, ok := strings.CutPrefix(f, "r"); ok {
+			require.Zero(t, len(rest)%36, "turn queue %q", f)
+			for i := 0; i < len(rest); i += 36 {
+				ids = append(ids, rest[i:i+36])
+			}
+		}
+	}
+	return ids
+}
+
+// lockAsync calls l.Lock(ctx) in a goroutine and sends the held context (nil on failure) on
+// the returned channel.
+func lockAsync(t *testing.T, ctx context.Context, l *reentrant.Lock) <-chan context.Context {
+	got := make(chan context.Context, 1)
+	go func() {
+		h, err := l.Lock(ctx)
+		if err != nil {
+			assert.ErrorIs(t, err, context.Canceled)
+		}
+		got <- h
+	}()
+	return got
+}
+
+// Waiters of other Clients than the holder's get the lock Client by Client in the order their
+// Clients first waited, whoever answers the wakeup first; a newcomer is not let in between.
+func TestClientsTakeTurnsInTheOrderTheyCame(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	ca, cb, cc, cd := newClient(t, rdb), newClient(t, rdb), newClient(t, rdb), newClient(t, rdb)
+	a := newLock(t, ca)
+	b, err := reentrant.New(cb, a.Name())
+	require.NoError(t, err)
+	c, err := reentrant.New(cc, a.Name())
+	require.NoError(t, err)
+	d, err := reentrant.New(cd, a.Name())
+	require.NoError(t, err)
+
+	held, err := a.Lock(context.Background())
+	require.NoError(t, err)
+	gotB := lockAsync(t, context.Background(), b)
+	eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 1 }, "b's Client never queued")
+	gotC := lockAsync(t, context.Background(), c)
+	eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 2 }, "c's Client never queued")
+	require.Equal(t, []string{cb.ID(), cc.ID()}, turnsOf(t, rdb, a))
+
+	require.NoError(t, a.Unlock(held))
+	hb := <-gotB
+	require.NotNil(t, hb)
+	_, ok, err := d.TryLock(context.Background())
+	require.NoError(t, err)
+	assert.False(t, ok, "a newcomer took the lock while c's Client waited for its turn")
+	select {
+	case <-gotC:
+		t.Fatal("c got the lock while b held it")
+	default:
+	}
+	assert.Equal(t, []string{cc.ID()}, turnsOf(t, rdb, a))
+	require.NoError(t, b.Unlock(hb))
+	hc := <-gotC
+	require.NotNil(t, hc)
+	require.NoError(t, c.Unlock(hc))
+	assertFreed(t, rdb, a)
+}
+
+// A Client whose turn comes when its waiters are gone holds nobody up for longer than the
+// reservation: the next Client's waiter gets the lock.
+func TestTurnOfAClientWithoutWaitersPassesOn(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	ca, cb, cc := newClient(t, rdb), newClient(t, rdb), newClient(t, rdb)
+	a := newLock(t, ca)
+	b, err := reentrant.New(cb, a.Name())
+	require.NoError(t, err)
+	c, err := reentrant.New(cc, a.Name())
+	require.NoError(t, err)
+
+	held, err := a.Lock(context.Background())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	gotB := lockAsync(t, ctx, b)
+	eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 1 }, "b's Client never queued")
+	gotC := lockAsync(t, context.Background(), c)
+	eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 2 }, "c's Client never queued")
+	cancel()
+	require.Nil(t, <-gotB)
+
+	start := time.Now()
+	require.NoError(t, a.Unlock(held))
+	select {
+	case hc := <-gotC:
+		require.NotNil(t, hc)
+		t.Logf("c got the lock %v after the release", time.Since(start))
+		require.NoError(t, c.Unlock(hc))
+	case <-time.After(5 * time.Second):
+		t.Fatal("c never got the lock after the turn of b's Client, which has no waiter, came")
+	}
+	assertFreed(t, rdb, a)
+}
+
+// assertFreed checks that the lock's key is gone.
+func assertFreed(t *testing.T, rdb redis.UniversalClient, l *reentrant.Lock) {
+	t.Helper()
+	n, err := rdb.Exists(context.Background(), l.Key()).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the lock's key is still there")
+}

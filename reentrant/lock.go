@@ -11,9 +11,10 @@
 // Ordering: the lock is not fair. A release by a Client that has waiters of its own hands the
 // lock straight to the longest-waiting of them, inside the release script; while waiters of
 // other Clients wait too, only up to maxLocalHandOffs times in a row, and then the lock is
-// reserved for those for a moment. Otherwise a release frees the lock and wakes one waiter in
-// each Client that has waiters, and a newcomer may take the lock before them. Use package fair
-// for first-come first-served.
+// reserved for a moment for the Client whose turn it is: the Clients whose waiters wait take
+// turns in the order they first failed to get the lock (lock_release.lua). Otherwise a release
+// frees the lock and wakes one waiter in each Client that has waiters, and a newcomer may
+// take the lock before them. Use package fair for first-come first-served.
 //
 // Leases: a hold taken without WithLease is renewed by the Client's watchdog, and it expires
 // within the watchdog timeout when its process dies. A hold taken WithLease(d) expires d after
@@ -44,10 +45,10 @@ type Lock struct {
 // published, no waiter of every Client racing to Redis and all but one failing, which is what
 // makes the lock slow under contention across processes. Unbounded, it would let the
 // goroutines of one process pass the lock among themselves for ever while other processes
-// wait; after this many in a row, the release reserves the lock for the waiters of the other
-// Clients (a plain free lock would be taken again at once by the releaser's own next Lock,
-// before any other process heard of it), and the one that takes it starts a streak of its
-// own. 8 keeps a waiter in another process within a few hold times of a chance.
+// wait; after this many in a row, the release reserves the lock for the waiters of the Client
+// whose turn it is (a plain free lock would be taken again at once by the releaser's own next
+// Lock, before any other process heard of it), and that Client starts a streak of its own.
+// With 8, a waiter in another process waits at most 9 holds for each Client ahead of its own.
 const maxLocalHandOffs = 8
 
 // settleBound bounds how long a waiter that gives up waits for a release that picked it to

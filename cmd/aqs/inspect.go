@@ -182,8 +182,11 @@ func stateNotes(st *nameState) []string {
 		out = append(out, "(a reentrant or a fair lock, or a read-write lock's writer: they look alike while nobody waits)")
 	case primReentrant:
 		out = append(out, "waiters marked the lock (a reentrant lock's waiters are not listed)")
-		if st.ReservedBy != "" {
-			out = append(out, "free, reserved for a moment for the waiters of Clients other than "+st.ReservedBy)
+		if st.ReservedFor != "" {
+			out = append(out, "free, reserved for a moment for the waiters of Client "+st.ReservedFor+", whose turn it is")
+		}
+		if len(st.Turns) > 0 {
+			out = append(out, "Clients waiting for their turns, in order: "+strings.Join(st.Turns, ", "))
 		}
 	case primSemaphore:
 		out = append(out, "(counting permits have no owner: who took them is not recorded)")

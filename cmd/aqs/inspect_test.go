@@ -743,9 +743,9 @@ func TestInspectSkipsStaleQueueEntriesAndJudgesTheLeaseByItsRecordedEnd(t *testi
 	assert.Contains(t, stdout, "nothing to release")
 }
 
-// A reentrant lock reserved for other Clients' waiters (lock_release.lua) is free: inspect
-// says for whom, and lists no holder.
-func TestInspectShowsAReentrantLockReservedForOtherClients(t *testing.T) {
+// A reentrant lock reserved for a Client's waiters (lock_release.lua) is free: inspect says for
+// whom, lists no holder, and lists the Clients whose turns come after.
+func TestInspectShowsAReentrantLockReservedForAClient(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Single(t)
 	name := redistest.Name(t)
@@ -753,11 +753,16 @@ func TestInspectShowsAReentrantLockReservedForOtherClients(t *testing.T) {
 	l, err := reentrant.New(c, name)
 	require.NoError(t, err)
 	client := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b"
-	require.NoError(t, srv.Client(t).Set(t.Context(), l.Key(), client+":r w", time.Minute).Err())
+	next := []string{"1e2d3c4b-5a69-4788-9a0b-c1d2e3f4a5b6", "2f3e4d5c-6b7a-4899-8b1c-d2e3f4a5b6c7"}
+	require.NoError(t, srv.Client(t).Set(t.Context(), l.Key(), client+":r w r"+next[0]+next[1], time.Minute).Err())
 
 	st := inspectJSON(t, srv, name)
 	assert.Equal(t, primReentrant, st.Kind)
 	assert.False(t, st.Held)
 	assert.Empty(t, st.Holders)
-	assert.Equal(t, client, st.ReservedBy)
+	assert.Equal(t, client, st.ReservedFor)
+	assert.Equal(t, next, st.Turns)
+	text := inspectText(t, srv, name)
+	assert.Contains(t, text, "reserved for a moment for the waiters of Client "+client)
+	assert.Contains(t, text, "Clients waiting for their turns, in order: "+next[0]+", "+next[1])
 }

@@ -117,9 +117,12 @@ type nameState struct {
 	StaleEntries int `json:"stale_entries"`
 	// Permits is present for the semaphores only.
 	Permits *permitCounts `json:"permits,omitempty"`
-	// ReservedBy is set while a reentrant lock is free but reserved, for a moment, for the
-	// waiters of Clients other than this one (see internal/scripts/lock_release.lua).
-	ReservedBy string `json:"reserved_by,omitempty"`
+	// ReservedFor is set while a reentrant lock is free but reserved, for a moment, for the
+	// waiters of this Client, whose turn it is (see internal/scripts/lock_release.lua).
+	ReservedFor string `json:"reserved_for,omitempty"`
+	// Turns are the Clients, other than the holder's, whose waiters wait for the reentrant
+	// lock, in the order they will get their turns.
+	Turns []string `json:"turns,omitempty"`
 }
 
 // holdInfo is one hold.
@@ -356,14 +359,15 @@ func semaphoreHash(f map[string]string) bool {
 	return true
 }
 
-// lockValue is an exclusive lock's value, "<hold> [n<count>] [t<token>] [w] [e<ms>]" (see
+// lockValue is an exclusive lock's value, "<hold> [n<count>] [t<token>] [w] [r<Client ids>] [e<ms>]" (see
 // internal/scripts/_lock_value.lua).
 type lockValue struct {
 	hold   string
 	count  int64
 	token  *int64
-	marked bool // w: a waiter marked the lock (reentrant), or its queue is not empty (fair)
-	remote bool // r: a waiter of another Client than the holder's marked it (reentrant)
+	marked bool     // w: a waiter marked the lock (reentrant), or its queue is not empty (fair)
+	remote bool     // r: waiters of other Clients than the holder's wait (reentrant)
+	turns  []string // their Clients, in the order of their turns
 	// end (e) is the holder's lease end, server ms, which only the fair lock records (while
 	// its queue is not empty).
 	end *int64
@@ -386,8 +390,11 @@ func parseLockValue(v string) (lockValue, bool) {
 		switch {
 		case f == "w":
 			lv.marked = true
-		case f == "r":
+		case f[0] == 'r' && len(f)%36 == 1:
 			lv.remote = true
+			for i := 1; i < len(f); i += 36 {
+				lv.turns = append(lv.turns, f[i:i+36])
+			}
 		case f[0] == 'n' && err == nil:
 			lv.count = n
 		case f[0] == 't' && err == nil:
@@ -421,9 +428,12 @@ func (s *nameSnapshot) exclusive(r *nameState, lv *lockValue) {
 	default:
 		r.Kind = primLock
 	}
+	if lv != nil {
+		r.Turns = lv.turns
+	}
 	if lv != nil && strings.HasSuffix(lv.hold, ":r") {
-		// A reservation, not a hold: the lock is free for other Clients' waiters.
-		r.ReservedBy = clientOfHold(lv.hold)
+		// A reservation, not a hold: the lock is free for that Client's waiters.
+		r.ReservedFor = clientOfHold(lv.hold)
 		lv = nil
 	}
 	if lv != nil {

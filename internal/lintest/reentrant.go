@@ -26,8 +26,10 @@ import (
 //
 // Reservations. While waiters of other Clients wait, a release may reserve the lock for them
 // instead of freeing it (lock_release.lua): for a moment (at most 20ms) the lock is free for
-// the waiters of every Client but the releaser's, and held for the releaser's waiters and for
-// every newcomer's first attempt (a TryLock without wait, a join). The model lets a release
+// the waiters of the Client whose turn it is, never the releaser's, and held for everyone else
+// and for every newcomer's first attempt (a TryLock without wait, a join). The model lets the
+// waiters of any Client but the releaser's take it: which Client's turn it is depends on which
+// attempts failed, which a history does not record. The model lets a release
 // end in a reservation by its Client, and a reservation end at any step: a history has no
 // clock to bound it by, so the model is weaker there than the lock (a TryLock refused on a free
 // lock long after a release would pass).

@@ -8,9 +8,10 @@
 -- <hold> is the hold id (a Client id, which is a UUID, a colon and a sequence number, fresh
 -- for every hold), n the hold count when above 1, t the fencing token once one was assigned,
 -- w a mark that a release must notify (a waiter of the reentrant lock) or hand off (the fair
--- lock's queue), r (the reentrant lock) a mark that a waiter of another Client than the
--- holder's waits (see lock_release.lua). The fields after the hold id come in any order, except that e is always the
--- last. A fresh hold is just "<hold>", which a lock takes with a plain SET NX PX and
+-- lock's queue), r<Client ids> (the reentrant lock) the Clients other than the holder's whose
+-- waiters wait, in the order they first failed to take the lock: the ids, 36 characters each,
+-- one after the other (see turns below and lock_release.lua). The fields after the hold id
+-- come in any order, except that e is always the last. A fresh hold is just "<hold>", which a lock takes with a plain SET NX PX and
 -- frees with one comparison: the uncontended cycle costs what the minimal lock costs.
 --
 -- e<ms> appears while a fair lock's queue is not empty: the holder's lease end, in server
@@ -178,4 +179,24 @@ local function with_count(hold, rest, n)
     return hold .. ' n' .. n .. rest
   end
   return hold .. rest
+end
+
+-- turns returns the r field of the rest of a reentrant lock's value: the ids of the Clients
+-- waiting for their turn, in order, concatenated ('' for none), and where the field starts and
+-- where the rest after it starts (nil when it is the last field).
+local function turns(rest)
+  local i = string.find(rest, ' r', 1, true)
+  if not i then
+    return '', nil, nil
+  end
+  local j = string.find(rest, ' ', i + 2, true)
+  return string.sub(rest, i + 2, j and j - 1), i, j
+end
+
+-- turns_field is the r field for a queue of Client ids ('' for an empty queue).
+local function turns_field(ids)
+  if ids == '' then
+    return ''
+  end
+  return ' r' .. ids
 end

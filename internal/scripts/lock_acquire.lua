@@ -18,11 +18,15 @@
 --   < 0    held by another hold; -1 - reply is its remaining lease in ms
 --   error  WRONGTYPE when the key holds a value aqs did not write; nothing is changed
 --
--- A failed attempt of a waiter of another Client than the holder's also marks the lock r; a
--- lock reserved for such waiters ("<Client id>:r w", see lock_release.lua) is taken as a
--- free one by a waiter (mode 1 or 2) of any other Client, marked w r; it is held for the
--- reserving Client's and for newcomers (mode 0).
+-- Turns between Clients (see lock_release.lua). A failed attempt of a waiter (mode 1 or 2) of
+-- another Client than the holder's puts its Client at the tail of the value's turn queue (r),
+-- unless it is there already or the queue is full (MAX_TURNS Clients: its waiters then wait
+-- for a place, woken by every release that publishes). A lock reserved for a Client
+-- ("<Client id>:r w [r<queue>]", see lock_release.lua) is taken as a free one by a waiter of
+-- that Client, which keeps the rest of the queue; to everyone else, newcomers and waiters of
+-- every other Client, it is held, and their failed attempts queue their Clients behind it.
 --@include _lock_value
+local MAX_TURNS = 32
 local k = KEYS[1]
 local v = redis.call('GET', k)
 if not v then
@@ -43,32 +47,36 @@ if hold == ARGV[1] then
   return 2
 end
 local client = string.sub(ARGV[1], 1, 36)
-local other = string.sub(hold, 1, 36) ~= client
-if other and ARGV[3] ~= '0' and string.sub(hold, 38) == 'r' then
-  -- Reserved for the waiters of Clients other than the releaser's (lock_release.lua): a
-  -- waiter of another Client takes it as a free lock, marked for the waiters the releaser's
-  -- Client still has. To a newcomer's first attempt (this one with mode 0, or a plain SET NX)
-  -- it is held.
-  local value, reply = ARGV[1], 1
-  if ARGV[4] == '1' then
-    local field
-    reply, field = new_token()
-    value = value .. field
-  end
-  redis.call('SET', k, value .. ' w r', 'PX', ARGV[2])
-  return reply
-end
+local holder = string.sub(hold, 1, 36)
 if ARGV[3] ~= '0' then
-  -- w: the release must wake a waiter; r: one of another Client than the holder's waits.
-  local marks = ''
-  if not string.find(rest, ' w', 1, true) then
-    marks = ' w'
+  local ids, i, j = turns(rest)
+  if holder == client and string.sub(hold, 38) == 'r' then
+    -- Reserved for this Client's waiters: taken as a free lock, marked w for the release to
+    -- wake the waiters this Client may still have, with the queue of the Clients after it.
+    local value, reply = ARGV[1], 1
+    if ARGV[4] == '1' then
+      local field
+      reply, field = new_token()
+      value = value .. field
+    end
+    redis.call('SET', k, value .. ' w' .. turns_field(ids), 'PX', ARGV[2])
+    return reply
   end
-  if other and not string.find(rest, ' r', 1, true) then
-    marks = marks .. ' r'
+  -- w: the release must wake a waiter; r: the queue of other Clients' turns.
+  local marked = string.find(rest, ' w', 1, true)
+  local queue = holder ~= client and not string.find(ids, client, 1, true) and #ids < 36 * MAX_TURNS
+  if queue then
+    if i then
+      rest = string.sub(rest, 1, i - 1) .. turns_field(ids .. client) .. (j and string.sub(rest, j) or '')
+    else
+      rest = rest .. turns_field(client)
+    end
   end
-  if marks ~= '' then
-    redis.call('SET', k, with_field(v, marks), 'KEEPTTL')
+  if not marked then
+    rest = rest .. ' w'
+  end
+  if queue or not marked then
+    redis.call('SET', k, hold .. rest, 'KEEPTTL')
   end
 end
 local pttl = redis.call('PTTL', k)

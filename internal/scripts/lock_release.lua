@@ -12,20 +12,26 @@
 -- ARGV[6]  "1" when the caller's Client has handed the lock on among its own waiters
 --          maxLocalHandOffs times in a row (reentrant/lock.go), "0" otherwise
 --
--- A waiter of another Client than the holder's marks the lock r (lock_acquire.lua). Then a
--- local hand-off keeps the mark, and once the caller's streak is over the hold does not end
--- in a plain DEL, which the caller's own next Lock would win again at once before any waiter
--- elsewhere hears of it: the lock is reserved for the waiters of other Clients instead, for
--- RESERVE ms at most, as the key "<the caller's Client id>:r w", and "1" is published. A
--- waiter of another Client takes a reserved lock as a free one; the caller's Client's waiters
--- and every newcomer find it held. If nobody takes it (the waiters that marked it are gone),
--- it expires.
---
+-- Turns between Clients. A waiter of another Client than the holder's queues its Client in
+-- the value's r field (lock_acquire.lua). Then a local hand-off keeps the queue, and once the
+-- caller's streak is over (or it has no waiter left) the hold does not end in a plain DEL,
+-- which the caller's own next Lock would win again at once before any waiter elsewhere hears
+-- of it: the lock is reserved for the Client at the head of the queue, for RESERVE ms at most,
+-- as the key "<that Client's id>:r w [r<the rest of the queue>]", and "1" is published. A
+-- waiter of that Client takes the reserved lock as a free one; everyone else finds it held,
+-- and the failed attempts of other Clients' waiters (the caller's among them) queue their
+-- Clients behind. So the Clients whose waiters wait take turns in the order they came, and a
+-- waiter in another process waits at most one turn of every Client ahead of its own. If the
+-- reserved Client does not take the lock (its waiters are gone), the reservation expires
+-- with the queue, and the waiters still there, woken by the publish and told the
+-- reservation's remaining lease, try again when it has run out and queue again.
+
 -- Replies:
 --   n >= 1  holds left
 --   0       released; if a waiter had marked the lock (w), "1" (wake one) was published
 --   -2      released and handed to ARGV[4], marked w (so that its release wakes the others
---           that may wait), and r if it was; nothing was published
+--           that may wait), with the queue of turns (r) if there was one; nothing was
+--           published
 --   -1      the key does not hold this hold; nothing changed
 --
 -- The common release, of a fresh hold nobody waits for, is the first comparison: the same
@@ -53,14 +59,18 @@ if ARGV[2] == '0' and n > 1 then
   redis.call('SET', k, with_count(ARGV[1], rest, n - 1), 'KEEPTTL')
   return n - 1
 end
-local remote = string.find(rest, ' r', 1, true)
-if ARGV[4] and not (remote and ARGV[6] == '1') then
-  redis.call('SET', k, ARGV[4] .. (remote and ' w r' or ' w'), 'PX', ARGV[5])
+local ids = turns(rest)
+if ARGV[4] and not (ids ~= '' and ARGV[6] == '1') then
+  redis.call('SET', k, ARGV[4] .. ' w' .. turns_field(ids), 'PX', ARGV[5])
   return -2
 end
-if remote then
+local own = string.sub(ARGV[1], 1, 36)
+if string.sub(ids, 1, 36) == own then
+  ids = string.sub(ids, 37) -- never queued behind its own hold; dropped all the same
+end
+if ids ~= '' then
   local RESERVE = 20
-  redis.call('SET', k, string.sub(ARGV[1], 1, 36) .. ':r w', 'PX', RESERVE)
+  redis.call('SET', k, string.sub(ids, 1, 36) .. ':r w' .. turns_field(string.sub(ids, 37)), 'PX', RESERVE)
   redis.call(ARGV[3], k .. ':ch', '1')
   return 0
 end
