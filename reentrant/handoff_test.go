@@ -275,3 +275,125 @@ func assertFreed(t *testing.T, rdb redis.UniversalClient, l *reentrant.Lock) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "the lock's key is still there")
 }
+
+// commands returns how many SET and EVALSHA commands the server ran (not counting those that
+// scripts ran): the acquisitions' and releases' commands.
+func commands(t *testing.T, rdb redis.UniversalClient) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		for _, cmd := range []string{"cmdstat_set:calls=", "cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if rest, ok := strings.CutPrefix(line, cmd); ok {
+				c, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				require.NoError(t, err)
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// A goroutine that calls Lock while a goroutine of its own Client holds the lock boards: it
+// sends nothing to Redis, and the holder's release hands it the lock, the release being the
+// only command of the hand-off.
+func TestWaiterOfTheHoldingClientBoardsWithoutACommand(t *testing.T) {
+	srv := redistest.Single(t)
+	rdb := srv.Client(t)
+	l := newLock(t, newClient(t, rdb))
+	held, err := l.Lock(context.Background())
+	require.NoError(t, err)
+
+	before := commands(t, srv.Client(t))
+	got := lockAsync(t, context.Background(), l)
+	eventually(t, 5*time.Second, func() bool { return l.Boarded() == 1 }, "the waiter never boarded")
+	// commandstats counts a SET inside a script as a SET: a script's commands are counted
+	// with the script, so the difference is the commands of the Clients and their scripts'.
+	assert.Equal(t, before, commands(t, srv.Client(t)), "a boarded waiter sent a command")
+
+	require.NoError(t, l.Unlock(held))
+	h := <-got
+	require.NotNil(t, h)
+	// The release: one EVALSHA, whose script ran one SET (the hand-off).
+	assert.Equal(t, before+2, commands(t, srv.Client(t)))
+	assert.Zero(t, l.Boarded())
+	require.NoError(t, l.Unlock(h))
+	assertFreed(t, rdb, l)
+}
+
+// A boarded waiter whose Client's hold is not released within the boarding window makes its
+// own attempt, as any waiter: it marks the lock, so a release by another Lock value or the
+// hold's expiry reaches it as it reaches every waiter.
+func TestBoardedWaiterAttemptsWhenNoReleaseComes(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	l := newLock(t, newClient(t, rdb))
+	held, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	got := lockAsync(t, context.Background(), l)
+	waitMarked(t, rdb, l)
+	assert.Zero(t, l.Boarded())
+	require.NoError(t, l.Unlock(held))
+	h := <-got
+	require.NotNil(t, h)
+	require.NoError(t, l.Unlock(h))
+}
+
+// A boarded waiter is woken to attempt when its Client's hold ends without handing the lock
+// over: here the hold was lost (freed by an administrator), and the waiter gets the lock.
+func TestBoardedWaiterAttemptsWhenTheHoldIsLost(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	l := newLock(t, newClient(t, rdb))
+	admin, err := reentrant.New(newClient(t, rdb), l.Name())
+	require.NoError(t, err)
+	held, err := l.Lock(context.Background())
+	require.NoError(t, err)
+	got := lockAsync(t, context.Background(), l)
+	eventually(t, 5*time.Second, func() bool { return l.Boarded() == 1 }, "the waiter never boarded")
+
+	ok, err := admin.ForceUnlock(context.Background())
+	require.NoError(t, err)
+	require.True(t, ok)
+	h := <-got
+	require.NotNil(t, h, "the boarded waiter did not get the freed lock")
+	assert.ErrorIs(t, l.Unlock(held), aqs.ErrLockLost)
+	require.NoError(t, l.Unlock(h))
+	assertFreed(t, rdb, l)
+}
+
+// A Client whose streak of local hand-offs ends while it still has waiters gives the lock to
+// the next Client's turn and queues itself for a turn after the others: its waiters need not
+// fail an attempt to be queued.
+func TestStreakEndQueuesTheReleasersClientBehindTheOthers(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	ca, cb := newClient(t, rdb), newClient(t, rdb)
+	a := newLock(t, ca)
+	b, err := reentrant.New(cb, a.Name())
+	require.NoError(t, err)
+
+	held, err := a.Lock(context.Background())
+	require.NoError(t, err)
+	gotB := lockAsync(t, context.Background(), b)
+	eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 1 }, "b's Client never queued")
+	// Two goroutines of a's Client pass the lock to each other until the streak is over; a
+	// hold of a's that is handed over is turned into the next one's at once.
+	for i := 0; ; i++ {
+		require.Less(t, i, 20, "b never got its turn")
+		got := lockAsync(t, context.Background(), a)
+		eventually(t, 5*time.Second, func() bool { return a.Boarded() == 1 }, "a's waiter never boarded")
+		require.NoError(t, a.Unlock(held))
+		select {
+		case hb := <-gotB:
+			require.NotNil(t, hb)
+			assert.Equal(t, []string{ca.ID()}, turnsOf(t, rdb, a), "a's Client, with a waiter, is not queued")
+			require.NoError(t, b.Unlock(hb))
+			held = <-got
+			require.NotNil(t, held)
+			require.NoError(t, a.Unlock(held))
+			assertFreed(t, rdb, a)
+			return
+		case held = <-got:
+			require.NotNil(t, held)
+		}
+	}
+}

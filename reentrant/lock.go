@@ -24,6 +24,8 @@ package reentrant
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +40,100 @@ import (
 type Lock struct {
 	*excl.Base
 	streak atomic.Int32 // local hand-offs in a row (see maxLocalHandOffs)
+	bd     boarding
+}
+
+// Boarding: waiting for a release of this Client without an attempt of its own.
+//
+// A waiter's attempts are round trips of their own: a goroutine that finds the lock taken
+// sends its SET NX, then lock_acquire.lua, which marks the lock, before it waits. But when a
+// goroutine calls Lock while a hold of the same Lock (so of its own Client) is held, or while
+// that hold's release is on its way, the next thing the lock does in Redis is that release,
+// and the release of a hold of this Client hands the lock to the longest-waiting local waiter
+// that takes hand-offs (pick), boarded or not. So the goroutine sends nothing: it registers as
+// such a waiter and boards. With 32 goroutines on one lock in one process, a hand-off then
+// costs the release script alone, where it cost three commands. A boarded waiter makes its
+// own first attempt, and goes on as any waiter, when a release of this Lock ends without
+// handing the lock to a waiter of this Client (the streak was over, the release was sent
+// before it registered, the hold was lost): the lock may be free or reserved for another
+// Client, whose waiters the release woke, so the boarded are woken too. And it makes it after
+// boardWindow at most, for a hold that lasts long or that this Lock cannot see end (a hold
+// lost and never unlocked; a hand-off to a waiter of another Lock value of the same name).
+// Boarding changes no order the lock promises: a boarded waiter takes a local hand-off in
+// the order it registered, as any local waiter does.
+type boarding struct {
+	mu       sync.Mutex
+	held     bool           // a hold of this Lock is held, as far as this Client knows
+	hold     *core.Hold     // that hold, once adopted (nil while a hand-off is being taken)
+	since    time.Time      // when held was set without a hold (a hand-off)
+	inflight int            // releases of this Lock's holds on their way
+	boarded  []*core.Waiter // waiters that made no attempt of their own yet
+	// turning: the release on its way ends this Client's streak while it has waiters: unless
+	// it hands the lock over after all, it reserves the lock for another Client's turn and
+	// queues this Client for a turn of its own (lock_release.lua), which the boarded wait for.
+	turning bool
+}
+
+// boardWindow bounds how long a boarded waiter waits for a release of this Client before it
+// makes an attempt of its own (see boarding).
+const boardWindow = 20 * time.Millisecond
+
+// heldBy records that h, a hold of this Lock, holds the lock.
+func (l *Lock) heldBy(h *core.Hold) {
+	l.bd.mu.Lock()
+	l.bd.held, l.bd.hold = true, h
+	l.bd.mu.Unlock()
+}
+
+// boardable reports, with l.bd.mu held, whether a hold of this Lock is held (its lease
+// trusted; a hand-off being taken for a moment) or a release of one is on its way.
+func (l *Lock) boardable() bool {
+	return l.bd.inflight > 0 || (l.bd.held && (l.bd.hold != nil && l.bd.hold.LeaseTrusted() ||
+		l.bd.hold == nil && time.Since(l.bd.since) < boardWindow))
+}
+
+// mayBoard reports whether a waiter could board now (see board).
+func (l *Lock) mayBoard() bool {
+	l.bd.mu.Lock()
+	defer l.bd.mu.Unlock()
+	return l.boardable()
+}
+
+// board makes w boarded if a hold of this Lock is held or a release of one is on its way, and
+// reports whether it did.
+func (l *Lock) board(w *core.Waiter) bool {
+	l.bd.mu.Lock()
+	defer l.bd.mu.Unlock()
+	ok := l.boardable()
+	if ok {
+		l.bd.boarded = append(l.bd.boarded, w)
+	}
+	return ok
+}
+
+// alight takes w off the boarded waiters (when it is to make its own attempt).
+func (l *Lock) alight(w *core.Waiter) {
+	l.bd.mu.Lock()
+	defer l.bd.mu.Unlock()
+	for i, x := range l.bd.boarded {
+		if x == w {
+			l.bd.boarded = append(l.bd.boarded[:i], l.bd.boarded[i+1:]...)
+			return
+		}
+	}
+}
+
+// unheld records that no hold of this Lock is held any longer and wakes the boarded waiters
+// to make their own attempts.
+func (l *Lock) unheld() {
+	l.bd.mu.Lock()
+	l.bd.held, l.bd.hold = false, nil
+	ws := l.bd.boarded
+	l.bd.boarded = nil
+	l.bd.mu.Unlock()
+	for _, w := range ws {
+		w.Nudge()
+	}
 }
 
 // maxLocalHandOffs bounds the hand-offs in a row to waiters of the releasing Client while
@@ -73,6 +169,10 @@ func New(c *aqs.Client, name string) (*Lock, error) {
 // pick chooses the local waiter a release may hand the lock to, if any, and tells the script
 // whether this Client's streak is over (see maxLocalHandOffs): lock_release.lua's ARGV[4-6].
 func (l *Lock) pick(at time.Time) (*core.Waiter, []any) {
+	l.bd.mu.Lock()
+	l.bd.held, l.bd.hold = false, nil
+	l.bd.inflight++
+	l.bd.mu.Unlock()
 	w, tag, arg, ok := l.RT.Hub.Pick(l.Channel(), at)
 	if !ok {
 		l.streak.Store(0)
@@ -81,17 +181,50 @@ func (l *Lock) pick(at time.Time) (*core.Waiter, []any) {
 	over := "0"
 	if l.streak.Load() >= maxLocalHandOffs {
 		over = "1"
+		l.bd.mu.Lock()
+		l.bd.turning = true
+		l.bd.mu.Unlock()
 	}
 	return w, []any{tag, arg, over}
 }
 
-// picked counts the local hand-offs in a row.
-func (l *Lock) picked(handed bool) {
+// picked counts the local hand-offs in a row, and settles the boarded waiters: a hand-off to
+// a waiter of this Client keeps them boarded (the new holder's release picks them in turn);
+// any other outcome sends them to make their own attempts.
+func (l *Lock) picked(handed, known bool) {
+	l.bd.mu.Lock()
+	l.bd.inflight--
+	turned := l.bd.turning && !handed && known
+	l.bd.turning = false
 	if handed {
-		l.streak.Add(1)
-	} else {
-		l.streak.Store(0)
+		l.bd.held, l.bd.since = true, time.Now()
 	}
+	l.bd.mu.Unlock()
+	switch {
+	case handed:
+		l.streak.Add(1)
+	case turned:
+		// Reserved for another Client, and this one queued for its next turn: the boarded
+		// wait for that turn's wakeup (or their boardWindow) rather than all fail at once.
+		// (A release that found the hold gone also lands here: Unlock's ErrLockLost wakes
+		// them.)
+		l.streak.Store(0)
+		l.bd.mu.Lock()
+		l.bd.held, l.bd.hold = false, nil
+		l.bd.mu.Unlock()
+	default:
+		l.streak.Store(0)
+		l.unheld()
+	}
+}
+
+// Unlock releases the acquisition held by ctx; see excl.Base.Unlock.
+func (l *Lock) Unlock(ctx context.Context) error {
+	err := l.Base.Unlock(ctx)
+	if errors.Is(err, aqs.ErrLockLost) {
+		l.unheld() // the hold ended without a release of its own
+	}
+	return err
 }
 
 // leave unregisters a waiter that leaves without the lock. If a release handed it the lock in
@@ -99,6 +232,7 @@ func (l *Lock) picked(handed bool) {
 // call leaves nothing behind (others found the lock taken only during the call); in the
 // background, bounded, if that fails.
 func (l *Lock) leave(ctx context.Context, w *core.Waiter, hold string) {
+	l.alight(w)
 	if !w.Leave(settleBound) {
 		return
 	}
@@ -107,6 +241,7 @@ func (l *Lock) leave(ctx context.Context, w *core.Waiter, hold string) {
 	if l.Undo(cctx, hold) != nil {
 		l.Abandon(hold, nil)
 	}
+	l.unheld() // given back: the lock is free, and the waiters of this Client must know
 }
 
 // Lock blocks until the lock is acquired or ctx is done, and returns the held context: a child
@@ -125,6 +260,17 @@ func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Contex
 	}
 	held, _, err := l.acquire(ctx, cfg, true)
 	return held, err
+}
+
+// acquire takes the lock (see take) and records, for boarding, that this Client holds it.
+func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
+	held, ok, err := l.take(ctx, cfg, block)
+	if ok {
+		if a := l.RT.Held(held, l.Key()); a != nil {
+			l.heldBy(a.Hold())
+		}
+	}
+	return held, ok, err
 }
 
 // TryLock makes one attempt to take the lock, or, with WithWait(d), waits up to d for it.
@@ -189,7 +335,7 @@ func (l *Lock) try(ctx context.Context, hold string, cfg core.LockConfig, mode s
 	}
 }
 
-func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
+func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
 	if err := l.RT.Check(); err != nil {
 		return nil, false, err
 	}
@@ -207,13 +353,51 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		deadline = time.Now().Add(cfg.Wait)
 	}
 
+	waits := block || cfg.Wait > 0
+	waitCtx := ctx
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	// register makes the caller a local waiter, one that takes hand-offs unless it must have
+	// its fencing token at once (that one takes the lock by its own attempt). When it fails
+	// (w stays nil), the caller returns its results.
+	var w *core.Waiter
+	register := func() (context.Context, bool, error) {
+		var err error
+		if w, err = l.RT.Hub.Wait(waitCtx, l.Channel(), hold); err != nil {
+			if ctx.Err() == nil && waitCtx.Err() != nil {
+				return nil, false, nil // the wait bound ran out
+			}
+			return nil, false, err
+		}
+		if !cfg.Token {
+			w.SetArg(l.Lease(cfg).Milliseconds())
+		}
+		return nil, false, nil
+	}
+	// A waiter whose Client holds the lock already, or is releasing it, boards (see boarding):
+	// registered, it waits for that release without an attempt of its own.
+	boarded := false
+	if waits && !cfg.Token && l.mayBoard() {
+		if held, ok, err := register(); w == nil {
+			return held, ok, err
+		}
+		defer w.Close()
+		boarded = l.board(w)
+	}
+
 	sentAt := time.Now()
 	firstSent := sentAt
 	var a attempt
 	var err error
-	if (block || cfg.Wait > 0) && !cfg.Token {
+	switch {
+	case w != nil:
+		// Registered already: the attempts below (a boarded waiter's after its wait).
+	case waits && !cfg.Token:
 		a, err = l.tryFast(ctx, hold, cfg)
-	} else {
+	default:
 		a, err = l.try(ctx, hold, cfg, noWait)
 	}
 	if err != nil {
@@ -223,29 +407,16 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	if a.acquired {
 		return l.Won(ctx, hold, cfg, a.token, sentAt)
 	}
-	if !block && cfg.Wait == 0 {
+	if !waits {
 		return nil, false, nil
 	}
 
 	// Subscribe, then try again: a release after this attempt reaches us.
-	waitCtx := ctx
-	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		waitCtx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
-	w, err := l.RT.Hub.Wait(waitCtx, l.Channel(), hold)
-	if err != nil {
-		if ctx.Err() == nil && waitCtx.Err() != nil {
-			return nil, false, nil // the wait bound ran out
+	if w == nil {
+		if held, ok, err := register(); w == nil {
+			return held, ok, err
 		}
-		return nil, false, err
-	}
-	defer w.Close()
-	if !cfg.Token {
-		// A release of this Client may hand it the lock (see maxLocalHandOffs); one that must
-		// have its fencing token at once takes it by its own attempt.
-		w.SetArg(l.Lease(cfg).Milliseconds())
+		defer w.Close()
 	}
 	// handed turns a lock handed over by a local release into a held context: its lease
 	// started after that release was sent.
@@ -256,6 +427,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	// Unlock failing with ErrLockLost, the key held to the end of its lease; the chaos
 	// package's network test saw it.)
 	handed := func() (context.Context, bool, error) {
+		l.alight(w)
 		since := w.PickedAt()
 		if since.IsZero() {
 			since = firstSent
@@ -266,12 +438,18 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	timer.Stop() // armed by each failed attempt; since Go 1.23 a stopped timer holds no value
 	defer timer.Stop()
 	for {
-		mode := waiting
-		if w.Others() {
-			mode = waitingOthers
+		if boarded {
+			// No attempt yet: the release of this Client's hold hands the lock over, or wakes
+			// the boarded to attempt; boardWindow bounds the wait for it.
+			a = attempt{pttl: boardWindow}
+		} else {
+			mode := waiting
+			if w.Others() {
+				mode = waitingOthers
+			}
+			sentAt = time.Now()
+			a, err = l.try(ctx, hold, cfg, mode)
 		}
-		sentAt = time.Now()
-		a, err = l.try(ctx, hold, cfg, mode)
 		if err != nil {
 			l.leave(ctx, w, hold)
 			l.Abandon(hold, err)
@@ -308,6 +486,10 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		case <-l.RT.Done():
 			l.leave(ctx, w, hold)
 			return nil, false, aqs.ErrClosed
+		}
+		if boarded {
+			l.alight(w)
+			boarded = false
 		}
 	}
 }

@@ -74,6 +74,7 @@ type hubChan struct {
 	ready   chan struct{} // closed once the subscription is confirmed
 	waiters []*Waiter
 	idle    *time.Timer
+	check   *time.Timer // armed by a turn message for another Client (see deliver)
 }
 
 // Waiter is one local waiter registered on a channel. C receives its wakeups.
@@ -265,7 +266,7 @@ func (h *Hub) receive(conn *hubConn) {
 		switch m := msg.(type) {
 		case *redis.Message:
 			if c := h.chans[m.Channel]; c != nil && c.conn == conn {
-				c.deliver(m.Payload)
+				h.deliver(c, m.Payload)
 			}
 		case *redis.Subscription:
 			var dropped bool
@@ -454,7 +455,7 @@ func (h *Hub) Deliver(channel, payload string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if c := h.chans[channel]; c != nil {
-		c.deliver(payload)
+		h.deliver(c, payload)
 	}
 }
 
@@ -463,6 +464,40 @@ func (h *Hub) Channels() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.chans)
+}
+
+// TurnCheck is how long after a turn message for another Client (see deliver) a Client's
+// waiters are left without a wakeup: longer than the reservation such a message announces
+// (lock_release.lua's RESERVE, 20ms), so that a turn whose Client does not take the lock is
+// noticed once the reservation has run out.
+const TurnCheck = 30 * time.Millisecond
+
+// deliver hands a message to c's waiters, with h.mu held. Messages: "1" wakes one waiter, "*"
+// every waiter, a waiter's tag that waiter (marked tagged). "r<Client id>" announces that the
+// reentrant lock is reserved for that Client's turn (lock_release.lua): to that Client it is a
+// "1"; the others wake nobody, as their waiters would only find the lock held, but they wake
+// one waiter TurnCheck after the last such message if no other came meanwhile, for when that
+// Client did not take the lock and the reservation ran out.
+func (h *Hub) deliver(c *hubChan, payload string) {
+	if c.check != nil {
+		c.check.Stop()
+		c.check = nil
+	}
+	if len(payload) == 37 && payload[0] == 'r' {
+		if payload[1:] == h.rt.ID {
+			c.wakeOne()
+			return
+		}
+		c.check = time.AfterFunc(TurnCheck, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.chans[c.name] == c {
+				c.wakeOne()
+			}
+		})
+		return
+	}
+	c.deliver(payload)
 }
 
 func (c *hubChan) deliver(payload string) {

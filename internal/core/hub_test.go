@@ -470,3 +470,37 @@ func awaitWoken(t *testing.T, got <-chan error, who string) {
 		t.Fatalf("%s was not woken by the release", who)
 	}
 }
+
+// A turn message of the reentrant lock ("r<Client id>", lock_release.lua) wakes a waiter of
+// that Client at once; the waiters of other Clients are woken only TurnCheck later, in case
+// that Client did not take the lock.
+func TestTurnMessageWakesOnlyTheClientWhoseTurnItIs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newClient(t, redistest.Single(t).Client(t))
+	rt := runtimeOf(t, c)
+	channel := redistest.Name(t) + ":ch"
+	w, err := rt.Hub.Wait(ctx, channel, "")
+	require.NoError(t, err)
+	defer w.Close()
+	other := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b"
+	require.NotEqual(t, other, c.ID())
+
+	start := time.Now()
+	rt.Hub.Deliver(channel, "r"+other)
+	select {
+	case <-w.C:
+		assert.GreaterOrEqual(t, time.Since(start), core.TurnCheck, "woken by another Client's turn")
+	case <-ctx.Done():
+		t.Fatal("never woken after another Client's turn")
+	}
+
+	start = time.Now()
+	rt.Hub.Deliver(channel, "r"+c.ID())
+	select {
+	case <-w.C:
+		assert.Less(t, time.Since(start), core.TurnCheck, "its own Client's turn woke it late")
+	case <-ctx.Done():
+		t.Fatal("never woken by its own Client's turn")
+	}
+}

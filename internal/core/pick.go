@@ -19,6 +19,10 @@ func (w *Waiter) SetArg(arg int64) {
 	w.arg, w.takes = arg, true
 }
 
+// Nudge wakes the waiter to check the lock (a waiter that waited for a local release without
+// an attempt of its own: see reentrant's boarding). A pending wakeup absorbs it.
+func (w *Waiter) Nudge() { w.wake() }
+
 // Pick chooses the longest-registered waiter of channel that takes hand-offs and is not
 // picked already, marks it picked by a release sent at time at, and returns it with its tag
 // and argument. The caller must Settle it.

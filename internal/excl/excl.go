@@ -38,9 +38,10 @@ type Base struct {
 	// Pick, when set, may pick a local waiter to hand the lock to when a hold ends (the
 	// reentrant lock: see internal/core/pick.go), and returns the arguments that the release
 	// script then gets after its own three; the script replies -2 when it handed the lock
-	// over. Picked is told whether it did.
+	// over. Picked is told whether it did, after every release that called Pick (handed is
+	// false when Pick picked nobody), and whether the release's outcome is known at all.
 	Pick   func(at time.Time) (w *core.Waiter, args []any)
-	Picked func(handed bool)
+	Picked func(handed, known bool)
 	// Carry, when set, is called before the release that ends a hold is sent (the fair lock:
 	// its riders, see fair/ride.go). It may return arguments that the release script then gets
 	// after its own three, and settle, which is told the script's reply and error and returns
@@ -288,11 +289,13 @@ func (b *Base) Unlock(ctx context.Context) error {
 	if picked != nil {
 		handed := err == nil && r == int64(-2)
 		b.RT.Hub.Settle(picked, handed, err == nil)
-		b.Picked(handed)
+		b.Picked(handed, err == nil)
 		if handed {
 			runtime.Gosched() // as for the fair lock's hand-off below
 			return nil
 		}
+	} else if last && b.Pick != nil {
+		b.Picked(false, err == nil)
 	}
 	if err != nil {
 		return core.RedisError(b.key, err)

@@ -17,18 +17,21 @@
 -- caller's streak is over (or it has no waiter left) the hold does not end in a plain DEL,
 -- which the caller's own next Lock would win again at once before any waiter elsewhere hears
 -- of it: the lock is reserved for the Client at the head of the queue, for RESERVE ms at most,
--- as the key "<that Client's id>:r w [r<the rest of the queue>]", and "1" is published. A
--- waiter of that Client takes the reserved lock as a free one; everyone else finds it held,
--- and the failed attempts of other Clients' waiters (the caller's among them) queue their
--- Clients behind. So the Clients whose waiters wait take turns in the order they came, and a
--- waiter in another process waits at most one turn of every Client ahead of its own. If the
--- reserved Client does not take the lock (its waiters are gone), the reservation expires
--- with the queue, and the waiters still there, woken by the publish and told the
--- reservation's remaining lease, try again when it has run out and queue again.
+-- as the key "<that Client's id>:r w [r<the rest of the queue>]", with the caller's Client
+-- queued at the tail when it has waiters (it picked one), and "r<that Client's id>" is
+-- published: that Client wakes a waiter, which takes the reserved lock as a free one; the
+-- other Clients wake nobody (internal/core/hub.go's deliver), since everyone but that
+-- Client finds the lock held (their failed attempts would queue their Clients behind). So
+-- the Clients whose waiters wait take turns in the order they came, and a waiter in another
+-- process waits at most one turn of every Client ahead of its own. If the reserved Client
+-- does not take the lock (its waiters are gone), the reservation expires with the queue,
+-- and the other Clients, which wake a waiter a moment after the reservation would have run
+-- out unless another message came, try again and queue again.
 
 -- Replies:
 --   n >= 1  holds left
---   0       released; if a waiter had marked the lock (w), "1" (wake one) was published
+--   0       released; if a waiter had marked the lock (w), "1" (wake one) was published, or
+--           reserved for another Client's turn, and "r<its id>" published
 --   -2      released and handed to ARGV[4], marked w (so that its release wakes the others
 --           that may wait), with the queue of turns (r) if there was one; nothing was
 --           published
@@ -70,8 +73,12 @@ if string.sub(ids, 1, 36) == own then
 end
 if ids ~= '' then
   local RESERVE = 20
-  redis.call('SET', k, string.sub(ids, 1, 36) .. ':r w' .. turns_field(string.sub(ids, 37)), 'PX', RESERVE)
-  redis.call(ARGV[3], k .. ':ch', '1')
+  local head, rest = string.sub(ids, 1, 36), string.sub(ids, 37)
+  if ARGV[4] and not string.find(rest, own, 1, true) then
+    rest = rest .. own -- the caller's Client has waiters: its turn comes after the others'
+  end
+  redis.call('SET', k, head .. ':r w' .. turns_field(rest), 'PX', RESERVE)
+  redis.call(ARGV[3], k .. ':ch', 'r' .. head)
   return 0
 end
 redis.call('DEL', k)
