@@ -68,10 +68,11 @@ type boarding struct {
 	since    time.Time      // when held was set without a hold (a hand-off)
 	inflight int            // releases of this Lock's holds on their way
 	boarded  []*core.Waiter // waiters that made no attempt of their own yet
-	// turning: the release on its way ends this Client's streak while it has waiters: unless
-	// it hands the lock over after all, it reserves the lock for another Client's turn and
-	// queues this Client for a turn of its own (lock_release.lua), which the boarded wait for.
-	turning bool
+	// gen counts the holds taken and the releases picked: a release's outcome (picked) only
+	// changes held when nothing happened since its pick. (A waiter whose attempt found the
+	// lock handed to it may have taken, used and released it before the release that
+	// handed it over heard back.)
+	gen uint64
 }
 
 // boardWindow bounds how long a boarded waiter waits for a release of this Client before it
@@ -82,6 +83,7 @@ const boardWindow = 20 * time.Millisecond
 func (l *Lock) heldBy(h *core.Hold) {
 	l.bd.mu.Lock()
 	l.bd.held, l.bd.hold = true, h
+	l.bd.gen++
 	l.bd.mu.Unlock()
 }
 
@@ -111,6 +113,13 @@ func (l *Lock) board(w *core.Waiter) bool {
 	return ok
 }
 
+// generation returns the current gen (see boarding).
+func (l *Lock) generation() uint64 {
+	l.bd.mu.Lock()
+	defer l.bd.mu.Unlock()
+	return l.bd.gen
+}
+
 // alight takes w off the boarded waiters (when it is to make its own attempt).
 func (l *Lock) alight(w *core.Waiter) {
 	l.bd.mu.Lock()
@@ -123,11 +132,13 @@ func (l *Lock) alight(w *core.Waiter) {
 	}
 }
 
-// unheld records that no hold of this Lock is held any longer and wakes the boarded waiters
-// to make their own attempts.
-func (l *Lock) unheld() {
+// unheld records that no hold of this Lock is held any longer (unless stale: a hold was taken
+// since gen) and wakes the boarded waiters to make their own attempts.
+func (l *Lock) unheld(gen uint64) {
 	l.bd.mu.Lock()
-	l.bd.held, l.bd.hold = false, nil
+	if l.bd.gen == gen {
+		l.bd.held, l.bd.hold = false, nil
+	}
 	ws := l.bd.boarded
 	l.bd.boarded = nil
 	l.bd.mu.Unlock()
@@ -162,59 +173,56 @@ func New(c *aqs.Client, name string) (*Lock, error) {
 		return nil, err
 	}
 	l := &Lock{Base: b}
-	b.Pick, b.Picked = l.pick, l.picked
+	b.Pick = l.pick
 	return l, nil
 }
 
 // pick chooses the local waiter a release may hand the lock to, if any, and tells the script
 // whether this Client's streak is over (see maxLocalHandOffs): lock_release.lua's ARGV[4-6].
-func (l *Lock) pick(at time.Time) (*core.Waiter, []any) {
+func (l *Lock) pick(at time.Time) (*core.Waiter, []any, func(handed, known bool)) {
 	l.bd.mu.Lock()
 	l.bd.held, l.bd.hold = false, nil
 	l.bd.inflight++
+	l.bd.gen++
+	gen := l.bd.gen
 	l.bd.mu.Unlock()
 	w, tag, arg, ok := l.RT.Hub.Pick(l.Channel(), at)
 	if !ok {
 		l.streak.Store(0)
-		return nil, nil
+		return nil, nil, func(handed, known bool) { l.picked(gen, false, handed, known) }
 	}
-	over := "0"
+	over, arg6 := false, "0"
 	if l.streak.Load() >= maxLocalHandOffs {
-		over = "1"
-		l.bd.mu.Lock()
-		l.bd.turning = true
-		l.bd.mu.Unlock()
+		over, arg6 = true, "1"
 	}
-	return w, []any{tag, arg, over}
+	return w, []any{tag, arg, arg6}, func(handed, known bool) { l.picked(gen, over, handed, known) }
 }
 
-// picked counts the local hand-offs in a row, and settles the boarded waiters: a hand-off to
-// a waiter of this Client keeps them boarded (the new holder's release picks them in turn);
-// any other outcome sends them to make their own attempts.
-func (l *Lock) picked(handed, known bool) {
+// picked counts the local hand-offs in a row, and settles the boarded waiters, once the
+// outcome of the release picked at gen is known: a hand-off to a waiter of this Client keeps
+// them boarded (the new holder's release picks them in turn); a release that ended a streak
+// (over) without handing over reserved the lock for another Client's turn and queued this
+// one (lock_release.lua), and the boarded wait for this Client's turn; any other outcome sends
+// them to make their own attempts.
+func (l *Lock) picked(gen uint64, over, handed, known bool) {
 	l.bd.mu.Lock()
 	l.bd.inflight--
-	turned := l.bd.turning && !handed && known
-	l.bd.turning = false
-	if handed {
+	if handed && l.bd.gen == gen {
 		l.bd.held, l.bd.since = true, time.Now()
 	}
 	l.bd.mu.Unlock()
 	switch {
 	case handed:
 		l.streak.Add(1)
-	case turned:
-		// Reserved for another Client, and this one queued for its next turn: the boarded
-		// wait for that turn's wakeup (or their boardWindow) rather than all fail at once.
-		// (A release that found the hold gone also lands here: Unlock's ErrLockLost wakes
-		// them.)
+	case over && known:
+		// Reserved for another Client, and this one queued for its next turn (held is false
+		// since the pick): the boarded wait for that turn's wakeup, or their boardWindow,
+		// rather than all fail at once. (A release that found the hold gone also lands here:
+		// Unlock's ErrLockLost wakes them.)
 		l.streak.Store(0)
-		l.bd.mu.Lock()
-		l.bd.held, l.bd.hold = false, nil
-		l.bd.mu.Unlock()
 	default:
 		l.streak.Store(0)
-		l.unheld()
+		l.unheld(gen)
 	}
 }
 
@@ -222,7 +230,7 @@ func (l *Lock) picked(handed, known bool) {
 func (l *Lock) Unlock(ctx context.Context) error {
 	err := l.Base.Unlock(ctx)
 	if errors.Is(err, aqs.ErrLockLost) {
-		l.unheld() // the hold ended without a release of its own
+		l.unheld(l.generation()) // the hold ended without a release of its own
 	}
 	return err
 }
@@ -241,7 +249,7 @@ func (l *Lock) leave(ctx context.Context, w *core.Waiter, hold string) {
 	if l.Undo(cctx, hold) != nil {
 		l.Abandon(hold, nil)
 	}
-	l.unheld() // given back: the lock is free, and the waiters of this Client must know
+	l.unheld(l.generation()) // given back: the lock is free, and the waiters of this Client must know
 }
 
 // Lock blocks until the lock is acquired or ctx is done, and returns the held context: a child
@@ -459,6 +467,11 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 			return handed()
 		}
 		if a.acquired {
+			// Out of the hub first: when ctx ended meanwhile, Won gives the lock back at once,
+			// and that release must not pick this very waiter (a lock handed to a waiter that
+			// has gone stays held to the end of its lease).
+			l.alight(w)
+			w.Close()
 			return l.Won(ctx, hold, cfg, a.token, sentAt)
 		}
 		// Fallback for a lost message: the holder's lease will have run out by then.

@@ -38,10 +38,10 @@ type Base struct {
 	// Pick, when set, may pick a local waiter to hand the lock to when a hold ends (the
 	// reentrant lock: see internal/core/pick.go), and returns the arguments that the release
 	// script then gets after its own three; the script replies -2 when it handed the lock
-	// over. Picked is told whether it did, after every release that called Pick (handed is
-	// false when Pick picked nobody), and whether the release's outcome is known at all.
-	Pick   func(at time.Time) (w *core.Waiter, args []any)
-	Picked func(handed, known bool)
+	// over. done, which Pick returns too, is told whether it did, after every release that
+	// called Pick (handed is false when Pick picked nobody), and whether the release's outcome
+	// is known at all.
+	Pick func(at time.Time) (w *core.Waiter, args []any, done func(handed, known bool))
 	// Carry, when set, is called before the release that ends a hold is sent (the fair lock:
 	// its riders, see fair/ride.go). It may return arguments that the release script then gets
 	// after its own three, and settle, which is told the script's reply and error and returns
@@ -268,9 +268,10 @@ func (b *Base) Unlock(ctx context.Context) error {
 	}
 	args := []any{h.ID, end, b.RT.PublishCommand()}
 	var picked *core.Waiter
+	var pickDone func(handed, known bool)
 	if last && b.Pick != nil {
 		var more []any
-		if picked, more = b.Pick(time.Now()); picked != nil {
+		if picked, more, pickDone = b.Pick(time.Now()); picked != nil {
 			args = append(args, more...)
 		}
 	}
@@ -288,14 +289,16 @@ func (b *Base) Unlock(ctx context.Context) error {
 	}
 	if picked != nil {
 		handed := err == nil && r == int64(-2)
+		// done first: once settled, the new holder may run and release before this goroutine
+		// goes on.
+		pickDone(handed, err == nil)
 		b.RT.Hub.Settle(picked, handed, err == nil)
-		b.Picked(handed, err == nil)
 		if handed {
 			runtime.Gosched() // as for the fair lock's hand-off below
 			return nil
 		}
-	} else if last && b.Pick != nil {
-		b.Picked(false, err == nil)
+	} else if pickDone != nil {
+		pickDone(false, err == nil)
 	}
 	if err != nil {
 		return core.RedisError(b.key, err)
