@@ -200,12 +200,9 @@ func TestClientsTakeTurnsInTheOrderTheyCame(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	ca, cb, cc, cd := newClient(t, rdb), newClient(t, rdb), newClient(t, rdb), newClient(t, rdb)
 	a := newLock(t, ca)
-	b, err := reentrant.New(cb, a.Name())
-	require.NoError(t, err)
-	c, err := reentrant.New(cc, a.Name())
-	require.NoError(t, err)
-	d, err := reentrant.New(cd, a.Name())
-	require.NoError(t, err)
+	b := sameLock(t, cb, a)
+	c := sameLock(t, cc, a)
+	d := sameLock(t, cd, a)
 
 	held, err := a.Lock(context.Background())
 	require.NoError(t, err)
@@ -240,10 +237,8 @@ func TestTurnOfAClientWithoutWaitersPassesOn(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	ca, cb, cc := newClient(t, rdb), newClient(t, rdb), newClient(t, rdb)
 	a := newLock(t, ca)
-	b, err := reentrant.New(cb, a.Name())
-	require.NoError(t, err)
-	c, err := reentrant.New(cc, a.Name())
-	require.NoError(t, err)
+	b := sameLock(t, cb, a)
+	c := sameLock(t, cc, a)
 
 	held, err := a.Lock(context.Background())
 	require.NoError(t, err)
@@ -352,8 +347,7 @@ func TestBoardedWaiterAttemptsWhenNoReleaseComes(t *testing.T) {
 func TestBoardedWaiterAttemptsWhenTheHoldIsLost(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	l := newLock(t, newClient(t, rdb))
-	admin, err := reentrant.New(newClient(t, rdb), l.Name())
-	require.NoError(t, err)
+	admin := sameLock(t, newClient(t, rdb), l)
 	held, err := l.Lock(context.Background())
 	require.NoError(t, err)
 	got := lockAsync(t, context.Background(), l)
@@ -376,8 +370,7 @@ func TestStreakEndQueuesTheReleasersClientBehindTheOthers(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	ca, cb := newClient(t, rdb), newClient(t, rdb)
 	a := newLock(t, ca)
-	b, err := reentrant.New(cb, a.Name())
-	require.NoError(t, err)
+	b := sameLock(t, cb, a)
 
 	held, err := a.Lock(context.Background())
 	require.NoError(t, err)
@@ -412,10 +405,8 @@ func TestStreakEndQueuesTheReleasersClientBehindTheOthers(t *testing.T) {
 func TestWaiterCancelledAsItsAttemptWinsGivesTheLockBack(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	holder := newLock(t, newClient(t, rdb))
-	waiting, err := reentrant.New(newClient(t, rdb), holder.Name())
-	require.NoError(t, err)
-	outsider, err := reentrant.New(newClient(t, rdb), holder.Name())
-	require.NoError(t, err)
+	waiting := sameLock(t, newClient(t, rdb), holder)
+	outsider := sameLock(t, newClient(t, rdb), holder)
 	won := 0
 	for i := 0; i < 40; i++ {
 		held, err := holder.Lock(context.Background())

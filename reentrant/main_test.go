@@ -30,6 +30,14 @@ func newClient(t testing.TB, rdb redis.UniversalClient, opts ...aqs.Option) *aqs
 	return c
 }
 
+// sameLock returns the lock of l's name through the Client c.
+func sameLock(t testing.TB, c *aqs.Client, l *reentrant.Lock) *reentrant.Lock {
+	t.Helper()
+	x, err := reentrant.New(c, l.Name())
+	require.NoError(t, err)
+	return x
+}
+
 // newLock returns a lock with a name unique to the test.
 func newLock(t testing.TB, c *aqs.Client) *reentrant.Lock {
 	t.Helper()

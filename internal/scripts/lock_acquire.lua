@@ -28,19 +28,26 @@
 --@include _lock_value
 local MAX_TURNS = 32
 local k = KEYS[1]
-local v = redis.call('GET', k)
-if not v then
+
+-- take sets the lock to this hold with the given fields after it (and its token when asked
+-- for), and returns the reply.
+local function take(fields)
   local value, reply = ARGV[1], 1
   if ARGV[4] == '1' then
     local field
     reply, field = new_token()
     value = value .. field
   end
-  if ARGV[3] == '2' then
-    value = value .. ' w'
-  end
-  redis.call('SET', k, value, 'PX', ARGV[2])
+  redis.call('SET', k, value .. fields, 'PX', ARGV[2])
   return reply
+end
+
+local v = redis.call('GET', k)
+if not v then
+  if ARGV[3] == '2' then
+    return take(' w')
+  end
+  return take('')
 end
 local hold, rest = parse_value(v)
 if hold == ARGV[1] then
@@ -53,14 +60,7 @@ if ARGV[3] ~= '0' then
   if holder == client and string.sub(hold, 38) == 'r' then
     -- Reserved for this Client's waiters: taken as a free lock, marked w for the release to
     -- wake the waiters this Client may still have, with the queue of the Clients after it.
-    local value, reply = ARGV[1], 1
-    if ARGV[4] == '1' then
-      local field
-      reply, field = new_token()
-      value = value .. field
-    end
-    redis.call('SET', k, value .. ' w' .. turns_field(ids), 'PX', ARGV[2])
-    return reply
+    return take(' w' .. turns_field(ids))
   end
   -- w: the release must wake a waiter; r: the queue of other Clients' turns.
   local marked = string.find(rest, ' w', 1, true)
