@@ -119,6 +119,21 @@ func TestLocalHandOffsLetAWaiterOfAnotherClientIn(t *testing.T) {
 	wg.Wait()
 }
 
+// endRound ends a round of a waiter that gave up at some moment: it unlocks h through l when
+// the waiter got the lock after all (and reports that it did), and checks that the lock is
+// then free, or freed at once: within far less than the 30s lease.
+func endRound(t *testing.T, round int, l *reentrant.Lock, h context.Context, outsider *reentrant.Lock) (kept bool) {
+	t.Helper()
+	if h != nil {
+		require.NoError(t, l.Unlock(h))
+	}
+	o, ok, err := outsider.TryLock(context.Background(), aqs.WithWait(3*time.Second))
+	require.NoError(t, err)
+	require.True(t, ok, "round %d: the lock stayed held after the waiter left", round)
+	require.NoError(t, outsider.Unlock(o))
+	return h != nil
+}
+
 // A waiter that gives up at the moment a release of its own Client hands it the lock gives it
 // back: the lock is never left held by nobody until its lease ends.
 func TestWaiterGivingUpAtAHandOffLeavesNothingHeld(t *testing.T) {
@@ -147,15 +162,9 @@ func TestWaiterGivingUpAtAHandOffLeavesNothingHeld(t *testing.T) {
 			cancel()
 		}()
 		require.NoError(t, l.Unlock(held))
-		if h := <-res; h != nil {
+		if endRound(t, i, l, <-res, outsider) {
 			handed++
-			require.NoError(t, l.Unlock(h))
 		}
-		// Within far less than the 30s lease: the lock is free, or freed at once.
-		h, ok, err := outsider.TryLock(context.Background(), aqs.WithWait(3*time.Second))
-		require.NoError(t, err)
-		require.True(t, ok, "round %d: the lock stayed held after the waiter left", i)
-		require.NoError(t, outsider.Unlock(h))
 	}
 	t.Logf("the waiter kept the lock in %d of 40 rounds", handed)
 }
@@ -420,14 +429,9 @@ func TestWaiterCancelledAsItsAttemptWinsGivesTheLockBack(t *testing.T) {
 		require.NoError(t, holder.Unlock(held))
 		time.Sleep(time.Duration(i) * 10 * time.Microsecond)
 		cancel()
-		if h := <-got; h != nil {
+		if endRound(t, i, waiting, <-got, outsider) {
 			won++
-			require.NoError(t, waiting.Unlock(h))
 		}
-		h, ok, err := outsider.TryLock(context.Background(), aqs.WithWait(3*time.Second))
-		require.NoError(t, err)
-		require.True(t, ok, "round %d: the lock stayed held after the waiter left", i)
-		require.NoError(t, outsider.Unlock(h))
 	}
 	t.Logf("the waiter kept the lock in %d of 40 rounds", won)
 }
