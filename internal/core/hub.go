@@ -481,20 +481,23 @@ const TurnCheck = 30 * time.Millisecond
 func (h *Hub) deliver(c *hubChan, payload string) {
 	if c.check != nil {
 		c.check.Stop()
-		c.check = nil
 	}
 	if len(payload) == 37 && payload[0] == 'r' {
 		if payload[1:] == h.rt.ID {
 			c.wakeOne()
 			return
 		}
-		c.check = time.AfterFunc(TurnCheck, func() {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			if h.chans[c.name] == c {
-				c.wakeOne()
-			}
-		})
+		if c.check == nil {
+			c.check = time.AfterFunc(TurnCheck, func() {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				if h.chans[c.name] == c {
+					c.wakeOne()
+				}
+			})
+		} else {
+			c.check.Reset(TurnCheck)
+		}
 		return
 	}
 	c.deliver(payload)
