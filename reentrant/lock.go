@@ -14,7 +14,9 @@
 // reserved for a moment for the Client whose turn it is: the Clients whose waiters wait take
 // turns in the order they first failed to get the lock (lock_release.lua). Otherwise a release
 // frees the lock and wakes one waiter in each Client that has waiters, and a newcomer may
-// take the lock before them. Use package fair for first-come first-served.
+// take the lock before them. Use package fair for first-come first-served. A goroutine that
+// calls Lock while its own Client holds the lock sends nothing to Redis: it waits for that
+// Client's release to hand it the lock (see boarding).
 //
 // Leases: a hold taken without WithLease is renewed by the Client's watchdog, and it expires
 // within the watchdog timeout when its process dies. A hold taken WithLease(d) expires d after
