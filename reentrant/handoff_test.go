@@ -206,70 +206,72 @@ func lockAsync(t *testing.T, ctx context.Context, l *reentrant.Lock) <-chan cont
 // Waiters of other Clients than the holder's get the lock Client by Client in the order their
 // Clients first waited, whoever answers the wakeup first; a newcomer is not let in between.
 func TestClientsTakeTurnsInTheOrderTheyCame(t *testing.T) {
-	rdb := redistest.Single(t).Client(t)
-	ca, cb, cc, cd := newClient(t, rdb), newClient(t, rdb), newClient(t, rdb), newClient(t, rdb)
-	a := newLock(t, ca)
-	b := sameLock(t, cb, a)
-	c := sameLock(t, cc, a)
-	d := sameLock(t, cd, a)
+	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ca, cb, cc, cd := newClient(t, rdb), newClient(t, rdb), newClient(t, rdb), newClient(t, rdb)
+		a := newLock(t, ca)
+		b := sameLock(t, cb, a)
+		c := sameLock(t, cc, a)
+		d := sameLock(t, cd, a)
 
-	held, err := a.Lock(context.Background())
-	require.NoError(t, err)
-	gotB := lockAsync(t, context.Background(), b)
-	eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 1 }, "b's Client never queued")
-	gotC := lockAsync(t, context.Background(), c)
-	eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 2 }, "c's Client never queued")
-	require.Equal(t, []string{cb.ID(), cc.ID()}, turnsOf(t, rdb, a))
+		held, err := a.Lock(context.Background())
+		require.NoError(t, err)
+		gotB := lockAsync(t, context.Background(), b)
+		eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 1 }, "b's Client never queued")
+		gotC := lockAsync(t, context.Background(), c)
+		eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 2 }, "c's Client never queued")
+		require.Equal(t, []string{cb.ID(), cc.ID()}, turnsOf(t, rdb, a))
 
-	require.NoError(t, a.Unlock(held))
-	hb := <-gotB
-	require.NotNil(t, hb)
-	_, ok, err := d.TryLock(context.Background())
-	require.NoError(t, err)
-	assert.False(t, ok, "a newcomer took the lock while c's Client waited for its turn")
-	select {
-	case <-gotC:
-		t.Fatal("c got the lock while b held it")
-	default:
-	}
-	assert.Equal(t, []string{cc.ID()}, turnsOf(t, rdb, a))
-	require.NoError(t, b.Unlock(hb))
-	hc := <-gotC
-	require.NotNil(t, hc)
-	require.NoError(t, c.Unlock(hc))
-	assertFreed(t, rdb, a)
+		require.NoError(t, a.Unlock(held))
+		hb := <-gotB
+		require.NotNil(t, hb)
+		_, ok, err := d.TryLock(context.Background())
+		require.NoError(t, err)
+		assert.False(t, ok, "a newcomer took the lock while c's Client waited for its turn")
+		select {
+		case <-gotC:
+			t.Fatal("c got the lock while b held it")
+		default:
+		}
+		assert.Equal(t, []string{cc.ID()}, turnsOf(t, rdb, a))
+		require.NoError(t, b.Unlock(hb))
+		hc := <-gotC
+		require.NotNil(t, hc)
+		require.NoError(t, c.Unlock(hc))
+		assertFreed(t, rdb, a)
+	})
 }
 
 // A Client whose turn comes when its waiters are gone holds nobody up for longer than the
 // reservation: the next Client's waiter gets the lock.
 func TestTurnOfAClientWithoutWaitersPassesOn(t *testing.T) {
-	rdb := redistest.Single(t).Client(t)
-	ca, cb, cc := newClient(t, rdb), newClient(t, rdb), newClient(t, rdb)
-	a := newLock(t, ca)
-	b := sameLock(t, cb, a)
-	c := sameLock(t, cc, a)
+	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ca, cb, cc := newClient(t, rdb), newClient(t, rdb), newClient(t, rdb)
+		a := newLock(t, ca)
+		b := sameLock(t, cb, a)
+		c := sameLock(t, cc, a)
 
-	held, err := a.Lock(context.Background())
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	gotB := lockAsync(t, ctx, b)
-	eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 1 }, "b's Client never queued")
-	gotC := lockAsync(t, context.Background(), c)
-	eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 2 }, "c's Client never queued")
-	cancel()
-	require.Nil(t, <-gotB)
+		held, err := a.Lock(context.Background())
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		gotB := lockAsync(t, ctx, b)
+		eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 1 }, "b's Client never queued")
+		gotC := lockAsync(t, context.Background(), c)
+		eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 2 }, "c's Client never queued")
+		cancel()
+		require.Nil(t, <-gotB)
 
-	start := time.Now()
-	require.NoError(t, a.Unlock(held))
-	select {
-	case hc := <-gotC:
-		require.NotNil(t, hc)
-		t.Logf("c got the lock %v after the release", time.Since(start))
-		require.NoError(t, c.Unlock(hc))
-	case <-time.After(5 * time.Second):
-		t.Fatal("c never got the lock after the turn of b's Client, which has no waiter, came")
-	}
-	assertFreed(t, rdb, a)
+		start := time.Now()
+		require.NoError(t, a.Unlock(held))
+		select {
+		case hc := <-gotC:
+			require.NotNil(t, hc)
+			t.Logf("c got the lock %v after the release", time.Since(start))
+			require.NoError(t, c.Unlock(hc))
+		case <-time.After(5 * time.Second):
+			t.Fatal("c never got the lock after the turn of b's Client, which has no waiter, came")
+		}
+		assertFreed(t, rdb, a)
+	})
 }
 
 // assertFreed checks that the lock's key is gone.
@@ -376,36 +378,37 @@ func TestBoardedWaiterAttemptsWhenTheHoldIsLost(t *testing.T) {
 // the next Client's turn and queues itself for a turn after the others: its waiters need not
 // fail an attempt to be queued.
 func TestStreakEndQueuesTheReleasersClientBehindTheOthers(t *testing.T) {
-	rdb := redistest.Single(t).Client(t)
-	ca, cb := newClient(t, rdb), newClient(t, rdb)
-	a := newLock(t, ca)
-	b := sameLock(t, cb, a)
+	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ca, cb := newClient(t, rdb), newClient(t, rdb)
+		a := newLock(t, ca)
+		b := sameLock(t, cb, a)
 
-	held, err := a.Lock(context.Background())
-	require.NoError(t, err)
-	gotB := lockAsync(t, context.Background(), b)
-	eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 1 }, "b's Client never queued")
-	// Two goroutines of a's Client pass the lock to each other until the streak is over; a
-	// hold of a's that is handed over is turned into the next one's at once.
-	for i := 0; ; i++ {
-		require.Less(t, i, 20, "b never got its turn")
-		got := lockAsync(t, context.Background(), a)
-		eventually(t, 5*time.Second, func() bool { return a.Boarded() == 1 }, "a's waiter never boarded")
-		require.NoError(t, a.Unlock(held))
-		select {
-		case hb := <-gotB:
-			require.NotNil(t, hb)
-			assert.Equal(t, []string{ca.ID()}, turnsOf(t, rdb, a), "a's Client, with a waiter, is not queued")
-			require.NoError(t, b.Unlock(hb))
-			held = <-got
-			require.NotNil(t, held)
+		held, err := a.Lock(context.Background())
+		require.NoError(t, err)
+		gotB := lockAsync(t, context.Background(), b)
+		eventually(t, 5*time.Second, func() bool { return len(turnsOf(t, rdb, a)) == 1 }, "b's Client never queued")
+		// Two goroutines of a's Client pass the lock to each other until the streak is over; a
+		// hold of a's that is handed over is turned into the next one's at once.
+		for i := 0; ; i++ {
+			require.Less(t, i, 20, "b never got its turn")
+			got := lockAsync(t, context.Background(), a)
+			eventually(t, 5*time.Second, func() bool { return a.Boarded() == 1 }, "a's waiter never boarded")
 			require.NoError(t, a.Unlock(held))
-			assertFreed(t, rdb, a)
-			return
-		case held = <-got:
-			require.NotNil(t, held)
+			select {
+			case hb := <-gotB:
+				require.NotNil(t, hb)
+				assert.Equal(t, []string{ca.ID()}, turnsOf(t, rdb, a), "a's Client, with a waiter, is not queued")
+				require.NoError(t, b.Unlock(hb))
+				held = <-got
+				require.NotNil(t, held)
+				require.NoError(t, a.Unlock(held))
+				assertFreed(t, rdb, a)
+				return
+			case held = <-got:
+				require.NotNil(t, held)
+			}
 		}
-	}
+	})
 }
 
 // A waiter whose own attempt takes the lock at the moment its call is cancelled gives the lock
