@@ -118,8 +118,10 @@ func TestInspectShowsTheWaitersMarkOnAReentrantLock(t *testing.T) {
 	assertHolder(t, st.Holders[0], a, "exclusive", 1, nil, 30*time.Second)
 	assert.True(t, st.UnlistedWaiters)
 	assert.Empty(t, st.Waiters)
+	assert.Equal(t, []string{b.ID()}, st.Turns, "b's Client, queued for its turn")
 	text := inspectText(t, srv, name)
 	assert.Contains(t, text, fmt.Sprintf("reentrant lock %q", name))
+	assert.Contains(t, text, "Clients waiting for their turns, in order: "+b.ID())
 	assert.Regexp(t, regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(st.Holders[0].Hold)+` +1 +- +`), text)
 	assert.Contains(t, text, "waiters marked the lock")
 
