@@ -2,6 +2,7 @@ package reentrant_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -437,4 +439,38 @@ func TestWaiterCancelledAsItsAttemptWinsGivesTheLockBack(t *testing.T) {
 		}
 	}
 	t.Logf("the waiter kept the lock in %d of 40 rounds", won)
+}
+
+// A Client that finds the queue of turns full (32 Clients) is not queued, and its waiter,
+// which no turn message is meant for, tries again within a few tens of milliseconds rather
+// than at the end of the holder's lease: it gets a place once there is room.
+func TestClientFindingTheTurnQueueFullGetsAPlaceOnceThereIsRoom(t *testing.T) {
+	srv := redistest.Single(t)
+	rdb := srv.Client(t)
+	l := newLock(t, newClient(t, rdb))
+	// Held, for a minute, by a hold of a Client that is not running, with 32 Clients queued.
+	ids := make([]string, 32)
+	for i := range ids {
+		ids[i] = uuid.NewString()
+	}
+	held := uuid.NewString() + ":1 w"
+	require.NoError(t, rdb.Set(context.Background(), l.Key(), held+" r"+strings.Join(ids, ""), time.Minute).Err())
+	t.Cleanup(func() { rdb.Del(context.Background(), l.Key()) })
+
+	wrdb := srv.Client(t)
+	sent := &lockCommands{}
+	wrdb.AddHook(sent)
+	wc := newClient(t, wrdb)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := lockAsync(t, ctx, sameLock(t, wc, l))
+	eventually(t, 5*time.Second, func() bool { return sent.n.Load() >= 4 }, "the waiter did not try again soon")
+	assert.Equal(t, ids, turnsOf(t, rdb, l), "a 33rd Client was queued")
+
+	// A place frees up: the waiter's Client takes it.
+	require.NoError(t, rdb.Set(context.Background(), l.Key(), held+" r"+strings.Join(ids[1:], ""), redis.KeepTTL).Err())
+	eventually(t, 5*time.Second, func() bool { return slices.Contains(turnsOf(t, rdb, l), wc.ID()) }, "the waiter's Client never got a place")
+	assert.Equal(t, append(slices.Clone(ids[1:]), wc.ID()), turnsOf(t, rdb, l))
+	cancel()
+	assert.Nil(t, <-got)
 }

@@ -20,13 +20,16 @@
 --
 -- Turns between Clients (see lock_release.lua). A failed attempt of a waiter (mode 1 or 2) of
 -- another Client than the holder's puts its Client at the tail of the value's turn queue (r),
--- unless it is there already or the queue is full (MAX_TURNS Clients: its waiters then wait
--- for a place, woken by every release that publishes). A lock reserved for a Client
+-- unless it is there already or the queue is full (MAX_TURNS Clients: the attempt then
+-- replies a remaining lease of OVERFLOW_RETRY ms at most, so that the waiter tries again
+-- soon for a place, since no turn message is meant for its Client). A lock reserved for a Client
 -- ("<Client id>:r w [r<queue>]", see lock_release.lua) is taken as a free one by a waiter of
 -- that Client, which keeps the rest of the queue; to everyone else, newcomers and waiters of
 -- every other Client, it is held, and their failed attempts queue their Clients behind it.
 --@include _lock_value
 local MAX_TURNS = 32
+local OVERFLOW_RETRY = 30
+local overflow = false
 local k = KEYS[1]
 
 -- take sets the lock to this hold with the given fields after it (and its token when asked
@@ -64,7 +67,12 @@ if ARGV[3] ~= '0' then
   end
   -- w: the release must wake a waiter; r: the queue of other Clients' turns.
   local marked = string.find(rest, ' w', 1, true)
-  local queue = holder ~= client and not string.find(ids, client, 1, true) and #ids < 36 * MAX_TURNS
+  local queue = holder ~= client and not string.find(ids, client, 1, true)
+  if queue and #ids >= 36 * MAX_TURNS then
+    -- No room in the queue: this waiter tries again within OVERFLOW_RETRY ms (the one case
+    -- where a waiter polls), rather than wait for a wakeup that only its turn would bring.
+    queue, overflow = false, true
+  end
   if queue then
     if i then
       rest = string.sub(rest, 1, i - 1) .. turns_field(ids .. client) .. (j and string.sub(rest, j) or '')
@@ -82,5 +90,8 @@ end
 local pttl = redis.call('PTTL', k)
 if pttl < 0 then
   pttl = 0
+end
+if overflow and pttl > OVERFLOW_RETRY then
+  pttl = OVERFLOW_RETRY
 end
 return -1 - pttl
