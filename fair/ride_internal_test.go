@@ -82,6 +82,16 @@ func (a *acquirer) lock(ctx context.Context, l *Lock, name string, release <-cha
 	}()
 }
 
+// board starts the named goroutines' Locks one after the other, each once the one before it
+// boarded as a rider of l's hold.
+func (a *acquirer) board(t *testing.T, ctx context.Context, l *Lock, names []string, release <-chan struct{}) {
+	t.Helper()
+	for i, name := range names {
+		a.lock(ctx, l, name, release)
+		require.Eventually(t, func() bool { return l.ridersWaiting() == i+1 }, 5*time.Second, time.Millisecond)
+	}
+}
+
 // finish waits for every Lock started and requires that none failed.
 func (a *acquirer) finish(t *testing.T) {
 	t.Helper()
@@ -115,10 +125,7 @@ func TestRidersJoinWithTheReleaseInCallOrder(t *testing.T) {
 		a := newAcquirer()
 		open := make(chan struct{})
 		names := []string{"b1", "b2", "b3", "b4"}
-		for i, name := range names {
-			a.lock(ctx, l, name, open)
-			require.Eventually(t, func() bool { return l.ridersWaiting() == i+1 }, 5*time.Second, time.Millisecond)
-		}
+		a.board(t, ctx, l, names, open)
 		// Nothing of the riders reached Redis: they join with the release.
 		assert.Equal(t, int64(0), queuedInRedis(t, rdb, l))
 		require.NoError(t, l.Unlock(held))
@@ -231,10 +238,7 @@ func TestRidersOfAReleaseWhoseReplyWasLost(t *testing.T) {
 	a := newAcquirer()
 	open := make(chan struct{})
 	close(open)
-	for i, name := range []string{"b1", "b2"} {
-		a.lock(ctx, l, name, open)
-		require.Eventually(t, func() bool { return l.ridersWaiting() == i+1 }, 5*time.Second, time.Millisecond)
-	}
+	a.board(t, ctx, l, []string{"b1", "b2"}, open)
 	l.rides.mu.Lock()
 	members := []any{l.rides.riders[0].member, l.rides.riders[1].member}
 	l.rides.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -68,18 +69,7 @@ func TestACountingAcquisitionRunTwiceTakesItsPermitsOnce(t *testing.T) {
 	s := newSem(t, newClient(t, rdb), 5)
 	ctx := context.Background()
 	twice := func(script *scripts.Script, keys []string, args ...any) int64 {
-		var r int64
-		for range 2 {
-			v, err := script.Run(ctx, rdb, keys, args...).Result()
-			require.NoError(t, err)
-			switch v := v.(type) {
-			case int64:
-				r = v
-			case []any:
-				r = v[0].(int64)
-			}
-		}
-		return r
+		return runTwice(t, rdb, script, keys, args...)
 	}
 	assert.Equal(t, int64(1), twice(scripts.SemTry, []string{s.Key(), s.Key() + ":a:c:1"}, 2))
 	assertAvailable(t, s, 3, "sem_try of 2, run twice")
@@ -107,13 +97,7 @@ func TestACountingAttemptSettledAsUnsureTakesNothingLater(t *testing.T) {
 	s := newSem(t, newClient(t, rdb), 2)
 	ctx := context.Background()
 	unsure := func(once string) int64 {
-		var r int64
-		for range 2 { // run twice: the same answer
-			n, err := scripts.SemUnsure.Run(ctx, rdb, []string{once}).Int64()
-			require.NoError(t, err)
-			r = n
-		}
-		return r
+		return runTwice(t, rdb, scripts.SemUnsure, []string{once}) // the same answer both times
 	}
 
 	// Settled before the attempt ran: the attempt, arriving late, takes nothing.
@@ -216,6 +200,19 @@ func TestACountingFirstAttemptRunAgainAfterItsGrantDoesNotQueueAgain(t *testing.
 	// Waiter 2 (granted) gives its permit back: the semaphore is whole again.
 	require.NoError(t, s.Release(ctx, 1))
 	assertAvailable(t, s, 1)
+}
+
+// runTwice runs a script twice, as go-redis does after a lost reply, and returns the status of
+// the second run's reply.
+func runTwice(t *testing.T, rdb redis.UniversalClient, script *scripts.Script, keys []string, args ...any) int64 {
+	t.Helper()
+	var r int64
+	for range 2 {
+		v, err := script.Run(context.Background(), rdb, keys, args...).Result()
+		require.NoError(t, err)
+		r = statusOfReply(v)
+	}
+	return r
 }
 
 // statusOfReply reads the status of a sem_acquire reply (a status alone, or a list).
