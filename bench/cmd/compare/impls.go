@@ -44,6 +44,7 @@ var implNames = []string{
 	"floor: PING",
 	"floor: EVALSHA `return 1`",
 	"floor: SET NX PX + compare-and-delete",
+	"FIFO floor: BLPOP + RPUSH of a token",
 	"aqs reentrant",
 	"aqs fair",
 	"redsync (defaults)",
@@ -57,6 +58,7 @@ const (
 	floorPing  = 0
 	floorEval  = 1
 	floorCycle = 2
+	fifoFloor  = 3
 )
 
 // floorDel is the floor's release: delete the key only if it still holds our token. It is the
@@ -119,6 +121,45 @@ func newImpls(ctx context.Context, addr string, work time.Duration) (*procImpls,
 		}},
 	)
 
+	// The FIFO floor: the cheapest strictly FIFO hand-off that Redis offers, against which a
+	// FIFO lock's rate is to be read. The lock is a token in a list: a goroutine takes it with
+	// BLPOP, on a connection of its own, and puts it back with RPUSH, which hands it at once
+	// to the client that has blocked longest (Redis serves a key's blocked clients in the
+	// order they blocked). One command per hand-off and no more: no script, no lease, no queue
+	// of its own, no pub/sub. It is no usable lock (a holder that dies keeps the token for
+	// ever), but no FIFO lock on Redis can beat it.
+	fifo := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64}) // a connection per waiter
+	p.closers = append(p.closers, func() { fifo.Close() })
+	p.impls = append(p.impls, &impl{name: implNames[fifoFloor], locks: func(key string, n int) ([]acquireFunc, error) {
+		list := key + ":token"
+		// The first process here puts the token in: the key is new in every slice.
+		first, err := fifo.SetNX(bg, key+":init", 1, lockTTL).Result()
+		if err == nil && first {
+			err = fifo.RPush(bg, list, "t").Err()
+		}
+		if err != nil {
+			return nil, err
+		}
+		release := func() error { return fifo.RPush(bg, list, "t").Err() }
+		acq := func(ctx context.Context) (func() error, error) {
+			for {
+				// Blocking 50ms at most, so that the slice's end (ctx) is noticed soon; no
+				// hand-off here takes nearly as long, so no waiter loses its place by it.
+				// (go-redis's BLPop rounds its timeout up to a second; Redis takes decimals.)
+				err := fifo.Do(bg, "BLPOP", list, "0.05").Err()
+				switch {
+				case err == nil:
+					return release, nil
+				case !errors.Is(err, redis.Nil):
+					return nil, err
+				case ctx.Err() != nil:
+					return nil, ctx.Err()
+				}
+			}
+		}
+		return repeat(acquireFunc(acq), n), nil
+	}})
+
 	// Ours: one aqs.Client per process, as the package documentation asks.
 	aqsRDB := newRDB()
 	client, err := aqs.New(ctx, aqsRDB)
@@ -138,14 +179,14 @@ func newImpls(ctx context.Context, addr string, work time.Duration) (*procImpls,
 		return repeat(acquireFunc(acq), n)
 	}
 	p.impls = append(p.impls,
-		&impl{name: implNames[3], locks: func(key string, n int) ([]acquireFunc, error) {
+		&impl{name: implNames[4], locks: func(key string, n int) ([]acquireFunc, error) {
 			l, err := reentrant.New(client, key)
 			if err != nil {
 				return nil, err
 			}
 			return aqsLocks(func(ctx context.Context) (context.Context, error) { return l.Lock(ctx) }, l.Unlock, n), nil
 		}},
-		&impl{name: implNames[4], locks: func(key string, n int) ([]acquireFunc, error) {
+		&impl{name: implNames[5], locks: func(key string, n int) ([]acquireFunc, error) {
 			l, err := fair.New(client, key)
 			if err != nil {
 				return nil, err
@@ -178,9 +219,9 @@ func newImpls(ctx context.Context, addr string, work time.Duration) (*procImpls,
 		}
 	}
 	p.impls = append(p.impls,
-		&impl{name: implNames[5], locks: redsyncLocks()},
+		&impl{name: implNames[6], locks: redsyncLocks()},
 		// Tries enough that a Lock call never gives up within a slice (1ms apart: 17 minutes).
-		&impl{name: implNames[6], locks: redsyncLocks(redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1<<20))},
+		&impl{name: implNames[7], locks: redsyncLocks(redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1<<20))},
 	)
 
 	// redislock: without a deadline on ctx, Obtain gives up after the TTL; the slice's context
@@ -201,8 +242,8 @@ func newImpls(ctx context.Context, addr string, work time.Duration) (*procImpls,
 		return func(key string, n int) ([]acquireFunc, error) { return repeat(acq(key), n), nil }
 	}
 	p.impls = append(p.impls,
-		&impl{name: implNames[7], locks: redislockLocks(100 * time.Millisecond)},
-		&impl{name: implNames[8], locks: redislockLocks(time.Millisecond)},
+		&impl{name: implNames[8], locks: redislockLocks(100 * time.Millisecond)},
+		&impl{name: implNames[9], locks: redislockLocks(time.Millisecond)},
 	)
 
 	// rueidislock: one Locker per process, on its own rueidis client.
@@ -213,7 +254,7 @@ func newImpls(ctx context.Context, addr string, work time.Duration) (*procImpls,
 		return fail(fmt.Errorf("rueidislock.NewLocker: %w", err))
 	}
 	p.closers = append(p.closers, locker.Close)
-	p.impls = append(p.impls, &impl{name: implNames[9], locks: func(key string, n int) ([]acquireFunc, error) {
+	p.impls = append(p.impls, &impl{name: implNames[10], locks: func(key string, n int) ([]acquireFunc, error) {
 		acq := func(ctx context.Context) (func() error, error) {
 			_, release, err := locker.WithContext(ctx, key)
 			if err != nil {
