@@ -148,14 +148,7 @@ func TestWaiterGivingUpAtAHandOffLeavesNothingHeld(t *testing.T) {
 		held, err := l.Lock(context.Background())
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
-		res := make(chan context.Context, 1)
-		go func() {
-			h, err := l.Lock(ctx)
-			if err != nil {
-				assert.ErrorIs(t, err, context.Canceled)
-			}
-			res <- h
-		}()
+		res := lockAsync(t, ctx, l)
 		waitMarked(t, rdb, l)
 		// The cancellation lands at a point swept across the release's round trip, from
 		// before its pick to after its settlement (a delay to spread a race, not a wait).

@@ -44,14 +44,7 @@ func TestACountingReleaseRunTwiceGivesItsPermitsBackOnce(t *testing.T) {
 	}
 	release := func(id string) int64 {
 		keys := append(s.Keys()[:4:4], s.Key()+":r:"+id)
-		for run := 0; run < 2; run++ {
-			r, err := scripts.SemRelease.Run(ctx, rdb, keys, 1, "PUBLISH", "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b").Int64()
-			require.NoError(t, err)
-			if run == 1 {
-				return r
-			}
-		}
-		return 0
+		return runTwice(t, rdb, scripts.SemRelease, keys, 1, "PUBLISH", "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b")
 	}
 	assert.Equal(t, int64(0), release("a:1"))
 	assertAvailable(t, s, 1, "one release of one permit, run twice")

@@ -405,13 +405,17 @@ func TestWaiterIsWokenAfterItsSlotMovesToAnotherMaster(t *testing.T) {
 	held, err := holderLock.Lock(ctx)
 	require.NoError(t, err)
 	got := make(chan error, 1)
-	go func() {
-		h, err := waiterLock.Lock(ctx)
-		if err == nil {
-			err = waiterLock.Unlock(h)
-		}
-		got <- err
-	}()
+	// lockOnce takes l and releases it at once, in a goroutine, and reports on got.
+	lockOnce := func(l *reentrant.Lock) {
+		go func() {
+			h, err := l.Lock(ctx)
+			if err == nil {
+				err = l.Unlock(h)
+			}
+			got <- err
+		}()
+	}
+	lockOnce(waiterLock)
 	channel := channelOf(waiterLock)
 	require.Eventually(t, func() bool { return subscribers(rdb, channel) == 1 }, 5*time.Second, time.Millisecond)
 
@@ -442,13 +446,7 @@ func TestWaiterIsWokenAfterItsSlotMovesToAnotherMaster(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 	held, err = holderLock.Lock(ctx)
 	require.NoError(t, err)
-	go func() {
-		h, err := staleLock.Lock(ctx)
-		if err == nil {
-			err = staleLock.Unlock(h)
-		}
-		got <- err
-	}()
+	lockOnce(staleLock)
 	require.Eventually(t, func() bool {
 		n, err := newMaster.PubSubShardNumSub(ctx, channel).Result()
 		return err == nil && n[channel] == 1
