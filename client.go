@@ -29,16 +29,6 @@ type Client struct {
 	rt *core.Runtime
 }
 
-func init() {
-	core.ClientRuntime = func(c any) (*core.Runtime, error) {
-		cl, _ := c.(*Client)
-		if cl == nil || cl.rt == nil {
-			return nil, core.Invalid("nil aqs client")
-		}
-		return cl.rt, nil
-	}
-}
-
 // New returns a Client on rdb, which may be a *redis.Client, a *redis.ClusterClient (sharded
 // pub/sub is then used) or a *redis.FailoverClient (Sentinel). It loads every script on every
 // master, so an unreachable server or a bad option is reported here, with nothing left
@@ -68,6 +58,16 @@ func (c *Client) Close() error { return c.rt.Close() }
 
 // ID returns the Client's random id, the stem of every hold id it issues.
 func (c *Client) ID() string { return c.rt.ID }
+
+// Runtime is for the packages of this module (the primitives), which reach the runtime
+// they share through it. Code outside the module cannot call it: it cannot name
+// core.Access. It returns nil for a nil Client.
+func (c *Client) Runtime(core.Access) *core.Runtime {
+	if c == nil {
+		return nil
+	}
+	return c.rt
+}
 
 // Option configures a Client.
 type Option func(*core.Config) error

@@ -66,7 +66,7 @@ func WithWaiterTimeout(d time.Duration) Option {
 // New returns the fair lock of the given name. Any bytes make a valid name, but it must not
 // be empty. Creating a Lock touches no key.
 func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
-	b, err := excl.New(c, "fair", name, scripts.FairRelease, scripts.FairForceRelease, ":q", ":d")
+	b, err := excl.New(c.Runtime(core.Access{}), "fair", name, scripts.FairRelease, scripts.FairForceRelease, ":q", ":d")
 	if err != nil {
 		return nil, err
 	}

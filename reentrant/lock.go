@@ -170,7 +170,7 @@ type Info = excl.Info
 // New returns the lock of the given name. Any bytes make a valid name, but it must not be
 // empty. Creating a Lock touches no key.
 func New(c *aqs.Client, name string) (*Lock, error) {
-	b, err := excl.New(c, "reentrant", name, scripts.LockRelease, scripts.LockForceRelease)
+	b, err := excl.New(c.Runtime(core.Access{}), "reentrant", name, scripts.LockRelease, scripts.LockForceRelease)
 	if err != nil {
 		return nil, err
 	}

@@ -111,7 +111,7 @@ func WithWriterTimeout(d time.Duration) Option {
 // New returns the read-write lock of the given name. Any bytes make a valid name, but it must
 // not be empty. Creating a Lock touches no key.
 func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
-	w, err := excl.New(c, "rwlock", name, scripts.RWWriteRelease, scripts.RWForceRelease,
+	w, err := excl.New(c.Runtime(core.Access{}), "rwlock", name, scripts.RWWriteRelease, scripts.RWForceRelease,
 		":r", ":rn", ":ww", ":rw")
 	if err != nil {
 		return nil, err

@@ -84,9 +84,9 @@ func WithWaiterTimeout(d time.Duration) Option {
 }
 
 func newBase(c *aqs.Client, name string, opts []Option) (base, error) {
-	rt, err := core.ClientRuntime(c)
-	if err != nil {
-		return base{}, err
+	rt := c.Runtime(core.Access{})
+	if rt == nil {
+		return base{}, core.Invalid("nil aqs client")
 	}
 	key, err := rt.Key(name)
 	if err != nil {

@@ -34,8 +34,8 @@ func topologies(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 
 func runtimeOf(t *testing.T, c *aqs.Client) *core.Runtime {
 	t.Helper()
-	rt, err := core.ClientRuntime(c)
-	require.NoError(t, err)
+	rt := c.Runtime(core.Access{})
+	require.NotNil(t, rt)
 	return rt
 }
 

@@ -1,6 +1,7 @@
 // Package core is the runtime that every aqs primitive shares: hold identity, the script
 // loader, the pub/sub hub, the lease watchdog and the bookkeeping of held locks. The root
-// package aqs wraps it as Client; the primitives reach it through ClientRuntime.
+// package aqs wraps it as Client; the primitives reach it through Client.Runtime, which takes
+// an Access.
 package core
 
 import (
@@ -84,9 +85,10 @@ func (rt *Runtime) Go(f func(ctx context.Context)) {
 	}()
 }
 
-// ClientRuntime returns the runtime of an *aqs.Client. The root package sets it at init;
-// it fails for a nil client.
-var ClientRuntime func(client any) (*Runtime, error)
+// Access is a value only this module's packages can name: this package is internal, so code
+// outside the module cannot write core.Access{}. A method of the public API that takes one
+// (aqs.Client.Runtime) is thereby callable by the primitives and by nobody else.
+type Access struct{}
 
 // NewRuntime validates cfg, preloads every script on every master and starts the watchdog.
 // On error nothing is left running.

@@ -49,12 +49,12 @@ type Base struct {
 	Carry func(at time.Time) (args []any, settle func(r any, err error) any)
 }
 
-// New returns the shared part of the lock of the given name; extra are the keys, after the
-// lock key, that its release and force scripts need.
-func New(c any, kind, name string, release, force *scripts.Script, extra ...string) (*Base, error) {
-	rt, err := core.ClientRuntime(c)
-	if err != nil {
-		return nil, err
+// New returns the shared part of the lock of the given name on rt (a Client's runtime: nil
+// for a nil Client, an invalid argument); extra are the keys, after the lock key, that its
+// release and force scripts need.
+func New(rt *core.Runtime, kind, name string, release, force *scripts.Script, extra ...string) (*Base, error) {
+	if rt == nil {
+		return nil, core.Invalid("nil aqs client")
 	}
 	key, err := rt.Key(name)
 	if err != nil {
