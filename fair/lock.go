@@ -36,7 +36,7 @@ import (
 
 // Lock is a distributed FIFO reentrant lock. Create it with New; it is safe for concurrent use.
 type Lock struct {
-	*excl.Base
+	x             *excl.Base // holds, release, inspection: what the exclusive locks share
 	waiterTimeout time.Duration
 	grants        string // this Client's grant channel: "<key>:c:<client id>"
 	rides         rides  // see ride.go
@@ -44,7 +44,18 @@ type Lock struct {
 }
 
 // Info is a snapshot of the lock's holder in Redis.
-type Info = excl.Info
+type Info struct {
+	// Locked reports whether anyone held the lock.
+	Locked bool
+	// Holder is the hold id of the current hold ("<client id>:<sequence>"); empty when free.
+	Holder string
+	// HoldCount is the holder's count of acquisitions in Redis.
+	HoldCount int
+	// Token is the fencing token of the current hold, or 0 when none was assigned yet.
+	Token int64
+	// RemainingLease is the holder's remaining lease; 0 when free.
+	RemainingLease time.Duration
+}
 
 // Option configures a fair Lock.
 type Option func(*Lock) error
@@ -70,7 +81,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Lock{Base: b, waiterTimeout: 5 * time.Second, grants: b.Key() + ":c:" + b.RT.ID,
+	l := &Lock{x: b, waiterTimeout: 5 * time.Second, grants: b.Key() + ":c:" + b.RT.ID,
 		rideWindow: rideWindow}
 	// A release that hands the lock to a waiter of this Client tells it here, with no pub/sub
 	// message. Should the reply be lost, the waiter finds its grant at its next attempt or
@@ -118,6 +129,74 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Con
 	return l.acquire(ctx, cfg, false)
 }
 
+// Name returns the lock's name, as given to New.
+func (l *Lock) Name() string { return l.x.Name() }
+
+// Key returns the Redis key that holds the lock while it is held: "<prefix>:{<name>}" (see
+// aqs.WithKeyPrefix). The lock's other keys share its hash tag, so they live in its slot.
+func (l *Lock) Key() string { return l.x.Key() }
+
+// Keys returns every Redis key of the lock: Key, the queue of waiters (a list, in arrival
+// order) and their liveness deadlines (a zset). The slice is the lock's own: do not modify it.
+func (l *Lock) Keys() []string { return l.x.Keys() }
+
+// Unlock releases the acquisition held by ctx: the innermost successful Lock or TryLock of
+// this lock in ctx's chain (the first or a re-entry) not released yet, and ends its held
+// context with cause aqs.ErrReleased. Only the hold's last release gives up the lock: it hands it to
+// the live waiter at the head of the queue, in the same script, or frees it when nobody waits.
+// Unlock does not use ctx's cancellation, only its values, so it works with a held context that
+// is already done.
+//
+// It returns an error matching aqs.ErrNotOwner, and changes nothing, when ctx holds no
+// acquisition of this lock (it never acquired it, or released it already). When the hold was
+// lost (its lease ran out or could no longer be trusted, or ForceUnlock ended it), the error
+// matches both aqs.ErrNotOwner and aqs.ErrLockLost, and Unlock changes nothing in Redis: the
+// lock is someone else's, or is given up when the lost hold's lease ends. When Redis fails, Unlock returns
+// that error and the acquisition is released all the same: its held context has ended, the
+// hold is no longer renewed, and a lock that the release did not reach is handed on or freed
+// when its lease ends. After Client.Close it fails with aqs.ErrClosed.
+func (l *Lock) Unlock(ctx context.Context) error { return l.x.Unlock(ctx) }
+
+// ForceUnlock ends the current hold, whoever holds it, and reports whether the lock was held.
+// Like a release, it hands the lock to the live waiter at the head of the queue, or frees it.
+// The former holder is told at its Client's next renewal check of the hold: its held contexts
+// are then cancelled with aqs.ErrLockLost, and its Unlock fails with an error matching
+// aqs.ErrLockLost. Meant for administration (a holder known to be stuck), not for normal
+// release. On error, the lock may or may not have been freed.
+func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) { return l.x.ForceUnlock(ctx) }
+
+// Info reads the lock's holder in Redis, in one round trip. It is a snapshot: the lock may
+// have changed hands by the time Info returns. It fails with an error matching
+// aqs.ErrWrongType when the lock key holds a value aqs did not write, and with aqs.ErrClosed
+// after Client.Close.
+func (l *Lock) Info(ctx context.Context) (Info, error) {
+	in, err := l.x.Info(ctx)
+	return Info(in), err
+}
+
+// IsLocked reports whether anyone holds the lock (one Info).
+func (l *Lock) IsLocked(ctx context.Context) (bool, error) { return l.x.IsLocked(ctx) }
+
+// HoldCount returns how many times ctx's hold of this lock was acquired (its count in Redis:
+// the first acquisition and its re-entries not released yet), or 0 when ctx does not hold the
+// lock. Like Unlock, it reads only ctx's values, so it answers for a held context that is
+// already done.
+func (l *Lock) HoldCount(ctx context.Context) (int, error) { return l.x.HoldCount(ctx) }
+
+// RemainingLease returns the remaining lease of the current hold, whoever holds it, or 0 when
+// the lock is free (one Info).
+func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
+	return l.x.RemainingLease(ctx)
+}
+
+// Token returns the fencing token of ctx's hold of this lock, which aqs.FencingToken
+// describes: it is assigned in Redis on the hold's first request (one round trip), unless the
+// acquisition assigned it (aqs.WithFencingToken), and answered locally after that. It fails
+// with an error matching aqs.ErrNotOwner when ctx holds no acquisition of this lock, and with
+// aqs.ErrLockLost when the hold was lost before a token was assigned. Like Unlock, it works
+// with a held context that is already done.
+func (l *Lock) Token(ctx context.Context) (int64, error) { return l.x.Token(ctx) }
+
 // attempt is the outcome of one fair_acquire.lua call.
 type attempt struct {
 	acquired bool
@@ -135,7 +214,7 @@ func (l *Lock) attempt(ctx context.Context, hold string, cfg core.LockConfig, en
 	if cfg.Token {
 		token = "1"
 	}
-	r, err := l.RunAcquire(ctx, scripts.FairAcquire, l.Keys(), hold, hold, l.Lease(cfg).Milliseconds(),
+	r, err := l.x.RunAcquire(ctx, scripts.FairAcquire, l.Keys(), hold, hold, l.x.Lease(cfg).Milliseconds(),
 		l.waiterTimeout.Milliseconds(), q, token).Int64()
 	switch {
 	case err != nil:
@@ -156,8 +235,8 @@ func (l *Lock) attempt(ctx context.Context, hold string, cfg core.LockConfig, en
 // giveUp takes a waiter out of the queue (fair_give_up.lua), passing the lock on if it was
 // handed to it meanwhile. It does not use ctx's cancellation: it runs because ctx ended.
 func (l *Lock) giveUp(ctx context.Context, hold string, cfg core.LockConfig) error {
-	err := scripts.FairGiveUp.Run(context.WithoutCancel(ctx), l.RT.Redis, l.Keys(), hold,
-		l.Lease(cfg).Milliseconds(), l.RT.PublishCommand()).Err()
+	err := scripts.FairGiveUp.Run(context.WithoutCancel(ctx), l.x.RT.Redis, l.Keys(), hold,
+		l.x.Lease(cfg).Milliseconds(), l.x.RT.PublishCommand()).Err()
 	return core.RedisError(l.Key(), err)
 }
 
@@ -180,7 +259,7 @@ func (l *Lock) failed(ctx context.Context, hold string, cfg core.LockConfig, err
 // abandon undoes an attempt whose reply was lost: it may have queued the hold or given it
 // the lock. In the background, bounded; otherwise the waiter timeout or the lease ends it.
 func (l *Lock) abandon(hold string, cfg core.LockConfig) {
-	l.RT.Go(func(rctx context.Context) {
+	l.x.RT.Go(func(rctx context.Context) {
 		cctx, cancel := context.WithTimeout(rctx, time.Second)
 		defer cancel()
 		_ = l.giveUp(cctx, hold, cfg)
@@ -191,7 +270,7 @@ func (l *Lock) abandon(hold string, cfg core.LockConfig) {
 func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
 	held, ok, err := l.take(ctx, cfg, block)
 	if ok {
-		if a := l.RT.Held(held, l.Key()); a != nil {
+		if a := l.x.RT.Held(held, l.Key()); a != nil {
 			l.heldBy(a.Hold().ID)
 		}
 	}
@@ -199,27 +278,27 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 }
 
 func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
-	if err := l.RT.Check(); err != nil {
+	if err := l.x.RT.Check(); err != nil {
 		return nil, false, err
 	}
 	if ctx.Err() != nil {
 		return nil, false, context.Cause(ctx)
 	}
-	if held := l.RT.Held(ctx, l.Key()); held != nil {
-		return l.Reenter(ctx, held.Hold(), cfg)
+	if held := l.x.RT.Held(ctx, l.Key()); held != nil {
+		return l.x.Reenter(ctx, held.Hold(), cfg)
 	}
-	hold := l.RT.NewHoldID()
+	hold := l.x.RT.NewHoldID()
 	if !block && cfg.Wait == 0 {
 		sentAt := time.Now()
 		a, err := l.attempt(ctx, hold, cfg, false)
 		if err != nil {
-			l.Abandon(hold, err)
+			l.x.Abandon(hold, err)
 			return nil, false, err
 		}
 		if !a.acquired {
 			return nil, false, nil
 		}
-		return l.Won(ctx, hold, cfg, a.token, sentAt)
+		return l.x.Won(ctx, hold, cfg, a.token, sentAt)
 	}
 
 	// A grant is published on this Client's grant channel. When the hub is already subscribed
@@ -237,7 +316,7 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 	// The first attempt is a plain SET NX PX, the minimal lock's command. It cannot pass a
 	// waiter: while the queue is not empty the lock key exists even when the holder's lease has
 	// run out (see _lock_value.lua). When it fails, the attempts go through fair_acquire.lua.
-	w := l.RT.Hub.Join(l.grants, hold)
+	w := l.x.RT.Hub.Join(l.grants, hold)
 	// firstSent: nothing of this hold reached Redis before it, so a lock that an attempt finds
 	// already its own (fair_acquire.lua's 2) was taken after it, also when that was an earlier
 	// attempt of its own whose reply was lost (go-redis then runs the attempt again).
@@ -249,12 +328,12 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 		// The first waiter of this Client to ride subscribes first (as the first attempt
 		// would once queued), so that a grant finds it.
 		var err error
-		if w, err = l.RT.Hub.Wait(waitCtx, l.grants, hold); err != nil {
+		if w, err = l.x.RT.Hub.Wait(waitCtx, l.grants, hold); err != nil {
 			return l.ended(ctx, waitCtx, err)
 		}
 	}
 	if w != nil {
-		out, ended := l.ride(waitCtx, hold+" "+strconv.FormatInt(l.Lease(cfg).Milliseconds(), 10))
+		out, ended := l.ride(waitCtx, hold+" "+strconv.FormatInt(l.x.Lease(cfg).Milliseconds(), 10))
 		switch {
 		case ended:
 			w.Close()
@@ -265,13 +344,13 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 	}
 	if w == nil && !cfg.Token { // when this Client has waiters already, the lock is contended
 		sentAt := firstSent
-		ok, err := l.SetNXAcquire(ctx, hold, l.Lease(cfg))
+		ok, err := l.x.SetNXAcquire(ctx, hold, l.x.Lease(cfg))
 		if err != nil {
-			l.Abandon(hold, err)
+			l.x.Abandon(hold, err)
 			return nil, false, err
 		}
 		if ok {
-			return l.Won(ctx, hold, cfg, 0, sentAt)
+			return l.x.Won(ctx, hold, cfg, 0, sentAt)
 		}
 	}
 
@@ -289,13 +368,13 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 			return nil, false, l.failed(ctx, hold, cfg, err)
 		}
 		if a.granted { // an earlier run of our own took it, or queued and was handed it
-			return l.WonGrant(ctx, hold, cfg, firstSent, l.waiterTimeout)
+			return l.x.WonGrant(ctx, hold, cfg, firstSent, l.waiterTimeout)
 		}
 		if a.acquired {
-			return l.Won(ctx, hold, cfg, a.token, sentAt)
+			return l.x.Won(ctx, hold, cfg, a.token, sentAt)
 		}
 		queuedAt, joined = sentAt, sentAt
-		if w, err = l.RT.Hub.Wait(waitCtx, l.grants, hold); err != nil {
+		if w, err = l.x.RT.Hub.Wait(waitCtx, l.grants, hold); err != nil {
 			gerr := l.giveUp(ctx, hold, cfg)
 			switch {
 			case gerr != nil:
@@ -330,13 +409,13 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 			return nil, false, l.failed(ctx, hold, cfg, err)
 		}
 		if a.granted {
-			return l.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
+			return l.x.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
 		}
 		if a.acquired {
-			return l.Won(ctx, hold, cfg, a.token, sentAt)
+			return l.x.Won(ctx, hold, cfg, a.token, sentAt)
 		}
 		if a.dropped {
-			hold = l.RT.NewHoldID() // out of the queue: join again at the tail
+			hold = l.x.RT.NewHoldID() // out of the queue: join again at the tail
 			w.SetTag(hold)
 			joined = time.Time{}
 			q.Stop()
@@ -368,11 +447,11 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 		select {
 		case <-w.C:
 			if w.Tagged() {
-				return l.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
+				return l.x.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
 			}
 			// A reconnect, or a wakeup passed on: check again.
 		case <-granted:
-			return l.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
+			return l.x.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
 		case <-dropped:
 		case <-timer.C:
 		case <-waitCtx.Done():
@@ -383,7 +462,7 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 				return nil, false, context.Cause(ctx)
 			}
 			return nil, false, nil // the wait bound ran out
-		case <-l.RT.Done():
+		case <-l.x.RT.Done():
 			// Leave the queue rather than stall it for the waiter timeout.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			_ = l.giveUp(cctx, hold, cfg)
@@ -408,10 +487,10 @@ func (l *Lock) ended(ctx, waitCtx context.Context, err error) (context.Context, 
 
 // queue starts the heartbeats that keep the hold's place in the queue.
 func (l *Lock) queue(hold string, cfg core.LockConfig) *core.Place {
-	return l.RT.Queue(hold, &core.Beat{
+	return l.x.RT.Queue(hold, &core.Beat{
 		Keys:     l.Keys(),
 		Script:   scripts.FairHeartbeat,
-		Args:     []any{hold, l.Lease(cfg).Milliseconds(), l.waiterTimeout.Milliseconds()},
+		Args:     []any{hold, l.x.Lease(cfg).Milliseconds(), l.waiterTimeout.Milliseconds()},
 		Interval: l.waiterTimeout / 3,
 	})
 }

@@ -174,7 +174,7 @@ func (l *Lock) ride(waitCtx context.Context, member string) (out rode, ended boo
 	case <-t.C:
 	case <-waitCtx.Done():
 		ended = true
-	case <-l.RT.Done():
+	case <-l.x.RT.Done():
 		ended = true
 	}
 	if l.alight(r) {

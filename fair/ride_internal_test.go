@@ -244,8 +244,8 @@ func TestRidersOfAReleaseWhoseReplyWasLost(t *testing.T) {
 	l.rides.mu.Unlock()
 
 	// The first run, whose reply is lost.
-	hold := l.RT.Held(held, l.Key()).Hold().ID
-	args := append([]any{hold, "1", l.RT.PublishCommand(), l.waiterTimeout.Milliseconds()}, members...)
+	hold := l.x.RT.Held(held, l.Key()).Hold().ID
+	args := append([]any{hold, "1", l.x.RT.PublishCommand(), l.waiterTimeout.Milliseconds()}, members...)
 	r, err := scripts.FairRelease.Run(ctx, rdb, l.Keys(), args...).Slice()
 	require.NoError(t, err)
 	require.Len(t, r, 2)

@@ -40,7 +40,7 @@ import (
 // Lock is a distributed reentrant lock. Create it with New; it is safe for concurrent use.
 // Its key holds "<hold id> [n<count>] [t<token>] [w]" while it is held (see lock_acquire.lua).
 type Lock struct {
-	*excl.Base
+	x      *excl.Base   // holds, release, inspection: what the exclusive locks share
 	streak atomic.Int32 // local hand-offs in a row (see maxLocalHandOffs)
 	bd     boarding
 }
@@ -165,7 +165,18 @@ const maxLocalHandOffs = 8
 const settleBound = 5 * time.Second
 
 // Info is a snapshot of the lock's state in Redis.
-type Info = excl.Info
+type Info struct {
+	// Locked reports whether anyone held the lock.
+	Locked bool
+	// Holder is the hold id of the current hold ("<client id>:<sequence>"); empty when free.
+	Holder string
+	// HoldCount is the holder's count of acquisitions in Redis.
+	HoldCount int
+	// Token is the fencing token of the current hold, or 0 when none was assigned yet.
+	Token int64
+	// RemainingLease is the holder's remaining lease; 0 when free.
+	RemainingLease time.Duration
+}
 
 // New returns the lock of the given name. Any bytes make a valid name, but it must not be
 // empty. Creating a Lock touches no key.
@@ -174,10 +185,61 @@ func New(c *aqs.Client, name string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Lock{Base: b}
+	l := &Lock{x: b}
 	b.Pick = l.pick
 	return l, nil
 }
+
+// Name returns the lock's name, as given to New.
+func (l *Lock) Name() string { return l.x.Name() }
+
+// Key returns the Redis key that holds the lock while it is held, and only then:
+// "<prefix>:{<name>}" (see aqs.WithKeyPrefix).
+func (l *Lock) Key() string { return l.x.Key() }
+
+// Keys returns every Redis key of the lock: Key alone. The slice is the lock's own: do not
+// modify it.
+func (l *Lock) Keys() []string { return l.x.Keys() }
+
+// ForceUnlock ends the current hold, whoever holds it, frees the lock and wakes its waiters,
+// and reports whether the lock was held. The former holder is told at its Client's next
+// renewal check of the hold: its held contexts are then cancelled with aqs.ErrLockLost, and
+// its Unlock fails with an error matching aqs.ErrLockLost. Meant for administration (a holder
+// known to be stuck), not for normal release. On error, the lock may or may not have been
+// freed.
+func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) { return l.x.ForceUnlock(ctx) }
+
+// Info reads the lock's state in Redis, in one round trip. It is a snapshot: the lock may have
+// changed hands by the time Info returns. It fails with an error matching aqs.ErrWrongType
+// when the lock key holds a value aqs did not write, and with aqs.ErrClosed after
+// Client.Close.
+func (l *Lock) Info(ctx context.Context) (Info, error) {
+	in, err := l.x.Info(ctx)
+	return Info(in), err
+}
+
+// IsLocked reports whether anyone holds the lock (one Info).
+func (l *Lock) IsLocked(ctx context.Context) (bool, error) { return l.x.IsLocked(ctx) }
+
+// HoldCount returns how many times ctx's hold of this lock was acquired (its count in Redis:
+// the first acquisition and its re-entries not released yet), or 0 when ctx does not hold the
+// lock. Like Unlock, it reads only ctx's values, so it answers for a held context that is
+// already done.
+func (l *Lock) HoldCount(ctx context.Context) (int, error) { return l.x.HoldCount(ctx) }
+
+// RemainingLease returns the remaining lease of the current hold, whoever holds it, or 0 when
+// the lock is free (one Info).
+func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
+	return l.x.RemainingLease(ctx)
+}
+
+// Token returns the fencing token of ctx's hold of this lock, which aqs.FencingToken
+// describes: it is assigned in Redis on the hold's first request (one round trip), unless the
+// acquisition assigned it (aqs.WithFencingToken), and answered locally after that. It fails
+// with an error matching aqs.ErrNotOwner when ctx holds no acquisition of this lock, and with
+// aqs.ErrLockLost when the hold was lost before a token was assigned. Like Unlock, it works
+// with a held context that is already done.
+func (l *Lock) Token(ctx context.Context) (int64, error) { return l.x.Token(ctx) }
 
 // pick chooses the local waiter a release may hand the lock to, if any, and tells the script
 // whether this Client's streak is over (see maxLocalHandOffs): lock_release.lua's ARGV[4-6].
@@ -188,7 +250,7 @@ func (l *Lock) pick(at time.Time) (*core.Waiter, []any, func(handed, known bool)
 	l.bd.gen++
 	gen := l.bd.gen
 	l.bd.mu.Unlock()
-	w, tag, arg, ok := l.RT.Hub.Pick(l.Channel(), at)
+	w, tag, arg, ok := l.x.RT.Hub.Pick(l.x.Channel(), at)
 	if !ok {
 		l.streak.Store(0)
 		return nil, nil, func(handed, known bool) { l.picked(gen, false, handed, known) }
@@ -228,9 +290,24 @@ func (l *Lock) picked(gen uint64, over, handed, known bool) {
 	}
 }
 
-// Unlock releases the acquisition held by ctx; see excl.Base.Unlock.
+// Unlock releases the acquisition held by ctx: the innermost successful Lock or TryLock of
+// this lock in ctx's chain (the first or a re-entry) not released yet, and ends its held
+// context with cause aqs.ErrReleased. Only the hold's last release gives up the lock: when waiters of
+// this Client wait, it hands the lock to the longest-waiting of them, in the same script (see
+// the package doc for the turns Clients take); otherwise it frees the lock and wakes the
+// waiters of other Clients. Unlock does not use ctx's cancellation, only its values, so it
+// works with a held context that is already done.
+//
+// It returns an error matching aqs.ErrNotOwner, and changes nothing, when ctx holds no
+// acquisition of this lock (it never acquired it, or released it already). When the hold was
+// lost (its lease ran out or could no longer be trusted, or ForceUnlock ended it), the error
+// matches both aqs.ErrNotOwner and aqs.ErrLockLost, and Unlock changes nothing in Redis: the
+// lock is someone else's, or is given up when the lost hold's lease ends. When Redis fails, Unlock returns
+// that error and the acquisition is released all the same: its held context has ended, the
+// hold is no longer renewed, and a lock that the release did not reach is freed when its lease
+// ends. After Client.Close it fails with aqs.ErrClosed.
 func (l *Lock) Unlock(ctx context.Context) error {
-	err := l.Base.Unlock(ctx)
+	err := l.x.Unlock(ctx)
 	if errors.Is(err, aqs.ErrLockLost) {
 		l.unheld(l.generation()) // the hold ended without a release of its own
 	}
@@ -248,8 +325,8 @@ func (l *Lock) leave(ctx context.Context, w *core.Waiter, hold string) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	if l.Undo(cctx, hold) != nil {
-		l.Abandon(hold, nil)
+	if l.x.Undo(cctx, hold) != nil {
+		l.x.Abandon(hold, nil)
 	}
 	l.unheld(l.generation()) // given back: the lock is free, and the waiters of this Client must know
 }
@@ -276,7 +353,7 @@ func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Contex
 func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
 	held, ok, err := l.take(ctx, cfg, block)
 	if ok {
-		if a := l.RT.Held(held, l.Key()); a != nil {
+		if a := l.x.RT.Held(held, l.Key()); a != nil {
 			l.heldBy(a.Hold())
 		}
 	}
@@ -317,7 +394,7 @@ const (
 // its next attempts with lock_acquire, which marks the lock and reports the remaining lease
 // (and reports a key of another type).
 func (l *Lock) tryFast(ctx context.Context, hold string, cfg core.LockConfig) (attempt, error) {
-	ok, err := l.SetNXAcquire(ctx, hold, l.Lease(cfg))
+	ok, err := l.x.SetNXAcquire(ctx, hold, l.x.Lease(cfg))
 	if err != nil {
 		return attempt{}, err
 	}
@@ -329,8 +406,8 @@ func (l *Lock) try(ctx context.Context, hold string, cfg core.LockConfig, mode s
 	if cfg.Token {
 		token = "1"
 	}
-	r, err := l.RunAcquire(ctx, scripts.LockAcquire, []string{l.Key()}, hold,
-		hold, l.Lease(cfg).Milliseconds(), mode, token).Int64()
+	r, err := l.x.RunAcquire(ctx, scripts.LockAcquire, []string{l.Key()}, hold,
+		hold, l.x.Lease(cfg).Milliseconds(), mode, token).Int64()
 	switch {
 	case err != nil:
 		return attempt{}, core.RedisError(l.Key(), err)
@@ -346,7 +423,7 @@ func (l *Lock) try(ctx context.Context, hold string, cfg core.LockConfig, mode s
 }
 
 func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
-	if err := l.RT.Check(); err != nil {
+	if err := l.x.RT.Check(); err != nil {
 		return nil, false, err
 	}
 	if ctx.Err() != nil {
@@ -354,10 +431,10 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 		// aqs.ErrLockLost rather than a bare context.Canceled.
 		return nil, false, context.Cause(ctx)
 	}
-	if held := l.RT.Held(ctx, l.Key()); held != nil {
-		return l.Reenter(ctx, held.Hold(), cfg)
+	if held := l.x.RT.Held(ctx, l.Key()); held != nil {
+		return l.x.Reenter(ctx, held.Hold(), cfg)
 	}
-	hold := l.RT.NewHoldID() // a fresh id for every hold
+	hold := l.x.RT.NewHoldID() // a fresh id for every hold
 	var deadline time.Time
 	if cfg.Wait > 0 {
 		deadline = time.Now().Add(cfg.Wait)
@@ -376,14 +453,14 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 	var w *core.Waiter
 	register := func() (context.Context, bool, error) {
 		var err error
-		if w, err = l.RT.Hub.Wait(waitCtx, l.Channel(), hold); err != nil {
+		if w, err = l.x.RT.Hub.Wait(waitCtx, l.x.Channel(), hold); err != nil {
 			if ctx.Err() == nil && waitCtx.Err() != nil {
 				return nil, false, nil // the wait bound ran out
 			}
 			return nil, false, err
 		}
 		if !cfg.Token {
-			w.SetArg(l.Lease(cfg).Milliseconds())
+			w.SetArg(l.x.Lease(cfg).Milliseconds())
 		}
 		return nil, false, nil
 	}
@@ -411,11 +488,11 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 		a, err = l.try(ctx, hold, cfg, noWait)
 	}
 	if err != nil {
-		l.Abandon(hold, err)
+		l.x.Abandon(hold, err)
 		return nil, false, err
 	}
 	if a.acquired {
-		return l.Won(ctx, hold, cfg, a.token, sentAt)
+		return l.x.Won(ctx, hold, cfg, a.token, sentAt)
 	}
 	if !waits {
 		return nil, false, nil
@@ -442,7 +519,7 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 		if since.IsZero() {
 			since = firstSent
 		}
-		return l.WonGrant(ctx, hold, cfg, since, l.Lease(cfg))
+		return l.x.WonGrant(ctx, hold, cfg, since, l.x.Lease(cfg))
 	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop() // armed by each failed attempt; since Go 1.23 a stopped timer holds no value
@@ -462,7 +539,7 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 		}
 		if err != nil {
 			l.leave(ctx, w, hold)
-			l.Abandon(hold, err)
+			l.x.Abandon(hold, err)
 			return nil, false, err
 		}
 		if a.handed {
@@ -474,7 +551,7 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 			// has gone stays held to the end of its lease).
 			l.alight(w)
 			w.Close()
-			return l.Won(ctx, hold, cfg, a.token, sentAt)
+			return l.x.Won(ctx, hold, cfg, a.token, sentAt)
 		}
 		// Fallback for a lost message: the holder's lease will have run out by then.
 		// (PTTL -1 cannot happen for our keys; -2 means it just went: try again at once.)
@@ -498,7 +575,7 @@ func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (conte
 		case <-ctx.Done():
 			l.leave(ctx, w, hold)
 			return nil, false, context.Cause(ctx)
-		case <-l.RT.Done():
+		case <-l.x.RT.Done():
 			l.leave(ctx, w, hold)
 			return nil, false, aqs.ErrClosed
 		}

@@ -339,8 +339,10 @@ func (b *Base) ForceUnlock(ctx context.Context) (bool, error) {
 	return n == 1, nil
 }
 
-// Info is a snapshot of an exclusive lock's state in Redis.
+// Info is a snapshot of an exclusive lock's state in Redis. The locks convert it to an Info
+// type of their own, with the same fields.
 type Info struct {
+	// Locked reports whether anyone held the lock.
 	Locked bool
 	// Holder is the hold id of the current hold ("<client id>:<sequence>"); empty when free.
 	Holder string
