@@ -12,6 +12,13 @@
 // goroutines. The held context is cancelled, with cause ErrLockLost, as soon as the lease can no
 // longer be trusted, so work done under it stops before another holder can get in. Read the
 // cause with context.Cause.
+//
+// Each call takes the options that apply to it, as types of their own: Lock takes a
+// LockOption, TryLock a TryLockOption, and so on. An option a call cannot take, such as a wait
+// bound for a Lock that waits until its context is done or a fencing token for a read hold,
+// does not compile. A bad value (WithLease(0), WithWait(-1s), the zero LeaseOption or
+// WaitOption, a nil option) fails the call with an error matching ErrInvalidArgument before it
+// changes anything.
 package aqs
 
 import (

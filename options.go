@@ -6,38 +6,92 @@ import (
 	"github.com/redaqs/aqs/internal/core"
 )
 
-// LockOption configures one Lock or TryLock call.
-type LockOption = core.LockOption
-
-// WithLease gives the hold a fixed lease: it expires d after the acquisition unless released
-// before, and the watchdog does not renew it (its held context is cancelled with ErrLockLost
-// just before d runs out). On a re-entry it extends the hold's lease to at least d; it never
-// shortens it. Without it, a new hold is renewed by the Client's watchdog. d must be positive.
-func WithLease(d time.Duration) LockOption {
-	return func(o *core.LockConfig) {
-		if d <= 0 {
-			o.Err = core.Invalid("lease %v is not positive", d)
-			return
-		}
-		o.Lease = d
-	}
+// LockOption is an option of a call that waits until its context is done: Lock of the
+// reentrant and fair locks, and the write side's Lock of the read-write lock. LeaseOption and
+// TokenOption implement it; no type outside this package can.
+type LockOption interface {
+	Apply(*core.LockConfig)
+	lockOption()
 }
 
-// WithWait bounds how long TryLock waits for the lock. d must be positive; without it TryLock
-// makes one attempt and does not wait. Lock rejects it: Lock waits until its context is done.
-func WithWait(d time.Duration) LockOption {
-	return func(o *core.LockConfig) {
-		if d <= 0 {
-			o.Err = core.Invalid("wait %v is not positive", d)
-			return
-		}
-		o.Wait = d
-	}
+// TryLockOption is an option of TryLock (of the reentrant and fair locks, and of the
+// read-write lock's write side). LeaseOption, TokenOption and WaitOption implement it; no type
+// outside this package can.
+type TryLockOption interface {
+	Apply(*core.LockConfig)
+	tryLockOption()
 }
+
+// TryOption is an option of the read-write lock's TryRLock and of the leased semaphore's
+// TryAcquire, which take a lease and a wait bound but have no fencing token. LeaseOption and
+// WaitOption implement it; no type outside this package can.
+type TryOption interface {
+	Apply(*core.LockConfig)
+	tryOption()
+}
+
+// LeaseOption sets the lease of a hold or a permit. Make it with WithLease: its zero value
+// is an invalid argument.
+type LeaseOption struct{ d time.Duration }
+
+// WithLease gives the hold (or the permit) a fixed lease: it expires d after the acquisition
+// unless released before, and the watchdog does not renew it (its held context is cancelled
+// with ErrLockLost just before d runs out). On a re-entry it extends the hold's lease to at
+// least d; it never shortens it. d must be positive. The default, without it, is a lease of
+// the Client's watchdog timeout (WithWatchdogTimeout), renewed by the watchdog while the
+// Client lives.
+func WithLease(d time.Duration) LeaseOption { return LeaseOption{d} }
+
+// Apply is for the packages of this module: it records the option in a call's configuration,
+// or the error of a lease that is not positive.
+func (o LeaseOption) Apply(c *core.LockConfig) {
+	if o.d <= 0 {
+		c.Err = core.Invalid("lease %v is not positive", o.d)
+		return
+	}
+	c.Lease = o.d
+}
+
+func (LeaseOption) lockOption()    {}
+func (LeaseOption) tryLockOption() {}
+func (LeaseOption) tryOption()     {}
+
+// WaitOption bounds how long a TryLock, TryRLock or TryAcquire waits. Make it with WithWait:
+// its zero value is an invalid argument.
+type WaitOption struct{ d time.Duration }
+
+// WithWait has the call wait up to d for the lock (or the permits): it joins the waiters and
+// returns (not acquired, no error) when d runs out first. d must be positive. The default,
+// without it, is one attempt that does not wait. The calls that wait until their context is
+// done (Lock, RLock, Acquire) take no WaitOption: bound them with the context's deadline.
+func WithWait(d time.Duration) WaitOption { return WaitOption{d} }
+
+// Apply is for the packages of this module: it records the option in a call's configuration,
+// or the error of a wait that is not positive.
+func (o WaitOption) Apply(c *core.LockConfig) {
+	if o.d <= 0 {
+		c.Err = core.Invalid("wait %v is not positive", o.d)
+		return
+	}
+	c.Wait = o.d
+}
+
+func (WaitOption) tryLockOption() {}
+func (WaitOption) tryOption()     {}
+
+// TokenOption has the acquisition assign the hold's fencing token. Make it with
+// WithFencingToken.
+type TokenOption struct{}
 
 // WithFencingToken has the acquisition assign the hold's fencing token, so that FencingToken
-// answers without a round trip. Without it the token is assigned on the first FencingToken
-// call. It costs a slightly heavier acquisition.
-func WithFencingToken() LockOption {
-	return func(o *core.LockConfig) { o.Token = true }
-}
+// (and the lock's Token) answer without a round trip. It costs a slightly heavier acquisition.
+// The default, without it, is to assign the token on the hold's first FencingToken call, so
+// that holds whose holders never ask pay nothing for it. Read holds and permits have no
+// fencing token, and their calls take no TokenOption.
+func WithFencingToken() TokenOption { return TokenOption{} }
+
+// Apply is for the packages of this module: it records the option in a call's configuration.
+func (TokenOption) Apply(c *core.LockConfig) { c.Token = true }
+
+func (TokenOption) lockOption()    {}
+func (TokenOption) tryLockOption() {}

@@ -172,7 +172,7 @@ func (a *player) acquire(k int, op string, join bool, d time.Duration) {
 	// must not end before the release.
 	ctx, cancel := context.WithCancel(context.Background())
 	bound := time.AfterFunc(actorTimeout, cancel)
-	var opts []aqs.LockOption
+	var opts []aqs.LeaseOption
 	if !join && d > 0 {
 		opts = append(opts, aqs.WithLease(d))
 	}

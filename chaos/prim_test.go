@@ -121,10 +121,13 @@ func (h *held) Release() error {
 }
 
 // acquire blocks until op is acquired or ctx is done. Exclusive acquisitions ask for a fencing
-// token. opts are for the locks and the leased semaphore (aqs.WithLease).
-func (p *prim) acquire(ctx context.Context, op string, opts ...aqs.LockOption) (*held, error) {
+// token. opts are for the locks and the leased semaphore.
+func (p *prim) acquire(ctx context.Context, op string, opts ...aqs.LeaseOption) (*held, error) {
 	background := context.WithoutCancel(ctx)
-	withToken := append([]aqs.LockOption{aqs.WithFencingToken()}, opts...)
+	withToken := []aqs.LockOption{aqs.WithFencingToken()}
+	for _, o := range opts {
+		withToken = append(withToken, o)
+	}
 	h := &held{}
 	var err error
 	switch p.kind {

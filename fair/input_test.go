@@ -58,7 +58,7 @@ func TestFairBadLockOptionsAreInvalidAndWriteNothing(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	l := newLock(t, newClient(t, rdb))
 	ctx := context.Background()
-	for name, opts := range map[string][]aqs.LockOption{
+	for name, opts := range map[string][]aqs.TryLockOption{
 		"WithLease(-1s)":       {aqs.WithLease(-time.Second)},
 		"WithWait(0)":          {aqs.WithWait(0)},
 		"WithWait(-1s)":        {aqs.WithWait(-time.Second)},

@@ -108,9 +108,10 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 //
 // On failure Lock returns context.Cause(ctx) (or the Redis error), and leaves nothing behind:
 // its queue entry is removed, and a lock handed to it in the same instant passes on to the
-// next waiter. Options: aqs.WithLease, aqs.WithFencingToken.
+// next waiter. An invalid option fails with aqs.ErrInvalidArgument before anything is sent.
+// Options: aqs.WithLease, aqs.WithFencingToken.
 func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
-	cfg, err := core.ApplyBlockingLockOptions(opts)
+	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -119,10 +120,13 @@ func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Contex
 }
 
 // TryLock takes the lock only if it is free and nobody waits for it; with aqs.WithWait(d) it
-// joins the queue and waits up to d for its turn. Not getting the lock is a result, not an
-// error: it returns (nil, false, nil) and leaves nothing behind.
-func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Context, bool, error) {
-	cfg, err := core.ApplyLockOptions(opts)
+// joins the queue at the tail and waits up to d for its turn. If ctx already holds this lock,
+// TryLock re-enters at once. Not getting the lock is a result, not an error: it returns (nil,
+// false, nil) and leaves nothing behind. On success it returns the held context as Lock does;
+// an error (ctx done, Redis failing, an invalid option) leaves nothing behind either. Options:
+// aqs.WithLease, aqs.WithFencingToken, aqs.WithWait.
+func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.Context, bool, error) {
+	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
 		return nil, false, err
 	}

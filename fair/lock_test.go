@@ -230,8 +230,6 @@ func TestFairBadInput(t *testing.T) {
 	l := newLock(t, c)
 	_, _, err = l.TryLock(context.Background(), aqs.WithLease(0))
 	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
-	_, err = l.Lock(context.Background(), aqs.WithWait(time.Second))
-	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
 
 	// Keys of another type: the lock key, and the queue keys.
 	ctx := context.Background()

@@ -338,10 +338,12 @@ func (l *Lock) leave(ctx context.Context, w *core.Waiter, hold string) {
 // The held context is done when ctx is done, when this acquisition is released (cause
 // aqs.ErrReleased) and when the lease can no longer be trusted (cause aqs.ErrLockLost).
 //
-// On failure Lock returns ctx's error (context.Cause(ctx), or the Redis error) and leaves the lock unchanged: a
-// lock won in the same instant as the cancellation is released again. Options: WithLease.
+// On failure Lock returns ctx's error (context.Cause(ctx), or the Redis error) and leaves the
+// lock unchanged: a lock won in the same instant as the cancellation is released again. An
+// invalid option fails with aqs.ErrInvalidArgument before anything is sent. Options:
+// aqs.WithLease, aqs.WithFencingToken.
 func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
-	cfg, err := core.ApplyBlockingLockOptions(opts)
+	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -360,12 +362,13 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	return held, ok, err
 }
 
-// TryLock makes one attempt to take the lock, or, with WithWait(d), waits up to d for it.
+// TryLock makes one attempt to take the lock, or, with aqs.WithWait(d), waits up to d for it.
 // Not getting the lock is a result, not an error: it returns (nil, false, nil) and leaves
 // nothing behind. On success it returns the held context as Lock does. An error (ctx done,
-// Redis failing, bad option) leaves the lock unchanged.
-func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Context, bool, error) {
-	cfg, err := core.ApplyLockOptions(opts)
+// Redis failing, an invalid option) leaves the lock unchanged. Options: aqs.WithLease,
+// aqs.WithFencingToken, aqs.WithWait.
+func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.Context, bool, error) {
+	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
 		return nil, false, err
 	}

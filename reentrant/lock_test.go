@@ -210,12 +210,11 @@ func TestBadArgumentsAreRejected(t *testing.T) {
 
 	l := newLock(t, c)
 	ctx := context.Background()
-	for _, opt := range []aqs.LockOption{aqs.WithLease(0), aqs.WithLease(-time.Second), aqs.WithWait(0), aqs.WithWait(-1)} {
+	for _, opt := range []aqs.TryLockOption{aqs.WithLease(0), aqs.WithLease(-time.Second), aqs.WithWait(0), aqs.WithWait(-1),
+		aqs.LeaseOption{}, aqs.WaitOption{}} {
 		_, _, err := l.TryLock(ctx, opt)
-		assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
+		assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "%#v", opt)
 	}
-	_, err = l.Lock(ctx, aqs.WithWait(time.Second))
-	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "Lock takes no wait bound")
 	locked, err := l.IsLocked(ctx)
 	require.NoError(t, err)
 	assert.False(t, locked)

@@ -51,9 +51,9 @@ func (s *lockMachine) ctxOf(o *owner) context.Context {
 	return o.stack[len(o.stack)-1]
 }
 
-func (s *lockMachine) leaseOpt(t *rapid.T) ([]aqs.LockOption, int64) {
+func (s *lockMachine) leaseOpt(t *rapid.T) ([]aqs.TryLockOption, int64) {
 	if rapid.Bool().Draw(t, "fixedLease") {
-		return []aqs.LockOption{aqs.WithLease(modelLease)}, modelLease.Milliseconds()
+		return []aqs.TryLockOption{aqs.WithLease(modelLease)}, modelLease.Milliseconds()
 	}
 	return nil, 0 // watchdog hold: its lease is the watchdog timeout; re-entry leaves it alone
 }

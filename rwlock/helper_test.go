@@ -255,10 +255,10 @@ func hold(rdb redis.UniversalClient, l *rwlock.Lock, b books, write, reenter boo
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	side, inside, completed := "r", b.insideR, b.reads
-	lock, unlock := l.RLock, l.RUnlock
+	lock, unlock := func(ctx context.Context) (context.Context, error) { return l.RLock(ctx) }, l.RUnlock
 	if write {
 		side, inside, completed = "w", b.insideW, b.writes
-		lock, unlock = l.Lock, l.Unlock
+		lock, unlock = func(ctx context.Context) (context.Context, error) { return l.Lock(ctx) }, l.Unlock
 	}
 	held, err := lock(ctx)
 	if err != nil {

@@ -67,26 +67,11 @@ func TestNewRejectsANilClientAndNonPositiveWriterTimeouts(t *testing.T) {
 	}
 }
 
-func TestReadSideRejectsAFencingTokenAndRLockAWaitBound(t *testing.T) {
-	rdb := redistest.Single(t).Client(t)
-	l := newLock(t, newClient(t, rdb))
-	ctx := context.Background()
-	_, ok, err := l.TryRLock(ctx, aqs.WithFencingToken())
-	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "TryRLock(WithFencingToken)")
-	assert.False(t, ok)
-	_, ok, err = l.TryRLock(ctx, aqs.WithWait(time.Second), aqs.WithFencingToken())
-	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "TryRLock(WithWait, WithFencingToken)")
-	assert.False(t, ok)
-	_, err = l.RLock(ctx, aqs.WithWait(time.Second))
-	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "RLock(WithWait)")
-	assertNoRWKey(t, rdb, l)
-}
-
 func TestTryLockAndTryRLockRejectBadLockOptionsAndWriteNothing(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	l := newLock(t, newClient(t, rdb))
 	ctx := context.Background()
-	for name, opts := range map[string][]aqs.LockOption{
+	for name, opts := range map[string][]aqs.TryOption{
 		"WithLease(0)":      {aqs.WithLease(0)},
 		"WithLease(-1s)":    {aqs.WithLease(-time.Second)},
 		"WithWait(0)":       {aqs.WithWait(0)},
@@ -94,7 +79,7 @@ func TestTryLockAndTryRLockRejectBadLockOptionsAndWriteNothing(t *testing.T) {
 		"nil":               {nil},
 		"WithWait(1s), nil": {aqs.WithWait(time.Second), nil},
 	} {
-		held, ok, err := l.TryLock(ctx, opts...)
+		held, ok, err := l.TryLock(ctx, asTryLockOptions(opts)...)
 		assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "TryLock(%s)", name)
 		assert.False(t, ok)
 		assert.Nil(t, held)
@@ -105,9 +90,17 @@ func TestTryLockAndTryRLockRejectBadLockOptionsAndWriteNothing(t *testing.T) {
 	}
 	_, err := l.Lock(ctx, nil)
 	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "Lock(nil)")
-	_, err = l.RLock(ctx, nil)
-	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "RLock(nil)")
 	assertNoRWKey(t, rdb, l)
+}
+
+// asTryLockOptions returns the same options (leases and waits, which both sides take) as the
+// write side's TryLock takes them; a nil option stays nil.
+func asTryLockOptions(opts []aqs.TryOption) []aqs.TryLockOption {
+	w := make([]aqs.TryLockOption, len(opts))
+	for i, o := range opts {
+		w[i], _ = o.(aqs.TryLockOption)
+	}
+	return w
 }
 
 func TestFencingTokenOfAReadHoldIsAnInvalidArgument(t *testing.T) {

@@ -158,10 +158,11 @@ func flag(b bool) string {
 // Lock blocks until the write side is granted or ctx is done, and returns the held context.
 // Through a context that holds the write side it re-enters at once; through one that holds
 // only the read side it fails with ErrUpgrade. On failure it leaves nothing behind: its mark
-// as a waiting writer is removed (and readers held back by it are woken). Options:
-// aqs.WithLease, aqs.WithFencingToken.
+// as a waiting writer is removed (and readers held back by it are woken); an invalid option
+// fails with aqs.ErrInvalidArgument before anything is sent. Options: aqs.WithLease,
+// aqs.WithFencingToken.
 func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
-	cfg, err := core.ApplyBlockingLockOptions(opts)
+	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -170,9 +171,11 @@ func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Contex
 }
 
 // TryLock takes the write side only if it can at once; with aqs.WithWait(d) it waits up to d.
-// Not getting it is a result, not an error: (nil, false, nil).
-func (l *Lock) TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Context, bool, error) {
-	cfg, err := core.ApplyLockOptions(opts)
+// Not getting it is a result, not an error: (nil, false, nil), and nothing is left behind.
+// Re-entry and the refused upgrade are as for Lock. Options: aqs.WithLease,
+// aqs.WithFencingToken, aqs.WithWait.
+func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.Context, bool, error) {
+	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
 		return nil, false, err
 	}
@@ -348,28 +351,24 @@ func (l *Lock) acquireWrite(ctx context.Context, cfg core.LockConfig, block bool
 // write side it takes the read side too, at once (a downgrade): that read context is not
 // ended by the write side's release (it keeps the values of the write side's context, not its
 // cancellation), and ends with its own RUnlock or the loss of its hold. On failure it leaves
-// nothing behind. Options: aqs.WithLease (aqs.WithFencingToken is refused: readers have no token).
-func (l *Lock) RLock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
-	cfg, err := core.ApplyBlockingLockOptions(opts)
+// nothing behind; an invalid option fails with aqs.ErrInvalidArgument before anything is
+// sent. Option: aqs.WithLease (read holds have no fencing token).
+func (l *Lock) RLock(ctx context.Context, opts ...aqs.LeaseOption) (context.Context, error) {
+	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Token {
-		return nil, core.Invalid("rwlock: read holds have no fencing token")
 	}
 	held, _, err := l.acquireRead(ctx, cfg, true)
 	return held, err
 }
 
 // TryRLock takes the read side only if it can at once; with aqs.WithWait(d) it waits up to d.
-// Not getting it is a result, not an error: (nil, false, nil).
-func (l *Lock) TryRLock(ctx context.Context, opts ...aqs.LockOption) (context.Context, bool, error) {
-	cfg, err := core.ApplyLockOptions(opts)
+// Not getting it is a result, not an error: (nil, false, nil), and nothing is left behind.
+// Re-entry and downgrade are as for RLock. Options: aqs.WithLease, aqs.WithWait.
+func (l *Lock) TryRLock(ctx context.Context, opts ...aqs.TryOption) (context.Context, bool, error) {
+	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
 		return nil, false, err
-	}
-	if cfg.Token {
-		return nil, false, core.Invalid("rwlock: read holds have no fencing token")
 	}
 	return l.acquireRead(ctx, cfg, false)
 }

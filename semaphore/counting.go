@@ -89,28 +89,21 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	if err := s.checkN("acquire", n); err != nil {
 		return err
 	}
-	cfg, err := core.ApplyBlockingLockOptions(nil)
-	if err != nil {
-		return err
-	}
-	_, _, err = s.acquire(ctx, cfg, true, counting{s, n})
+	_, _, err := s.acquire(ctx, core.LockConfig{}, true, counting{s, n})
 	return err
 }
 
 // TryAcquire takes n permits only if it can at once (they are available and nobody waits);
 // with aqs.WithWait(d) it waits in the queue up to d. Not getting them is a result, not an
-// error: (false, nil), and nothing is left behind. aqs.WithLease and aqs.WithFencingToken do
-// not apply to this semaphore and are refused.
-func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...aqs.LockOption) (bool, error) {
+// error: (false, nil), and nothing is left behind. Counting permits have no lease and no
+// fencing token, so aqs.WithWait is its only option.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...aqs.WaitOption) (bool, error) {
 	if err := s.checkN("acquire", n); err != nil {
 		return false, err
 	}
-	cfg, err := core.ApplyLockOptions(opts)
+	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
 		return false, err
-	}
-	if cfg.Lease > 0 || cfg.Token {
-		return false, core.Invalid("semaphore %q: a counting semaphore takes no lease or fencing token", s.name)
 	}
 	_, ok, err := s.acquire(ctx, cfg, false, counting{s, n})
 	return ok, err

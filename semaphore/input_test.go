@@ -644,33 +644,22 @@ func TestInputBadOptions(t *testing.T) {
 			l := newLeased(t, c, 3)
 			keys := inAll(s.Keys(), l.Keys())
 			stS, stL := inTake(t, rdb, s.Keys()...), inTake(t, rdb, l.Keys()...)
-			try := func(opts ...aqs.LockOption) func(context.Context) error {
+			try := func(opts ...aqs.WaitOption) func(context.Context) error {
 				return func(ctx context.Context) error { return inTry(s.TryAcquire(ctx, 1, opts...)) }
 			}
-			lacq := func(opts ...aqs.LockOption) func(context.Context) error {
+			lacq := func(opts ...aqs.LeaseOption) func(context.Context) error {
 				return func(ctx context.Context) error { return inAcqL(l.Acquire(ctx, 1, opts...)) }
 			}
-			ltry := func(opts ...aqs.LockOption) func(context.Context) error {
+			ltry := func(opts ...aqs.TryOption) func(context.Context) error {
 				return func(ctx context.Context) error { return inTryL(l.TryAcquire(ctx, 1, opts...)) }
 			}
 			cases := []inCase{
-				{"counting/TryAcquire(WithLease)", try(aqs.WithLease(time.Minute)), invalid},
-				{"counting/TryAcquire(WithFencingToken)", try(aqs.WithFencingToken()), invalid},
-				{"counting/TryAcquire(WithWait,WithLease)", try(aqs.WithWait(time.Minute), aqs.WithLease(time.Minute)), invalid},
-				{"counting/TryAcquire(WithWait,WithFencingToken)", try(aqs.WithWait(time.Minute), aqs.WithFencingToken()), invalid},
-				{"counting/TryAcquire(WithLease(0))", try(aqs.WithLease(0)), invalid},
 				{"counting/TryAcquire(WithWait(0))", try(aqs.WithWait(0)), invalid},
 				{"counting/TryAcquire(WithWait(-1s))", try(aqs.WithWait(-time.Second)), invalid},
-				{"counting/TryAcquire(nil)", try(nil), invalid},
-				{"leased/Acquire(WithFencingToken)", lacq(aqs.WithFencingToken()), invalid},
-				{"leased/Acquire(WithLease,WithFencingToken)", lacq(aqs.WithLease(time.Minute), aqs.WithFencingToken()), invalid},
-				{"leased/Acquire(WithWait)", lacq(aqs.WithWait(time.Minute)), invalid},
-				{"leased/Acquire(WithLease,WithWait)", lacq(aqs.WithLease(time.Minute), aqs.WithWait(time.Minute)), invalid},
+				{"counting/TryAcquire(WaitOption{})", try(aqs.WaitOption{}), invalid},
 				{"leased/Acquire(WithLease(0))", lacq(aqs.WithLease(0)), invalid},
 				{"leased/Acquire(WithLease(-1s))", lacq(aqs.WithLease(-time.Second)), invalid},
-				{"leased/Acquire(nil)", lacq(nil), invalid},
-				{"leased/TryAcquire(WithFencingToken)", ltry(aqs.WithFencingToken()), invalid},
-				{"leased/TryAcquire(WithWait,WithFencingToken)", ltry(aqs.WithWait(time.Minute), aqs.WithFencingToken()), invalid},
+				{"leased/Acquire(LeaseOption{})", lacq(aqs.LeaseOption{}), invalid},
 				{"leased/TryAcquire(WithLease(0))", ltry(aqs.WithLease(0)), invalid},
 				{"leased/TryAcquire(WithWait(0))", ltry(aqs.WithWait(0)), invalid},
 				{"leased/TryAcquire(nil)", ltry(nil), invalid},

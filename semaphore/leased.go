@@ -110,11 +110,11 @@ func (p *Permit) Context() context.Context { return p.held }
 // On failure Acquire returns context.Cause(ctx) (or the error), and leaves the semaphore
 // unchanged: it leaves the queue, and a permit granted to it in the same instant goes to the
 // next waiters.
-func (l *Leased) Acquire(ctx context.Context, n int, opts ...aqs.LockOption) (*Permit, error) {
+func (l *Leased) Acquire(ctx context.Context, n int, opts ...aqs.LeaseOption) (*Permit, error) {
 	if err := l.checkN("acquire", n); err != nil {
 		return nil, err
 	}
-	cfg, err := core.ApplyBlockingLockOptions(opts)
+	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -125,11 +125,11 @@ func (l *Leased) Acquire(ctx context.Context, n int, opts ...aqs.LockOption) (*P
 // TryAcquire takes n permits only if it can at once (they are available and nobody waits);
 // with aqs.WithWait(d) it waits in the queue up to d. Not getting them is a result, not an
 // error: (nil, false, nil), and nothing is left behind. Option aqs.WithLease as for Acquire.
-func (l *Leased) TryAcquire(ctx context.Context, n int, opts ...aqs.LockOption) (*Permit, bool, error) {
+func (l *Leased) TryAcquire(ctx context.Context, n int, opts ...aqs.TryOption) (*Permit, bool, error) {
 	if err := l.checkN("acquire", n); err != nil {
 		return nil, false, err
 	}
-	cfg, err := core.ApplyLockOptions(opts)
+	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
 		return nil, false, err
 	}
@@ -137,9 +137,6 @@ func (l *Leased) TryAcquire(ctx context.Context, n int, opts ...aqs.LockOption) 
 }
 
 func (l *Leased) take(ctx context.Context, n int, cfg core.LockConfig, block bool) (*Permit, bool, error) {
-	if cfg.Token {
-		return nil, false, core.Invalid("semaphore %q: permits have no fencing token", l.name)
-	}
 	lease := l.lease(cfg)
 	o, ok, err := l.acquire(ctx, cfg, block, leasing{l, n, lease})
 	if !ok || err != nil {

@@ -405,7 +405,7 @@ func runLeasedHistory(t *testing.T, sems [][]*semaphore.Leased) []porcupine.Oper
 				if r > 95 {
 					in.n = lsTotal
 				}
-				var opts []aqs.LockOption
+				var opts []aqs.TryOption
 				if rng.IntN(2) == 0 {
 					in.wait = time.Duration(1+rng.IntN(10)) * time.Millisecond
 					opts = append(opts, aqs.WithWait(in.wait))

@@ -2,38 +2,29 @@ package core
 
 import "time"
 
-// LockConfig is the result of a call's lock options.
+// LockConfig is the result of a call's lock options (aqs.WithLease, aqs.WithWait,
+// aqs.WithFencingToken), each of which records itself with its Apply method.
 type LockConfig struct {
 	Lease time.Duration // 0: watchdog
 	Wait  time.Duration // 0: no wait (TryLock)
 	Token bool          // assign the fencing token at acquisition
-	Err   error
+	Err   error         // the first invalid option's error
 }
 
-// LockOption configures one lock call.
-type LockOption func(*LockConfig)
-
-// ApplyLockOptions applies opts and returns the first invalid one's error.
-func ApplyLockOptions(opts []LockOption) (LockConfig, error) {
+// ApplyOptions applies a call's options in order and returns the first invalid one's error; a
+// nil option is invalid. T is the option type the call takes: an option interface of package
+// aqs (aqs.LockOption, aqs.TryLockOption, aqs.TryOption) or a concrete option
+// (aqs.LeaseOption, aqs.WaitOption).
+func ApplyOptions[T interface{ Apply(*LockConfig) }](opts []T) (LockConfig, error) {
 	var c LockConfig
 	for _, o := range opts {
-		if o == nil {
+		if any(o) == nil {
 			return c, Invalid("nil lock option")
 		}
-		o(&c)
+		o.Apply(&c)
 		if c.Err != nil {
 			return c, c.Err
 		}
 	}
 	return c, nil
-}
-
-// ApplyBlockingLockOptions applies the options of a Lock call, which waits until its context
-// is done and so takes no wait bound.
-func ApplyBlockingLockOptions(opts []LockOption) (LockConfig, error) {
-	c, err := ApplyLockOptions(opts)
-	if err == nil && c.Wait > 0 {
-		err = Invalid("Lock takes no wait bound; use TryLock with WithWait")
-	}
-	return c, err
 }

@@ -201,7 +201,7 @@ func (b *board) heldNow(prefix string) int {
 // locker is one kind of lock, by name.
 type locker struct {
 	prefix  string
-	tryLock func(ctx context.Context, name string, opts ...aqs.LockOption) (context.Context, bool, error)
+	tryLock func(ctx context.Context, name string, opts ...aqs.TryLockOption) (context.Context, bool, error)
 	unlock  func(held context.Context, name string) error
 }
 
@@ -220,12 +220,12 @@ func lockers(t *testing.T, c *aqs.Client, base string) []locker {
 	}
 	return []locker{
 		{prefix: base + "-r",
-			tryLock: func(ctx context.Context, n string, o ...aqs.LockOption) (context.Context, bool, error) {
+			tryLock: func(ctx context.Context, n string, o ...aqs.TryLockOption) (context.Context, bool, error) {
 				return re[n].TryLock(ctx, o...)
 			},
 			unlock: func(h context.Context, n string) error { return re[n].Unlock(h) }},
 		{prefix: base + "-f",
-			tryLock: func(ctx context.Context, n string, o ...aqs.LockOption) (context.Context, bool, error) {
+			tryLock: func(ctx context.Context, n string, o ...aqs.TryLockOption) (context.Context, bool, error) {
 				return fl[n].TryLock(ctx, o...)
 			},
 			unlock: func(h context.Context, n string) error { return fl[n].Unlock(h) }},

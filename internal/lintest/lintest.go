@@ -27,7 +27,7 @@ import (
 
 // Locker is what RunLocks needs of a lock: reentrant.Lock and fair.Lock have it.
 type Locker interface {
-	TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Context, bool, error)
+	TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.Context, bool, error)
 	Unlock(ctx context.Context) error
 }
 
@@ -250,7 +250,7 @@ func RunLocks(t *testing.T, locks [][]Locker, waits bool) []porcupine.Operation 
 						}
 					case len(stack) == 0:
 						in := lockInput{key: rng.IntN(Locks), op: linTry, hold: int(holds.Add(1))}
-						var opts []aqs.LockOption
+						var opts []aqs.TryLockOption
 						if waits && r < 50 {
 							in.wait = time.Duration(1+rng.IntN(10)) * time.Millisecond
 							opts = append(opts, aqs.WithWait(in.wait))

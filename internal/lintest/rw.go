@@ -35,9 +35,9 @@ import (
 
 // RWLocker is what RunRW needs of a read-write lock: rwlock.Lock has it.
 type RWLocker interface {
-	TryLock(ctx context.Context, opts ...aqs.LockOption) (context.Context, bool, error)
+	TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.Context, bool, error)
 	Unlock(ctx context.Context) error
-	TryRLock(ctx context.Context, opts ...aqs.LockOption) (context.Context, bool, error)
+	TryRLock(ctx context.Context, opts ...aqs.TryOption) (context.Context, bool, error)
 	RUnlock(ctx context.Context) error
 }
 
@@ -368,19 +368,20 @@ func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operati
 				key := rng.IntN(len(mine))
 				h := &hold{key: key, id: int(holdIDs.Add(1)), write: r < 50}
 				in := rwInput{key: key, op: rwRead, hold: h.id, nonFair: nonFair[key]}
-				var opts []aqs.LockOption
+				var wopts []aqs.TryLockOption // the write side's options
+				var ropts []aqs.TryOption     // the read side's: the same wait
 				if rng.IntN(2) == 0 {
 					in.wait = time.Duration(1+rng.IntN(10)) * time.Millisecond
-					opts = append(opts, aqs.WithWait(in.wait))
+					wopts, ropts = append(wopts, aqs.WithWait(in.wait)), append(ropts, aqs.WithWait(in.wait))
 				}
 				callAt := w.Now()
 				var ctx context.Context
 				var ok bool
 				var err error
 				if h.write {
-					ctx, ok, err = mine[key].TryLock(context.Background(), opts...)
+					ctx, ok, err = mine[key].TryLock(context.Background(), wopts...)
 				} else {
-					ctx, ok, err = mine[key].TryRLock(context.Background(), opts...)
+					ctx, ok, err = mine[key].TryRLock(context.Background(), ropts...)
 				}
 				retAt := w.Now()
 				if err != nil {
