@@ -29,12 +29,16 @@ var (
 	ErrReplicaSync = core.ErrReplicaSync
 )
 
-// WrongTypeError reports that a key a primitive needs already holds a value of another type.
-// Nothing was written.
+// WrongTypeError reports that a key a primitive needs, its Key, already holds a value of
+// another type. Nothing was written.
+//
+// It is an alias of a type of this module's internal packages, which create it: a type
+// declared here could not be matched by errors.As on the errors they return.
 type WrongTypeError = core.WrongTypeError
 
-// ReplicaSyncError reports an acquisition that fewer replicas than WithReplicaSync requires
-// acknowledged in time, or whose WAIT failed: Acked of Want replicas acknowledged within
-// Timeout, Err is WAIT's own error if it failed. The acquisition was undone, unless UndoErr
-// says the undo failed too: it then ends with its lease. Either way the caller does not hold.
+// ReplicaSyncError reports an acquisition (of the primitive whose key is Key) that fewer
+// replicas than WithReplicaSync requires acknowledged in time, or whose WAIT failed: Acked of
+// Want replicas acknowledged within Timeout, Err is WAIT's own error if it failed. The
+// acquisition was undone, unless UndoErr says the undo failed too: it then ends with its lease.
+// Either way the caller does not hold. It is an alias for the reason WrongTypeError is.
 type ReplicaSyncError = core.ReplicaSyncError
