@@ -111,7 +111,7 @@ func (rt *Runtime) beat() {
 func (rt *Runtime) sendBeats(due []*Beat) {
 	ctx, cancel := context.WithTimeout(rt.ctx, due[0].Interval)
 	defer cancel()
-	queued := make([]*scripts.Queued, len(due))
+	queued := make([]*scripts.Call, len(due))
 	sentAt := time.Now()
 	_, _ = rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, b := range due {

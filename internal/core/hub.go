@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,13 +19,15 @@ import (
 //
 // One subscription per channel per Client serves every local waiter of it, and one
 // connection serves every channel (on Redis Cluster, one per hash slot, with sharded pub/sub, so
-// a message travels only inside its shard). Messages carry who to wake:
+// a message travels only inside its shard). The hub knows messages, not primitives; a message
+// says whom to wake:
 //
 //	"1"       wake one waiter: the longest-waiting local one that has no wakeup pending. A waiter
-//	          that leaves with an unused wakeup passes it on, so a release is never swallowed by a
+//	          that leaves with an unused wakeup passes it on, so a wakeup is never swallowed by a
 //	          waiter that gave up.
-//	"*"       wake every local waiter of the channel (e.g. all readers).
-//	anything  wake the waiters registered with that tag (e.g. the owner a lock was handed to).
+//	"*"       wake every local waiter of the channel, to look again.
+//	tags      anything else is a list of tags separated by spaces: wake the waiters registered
+//	          with one of them, marked tagged (a grant addressed to them).
 //
 // When the connection breaks, every waiter on it is woken to re-check (it may have missed a
 // message), and go-redis resubscribes on reconnect; a subscription confirmed again also wakes
@@ -74,7 +77,6 @@ type hubChan struct {
 	ready   chan struct{} // closed once the subscription is confirmed
 	waiters []*Waiter
 	idle    *time.Timer
-	check   *time.Timer // armed by a turn message for another Client (see deliver)
 }
 
 // Waiter is one local waiter registered on a channel. C receives its wakeups.
@@ -85,13 +87,6 @@ type Waiter struct {
 	C      chan struct{}
 	done   bool
 	tagged bool // a message addressed to this waiter's tag arrived
-
-	// Local hand-offs (see pick.go), under the hub's mutex.
-	arg      int64     // set by SetArg: the waiter takes hand-offs, with this argument
-	takes    bool      // SetArg was called
-	picked   bool      // a release picked it and has not settled yet
-	maybe    bool      // a pick was settled without knowing whether the lock was handed
-	pickedAt time.Time // when the last pick's release was sent
 }
 
 func newHub(rt *Runtime) *Hub {
@@ -130,12 +125,16 @@ func (h *Hub) Wait(ctx context.Context, channel, tag string) (*Waiter, error) {
 	h.mu.Unlock()
 
 	if subscribe != nil {
-		// An error here is a broken connection: go-redis keeps the channel in its set and
-		// subscribes again on reconnect, and the confirmation then arrives as usual.
-		_ = h.subscribe(ctx, subscribe, channel)
-	}
-	if start != nil {
-		go h.receive(start)
+		// Sent from a goroutine of its own, so that Wait returns by ctx's deadline even when
+		// the server stalls (a new connection's handshake waits for the server). An error is a
+		// broken connection: go-redis keeps the channel in its set and subscribes again on
+		// reconnect, and the confirmation then arrives as usual.
+		go func() {
+			_ = h.subscribe(ctx, subscribe, channel)
+			if start != nil {
+				h.receive(start)
+			}
+		}()
 	}
 	select {
 	case <-ready:
@@ -448,8 +447,9 @@ func (h *Hub) close() {
 	h.wg.Wait()
 }
 
-// Deliver hands a message to the local waiters of channel as if it had arrived from Redis
-// (the fair lock's release tells a waiter of its own Client this way). Without waiters on the
+// Deliver hands a message to the local waiters of channel as if it had arrived from Redis (a
+// script's grant to a waiter of the caller's own Client, which the script returned instead of
+// publishing, is told this way). Without waiters on the
 // channel it is dropped, as a published message would be.
 func (h *Hub) Deliver(channel, payload string) {
 	h.mu.Lock()
@@ -466,42 +466,8 @@ func (h *Hub) Channels() int {
 	return len(h.chans)
 }
 
-// TurnCheck is how long after a turn message for another Client (see deliver) a Client's
-// waiters are left without a wakeup: longer than the reservation such a message announces
-// (lock_release.lua's RESERVE, 20ms), so that a turn whose Client does not take the lock is
-// noticed once the reservation has run out.
-const TurnCheck = 30 * time.Millisecond
-
-// deliver hands a message to c's waiters, with h.mu held. Messages: "1" wakes one waiter, "*"
-// every waiter, a waiter's tag that waiter (marked tagged). "r<Client id>" announces that the
-// reentrant lock is reserved for that Client's turn (lock_release.lua): to that Client it is a
-// "1"; the others wake nobody, as their waiters would only find the lock held, but they wake
-// one waiter TurnCheck after the last such message if no other came meanwhile, for when that
-// Client did not take the lock and the reservation ran out.
-func (h *Hub) deliver(c *hubChan, payload string) {
-	if c.check != nil {
-		c.check.Stop()
-	}
-	if len(payload) == 37 && payload[0] == 'r' {
-		if payload[1:] == h.rt.ID {
-			c.wakeOne()
-			return
-		}
-		if c.check == nil {
-			c.check = time.AfterFunc(TurnCheck, func() {
-				h.mu.Lock()
-				defer h.mu.Unlock()
-				if h.chans[c.name] == c {
-					c.wakeOne()
-				}
-			})
-		} else {
-			c.check.Reset(TurnCheck)
-		}
-		return
-	}
-	c.deliver(payload)
-}
+// deliver hands a message to c's waiters, with h.mu held.
+func (h *Hub) deliver(c *hubChan, payload string) { c.deliver(payload) }
 
 func (c *hubChan) deliver(payload string) {
 	switch payload {
@@ -510,11 +476,15 @@ func (c *hubChan) deliver(payload string) {
 	case "*":
 		c.wakeAll()
 	default:
-		for _, w := range c.waiters {
-			if w.tag == payload {
-				w.tagged = true
-				w.wake()
+		for tags := payload; tags != ""; {
+			tag, rest, _ := strings.Cut(tags, " ")
+			for _, w := range c.waiters {
+				if w.tag == tag {
+					w.tagged = true
+					w.wake()
+				}
 			}
+			tags = rest
 		}
 	}
 }
@@ -553,23 +523,16 @@ func (h *Hub) Waiters() int {
 	return n
 }
 
-// Others reports whether other local waiters wait on the same channel.
-func (w *Waiter) Others() bool {
-	w.hub.mu.Lock()
-	defer w.hub.mu.Unlock()
-	return len(w.ch.waiters) > 1
-}
-
-// Tagged reports whether a message addressed to the waiter's tag has arrived (a grant, for
-// the fair lock), as opposed to a wakeup to re-check.
+// Tagged reports whether a message addressed to the waiter's tag has arrived (a grant), as
+// opposed to a wakeup to look again.
 func (w *Waiter) Tagged() bool {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
 	return w.tagged
 }
 
-// SetTag changes the tag the waiter answers to (a fair-lock waiter that had to start over
-// under a new hold id) and forgets any earlier tagged message.
+// SetTag changes the tag the waiter answers to (a waiter that had to start over under a new
+// hold id) and forgets any earlier tagged message.
 func (w *Waiter) SetTag(tag string) {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()

@@ -68,6 +68,9 @@ type Runtime struct {
 
 	bgMu sync.Mutex
 	bg   sync.WaitGroup // background clean-ups; Close waits for them
+
+	honours  bool          // Redis honours context deadlines itself (see deadline.go)
+	maxBlock time.Duration // otherwise: the longest a call can take; 0: no bound
 }
 
 // Go runs f in the background with the runtime's context (cancelled by Close, which waits for
@@ -128,6 +131,7 @@ func NewRuntime(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Ru
 		dogWake: make(chan struct{}, 1),
 		dogDone: make(chan struct{}),
 	}
+	rt.honours, rt.maxBlock = blockBound(rdb)
 	rt.Hub = newHub(rt)
 	rt.heart = newHeart()
 	go rt.watchdog()

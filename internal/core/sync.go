@@ -107,7 +107,7 @@ func (rt *Runtime) RunAcquire(ctx context.Context, s *scripts.Script, keys []str
 	if !rt.SyncOn() {
 		return s.Run(ctx, rt.Redis, keys, args...)
 	}
-	var q *scripts.Queued
+	var q *scripts.Call
 	wait, err := rt.synced(ctx, keys[0], func(p redis.Pipeliner) { q = s.Queue(ctx, p, keys, args...) })
 	if err == nil && scripts.IsNoScript(q.Cmd.Err()) {
 		wait, err = rt.synced(ctx, keys[0], func(p redis.Pipeliner) { q.Retry(ctx, p) })

@@ -159,7 +159,7 @@ func (rt *Runtime) renew(holds []*Hold, timeout time.Duration) bool {
 		}
 		h.mu.Unlock()
 	}
-	queued := make([]*scripts.Queued, len(holds))
+	queued := make([]*scripts.Call, len(holds))
 	sentAt := time.Now()
 	_, _ = rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, h := range holds {

@@ -1,26 +1,26 @@
--- _lock_value: the exclusive lock's value, a fragment included by the lock_* and fair_* scripts.
+-- _lock_value: the exclusive lock's value, a fragment included by the lock_* and rw_* scripts.
 --
--- The lock key of the reentrant lock, the fair lock (and the write side of the read-write
--- lock) is a string, present only while the lock is held:
+-- The lock key of the reentrant lock, the fair lock and the write side of the read-write lock
+-- is a string, present only while the lock is held (or kept for the head of its queue):
 --
 --   "<hold> [n<count>] [t<token>] [w] [e<ms>]"
 --
 -- <hold> is the hold id (a Client id, which is a UUID, a colon and a sequence number, fresh
 -- for every hold), n the hold count when above 1, t the fencing token once one was assigned,
--- w a mark that a release must notify (a waiter of the reentrant lock) or hand off (the fair
--- lock's queue), r<Client ids> (the reentrant lock) the Clients other than the holder's whose
--- waiters wait, in the order they first failed to take the lock: the ids, 36 characters each,
--- one after the other (see turns below and lock_release.lua). The fields after the hold id
--- come in any order, except that e is always the last. A fresh hold is just "<hold>", which a lock takes with a plain SET NX PX and
--- frees with one comparison: the uncontended cycle costs what the minimal lock costs.
+-- w a mark that the queue may hold waiters, so that the release must hand the lock off. The
+-- fields after the hold id come in any order, except that e is always the last. A fresh hold
+-- is just "<hold>", which a lock takes with a plain SET NX PX and frees with one comparison:
+-- the uncontended cycle costs what the minimal lock costs. internal/layout parses the same
+-- value in Go.
 --
--- e<ms> appears while a fair lock's queue is not empty: the holder's lease end, in server
--- time, while the key itself lives longer (until waiters could have taken over). So the key
--- never vanishes under live waiters, and a newcomer's plain SET NX can never pass them; the
--- scripts judge the lease by e instead (live_value).
+-- e<ms> appears while the queue is not empty: the holder's lease end, in server time, while
+-- the key itself lives longer (until waiters could have taken over). So the key never
+-- vanishes under live waiters, and a newcomer's plain SET NX can never pass them; the scripts
+-- judge the lease by e instead (live_value).
 --
 -- These helpers run on every lock operation, so they use plain finds and substrings: a Lua
--- pattern match costs as much as a Redis command (see BENCHMARKS.md), a plain find a fifth.
+-- pattern match costs as much as a Redis command, a plain find a fifth.
+--@include _time
 
 -- looks_ours reports whether a value has the shape of an aqs value: its hold id starts with a
 -- UUID ('-' at 9, ':' at 37 after the 36 characters of the Client id). Checked before any
@@ -67,12 +67,6 @@ local function rest_of(v, hold)
     wrong_type()
   end
   return nil
-end
-
--- server_ms is the server time in milliseconds.
-local function server_ms()
-  local t = redis.call('TIME')
-  return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
 -- new_token returns a fresh fencing token, the server time in microseconds (see
@@ -179,24 +173,4 @@ local function with_count(hold, rest, n)
     return hold .. ' n' .. n .. rest
   end
   return hold .. rest
-end
-
--- turns returns the r field of the rest of a reentrant lock's value: the ids of the Clients
--- waiting for their turn, in order, concatenated ('' for none), and where the field starts and
--- where the rest after it starts (nil when it is the last field).
-local function turns(rest)
-  local i = string.find(rest, ' r', 1, true)
-  if not i then
-    return '', nil, nil
-  end
-  local j = string.find(rest, ' ', i + 2, true)
-  return string.sub(rest, i + 2, j and j - 1), i, j
-end
-
--- turns_field is the r field for a queue of Client ids ('' for an empty queue).
-local function turns_field(ids)
-  if ids == '' then
-    return ''
-  end
-  return ' r' .. ids
 end

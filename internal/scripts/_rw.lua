@@ -1,43 +1,34 @@
--- _rw: the read-write lock's keys, a fragment included by every rw_* script.
+-- _rw: the read-write lock, a fragment included by every rw_* script.
 --
 -- A read-write lock named n has, all in n's slot:
 --   w   "aqs:{n}"      the write side: an exclusive-lock value (see _lock_value.lua) while a
---                      writer holds, its TTL the writer's lease; while no writer holds but a
---                      live writer waits, the marker WAITING, living as long as the latest
---                      waiting writer's deadline. So one GET tells a reader both whether a
---                      writer holds and whether one waits.
+--                      writer holds, its TTL the writer's lease
 --   r   "aqs:{n}:r"    a zset of read holds scored by their lease end (server time, ms): each
 --                      reader has its own lease, and a reader is live while its score > now
 --   rn  "aqs:{n}:rn"   a hash of read holds that were re-entered: hold -> re-entries (a hold
 --                      absent here holds once)
---   ww  "aqs:{n}:ww"   a zset of waiting writers scored by their liveness deadline (server
---                      time, ms), refreshed by their attempts and their Client's heartbeats
---   rw  "aqs:{n}:rw"   a flag: a reader is waiting (for a writer to release, or to give up)
--- and two channels: w .. ":rch" (a write release wakes every waiting reader with one "*") and
--- w .. ":wch" (the last reader's release wakes one writer per Client with "1").
+--   q, d               the wait queue (see _queue.lua), readers and writers in one queue, in
+--                      arrival order: members "<hold id> <lease ms> s" (a reader, shared) or
+--                      "<hold id> <lease ms> x" (a writer, exclusive)
+-- and one grant channel per Client (see tell in _queue.lua).
+--
+-- The queue is served as Java's AbstractQueuedSynchronizer serves a ReentrantReadWriteLock's:
+-- when no writer holds, the live head is granted what it waits for if it can have it, and a
+-- reader's grant propagates to the readers behind it, up to the next writer (serve). So
+-- readers and writers are served in arrival order; a reader waits at most for the writers
+-- queued ahead of it, a writer for the holds ahead of it, and neither side starves. In the fair
+-- mode a newcomer never passes a live waiter; in the non-fair mode a new reader enters
+-- whenever no writer holds, whatever waits (the queue is still served in order).
 --
 -- Every question is answered by a point lookup or by the first entry of a range, never by a
 -- scan: the cost of an operation does not grow with the number of readers.
 --@include _lock_value
-
--- WAITING is w's value while writers wait and none holds: shaped as a hold id that no Client
--- ever makes (the nil UUID, sequence 0), so that the exclusive-lock scripts (renewal, token,
--- re-entry) see a hold that is not theirs.
-local WAITING = '00000000-0000-0000-0000-000000000000:0'
+--@include _queue
 
 -- live_first returns the score of the first entry of zset z whose score is above now (the
--- nearest live lease end, or a live waiting writer's deadline), or nil.
+-- nearest live lease end), or nil.
 local function live_first(z, now)
   local e = redis.call('ZRANGEBYSCORE', z, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  if e[2] then
-    return tonumber(e[2])
-  end
-  return nil
-end
-
--- latest returns the highest score in zset z (the last waiting writer's deadline), or nil.
-local function latest(z)
-  local e = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
   if e[2] then
     return tonumber(e[2])
   end
@@ -52,35 +43,84 @@ local function keep_alive(k, ms)
   end
 end
 
--- mark_waiting makes w the WAITING marker until the latest live waiting writer's deadline, or
--- removes it when no live writer waits; only while no writer holds. It returns whether a live
--- writer waits.
-local function mark_waiting(w, ww, now)
-  local d = latest(ww)
-  if d and d > now then
-    redis.call('SET', w, WAITING, 'PX', string.format('%d', d - now))
-    return true
+-- rw_member returns a queue member's hold id, lease (ms) and mode ("s" or "x").
+local function rw_member(m)
+  local a = string.find(m, ' ', 38, true)
+  local b = string.find(m, ' ', a + 1, true)
+  return string.sub(m, 1, a - 1), tonumber(string.sub(m, a + 1, b - 1)), string.sub(m, b + 1)
+end
+
+-- add_reader makes hold a reader until now + lease.
+local function add_reader(r, hold, lease, now)
+  redis.call('ZADD', r, string.format('%d', now + lease), hold)
+  keep_alive(r, lease)
+end
+
+-- serve grants the queue's live head what it waits for, while it can have it: nothing while a
+-- writer holds; a writer when no reader's lease runs either, and then nobody after it; a
+-- reader, and then the next one. A grant's lease runs, at first, only to the waiter's
+-- liveness deadline when that is sooner than the lease it asked for (as a lock's grant: see
+-- _lock.lua). It returns the hold ids granted.
+local function serve(w, r, q, d, now)
+  local granted = {}
+  if not redis.call('LINDEX', q, 0) or redis.call('EXISTS', w) == 1 then
+    return granted
   end
-  redis.call('DEL', w, ww)
+  local readers = live_first(r, now) ~= nil
+  while true do
+    local m, deadline = live_head(q, d, now)
+    if not m then
+      return granted
+    end
+    local hold, lease, mode = rw_member(m)
+    if mode == 'x' and readers then
+      return granted
+    end
+    redis.call('LPOP', q)
+    redis.call('ZREM', d, m)
+    lease = math.max(1, math.min(lease, deadline - now))
+    granted[#granted + 1] = hold
+    if mode == 'x' then
+      redis.call('SET', w, hold, 'PX', lease)
+      return granted
+    end
+    add_reader(r, hold, lease, now)
+    readers = true
+  end
+end
+
+-- holds_it reports whether hold holds in mode: the write side ("x") or a live read hold ("s").
+local function holds_it(w, r, hold, mode, now)
+  if mode == 'x' then
+    local v = redis.call('GET', w)
+    return v and owns(v, hold) or false
+  end
+  local s = redis.call('ZSCORE', r, hold)
+  return s and tonumber(s) > now or false
+end
+
+-- drop_reader ends a read hold: out of r and rn.
+local function drop_reader(r, rn, hold)
+  redis.call('ZREM', r, hold)
+  redis.call('HDEL', rn, hold)
+end
+
+-- take_out removes hold from the list of granted hold ids and reports whether it was there.
+local function take_out(granted, hold)
+  for i, g in ipairs(granted) do
+    if g == hold then
+      table.remove(granted, i)
+      return true
+    end
+  end
   return false
 end
 
--- wake_writer publishes "1" on the writers' channel when w is the WAITING marker (a live
--- writer waits and none holds) and no live reader is left.
-local function wake_writer(w, r, now, pub)
-  if redis.call('GET', w) == WAITING and not live_first(r, now) then
-    redis.call(pub, w .. ':wch', '1')
-    return true
+-- attempt_reply is an attempt's reply {status, value, grants to the caller's Client...}.
+local function attempt_reply(status, value, mine)
+  local out = {status, value}
+  for _, h in ipairs(mine) do
+    out[#out + 1] = h
   end
-  return false
-end
-
--- wake_readers publishes "*" on the readers' channel when a reader waits (and clears the
--- flag).
-local function wake_readers(w, rw, pub)
-  if redis.call('DEL', rw) == 1 then
-    redis.call(pub, w .. ':rch', '*')
-    return true
-  end
-  return false
+  return out
 end

@@ -13,7 +13,7 @@
 --                    _fair_queue.lua: dead waiters and ghosts are dropped at the head)
 -- and one channel per Client, s .. ':c:' .. client id: a grant is the granted hold id, sent
 -- to the waiter's Client only; "*" wakes that Client's waiters to look again.
---@include _fair_queue
+--@include _queue
 
 -- parse_member returns a queue member's hold id, permits and lease (nil for the counting
 -- semaphore).
@@ -67,13 +67,13 @@ local function dispatch(s, q, d, now, total, avail, give, pub, from)
   return avail, mine, false
 end
 
--- join puts member at the tail of the queue with a liveness deadline timeout ms from now, or,
+-- join_sem puts member at the tail of the queue with a liveness deadline timeout ms from now, or,
 -- when it is queued and live, only renews its deadline (it keeps its place). A dead entry of
 -- the same member is taken out first (a rare O(N) LREM): it arrives anew. fresh says the
 -- member never queued (its first attempt), which saves looking; gated that s's q flag is set
 -- already. The keys' TTL is set when the list is made; after that the waiters' heartbeats keep
 -- them (a joiner's own first heartbeat comes within a third of its timeout).
-local function join(s, q, d, member, now, timeout, fresh, gated)
+local function join_sem(s, q, d, member, now, timeout, fresh, gated)
   local sc = not fresh and redis.call('ZSCORE', d, member)
   if sc and tonumber(sc) <= now then
     redis.call('LREM', q, 0, member)
@@ -99,20 +99,6 @@ local function join(s, q, d, member, now, timeout, fresh, gated)
     -- TTL if it has none.
     redis.call('PEXPIRE', d, 2 * timeout, 'NX')
   end
-end
-
--- leave takes member out of the queue: out of d at once, its list entry dropped as a ghost
--- when it reaches the head (or at once when it is the head). Returns whether it was live.
-local function leave(q, d, member, now)
-  local sc = redis.call('ZSCORE', d, member)
-  if not sc then
-    return false
-  end
-  redis.call('ZREM', d, member)
-  if redis.call('LINDEX', q, 0) == member then
-    redis.call('LPOP', q)
-  end
-  return tonumber(sc) > now
 end
 
 -- keep_until makes key k live at least until ms from now.

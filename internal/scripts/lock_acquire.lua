@@ -1,97 +1,141 @@
--- lock_acquire: take an exclusive lock for a new hold (a waiter's attempt, or a TryLock).
+-- lock_acquire: one attempt of a new hold on an exclusive lock (the reentrant or the fair
+-- lock), joining the wait queue on failure.
 --
--- The lock key's value is described in _lock_value.lua.
---
--- KEYS[1]  lock key
+-- KEYS[1]  lock key l (see _lock_value.lua); KEYS[2] queue list q, KEYS[3] deadline zset d
+--          (see _queue.lua and _lock.lua)
 -- ARGV[1]  hold id
--- ARGV[2]  lease in ms (> 0)
--- ARGV[3]  mode: "0" the caller will not wait; "1" it waits (a failed attempt sets w);
---          "2" it waits and other waiters of its Client wait too (w is set whatever the
---          outcome, so the next release wakes them)
--- ARGV[4]  "1" to assign the fencing token now (see lock_token.lua), "0" to leave it for later
+-- ARGV[2]  lease in ms (> 0) the hold will have, when taken now or handed over later
+-- ARGV[3]  waiter timeout in ms: a waiter not heard of for this long is dropped
+-- ARGV[4]  "1" to join the queue (or refresh this waiter's place) on failure, "0" not to
+-- ARGV[5]  "1" to assign the fencing token now (see lock_token.lua), "0" not to
 --
--- Replies:
---   >= 1   acquired; the fencing token when ARGV[4] was "1", else 1
---   2      this hold has the lock already: a release handed it over (lock_release.lua's
---          local hand-off) and the caller has not heard yet (a token is never 2: tokens are
---          server times in microseconds)
---   < 0    held by another hold; -1 - reply is its remaining lease in ms
---   error  WRONGTYPE when the key holds a value aqs did not write; nothing is changed
+-- The lock is taken only when it is free and no live waiter is ahead: a newcomer never
+-- passes a live waiter. (The reentrant lock's only barging is its local hand-off, which
+-- happens in lock_release.lua.)
 --
--- Turns between Clients (see lock_release.lua). A failed attempt of a waiter (mode 1 or 2) of
--- another Client than the holder's puts its Client at the tail of the value's turn queue (r),
--- unless it is there already or the queue is full (MAX_TURNS Clients: the attempt then
--- replies a remaining lease of OVERFLOW_RETRY ms at most, so that the waiter tries again
--- soon for a place, since no turn message is meant for its Client). A lock reserved for a Client
--- ("<Client id>:r w [r<queue>]", see lock_release.lua) is taken as a free one by a waiter of
--- that Client, which keeps the rest of the queue; to everyone else, newcomers and waiters of
--- every other Client, it is held, and their failed attempts queue their Clients behind it.
---@include _lock_value
-local MAX_TURNS = 32
-local OVERFLOW_RETRY = 30
-local overflow = false
-local k = KEYS[1]
-
--- take sets the lock to this hold with the given fields after it (and its token when asked
--- for), and returns the reply.
-local function take(fields)
-  local value, reply = ARGV[1], 1
-  if ARGV[4] == '1' then
-    local field
-    reply, field = new_token()
-    value = value .. field
-  end
-  redis.call('SET', k, value .. fields, 'PX', ARGV[2])
-  return reply
-end
-
-local v = redis.call('GET', k)
-if not v then
-  if ARGV[3] == '2' then
-    return take(' w')
-  end
-  return take('')
-end
-local hold, rest = parse_value(v)
-if hold == ARGV[1] then
-  return 2
-end
-local client = string.sub(ARGV[1], 1, 36)
-local holder = string.sub(hold, 1, 36)
-if ARGV[3] ~= '0' then
-  local ids, i, j = turns(rest)
-  if holder == client and string.sub(hold, 38) == 'r' then
-    -- Reserved for this Client's waiters: taken as a free lock, marked w for the release to
-    -- wake the waiters this Client may still have, with the queue of the Clients after it.
-    return take(' w' .. turns_field(ids))
-  end
-  -- w: the release must wake a waiter; r: the queue of other Clients' turns.
-  local marked = string.find(rest, ' w', 1, true)
-  local queue = holder ~= client and not string.find(ids, client, 1, true)
-  if queue and #ids >= 36 * MAX_TURNS then
-    -- No room in the queue: this waiter tries again within OVERFLOW_RETRY ms (the one case
-    -- where a waiter polls), rather than wait for a wakeup that only its turn would bring.
-    queue, overflow = false, true
-  end
-  if queue then
-    if i then
-      rest = string.sub(rest, 1, i - 1) .. turns_field(ids .. client) .. (j and string.sub(rest, j) or '')
-    else
-      rest = rest .. turns_field(client)
+-- Replies, {status, value} (the statuses of every attempt script; internal/scripts decodes
+-- them in DecodeAttempt):
+--   {1, token}  acquired; the fencing token when ARGV[5] was "1", else 0
+--   {2, 0}      this hold has the lock already, handed over by a release (or taken by its
+--               heartbeat) whose message it missed; its lease may be a grant's short one
+--   {3, ms}     queued: wait at most ms (the holder's remaining lease, or the liveness of the
+--               waiter at the head) before trying again without a message
+--   {4, ms}     not acquired and not queued (ARGV[4] "0"); ms as for 3
+--   {5, 0}      this waiter had been dropped as dead (its deadline passed before it was heard
+--               of again): it is out of the queue and must start over, under a new hold id
+--   error       WRONGTYPE when a key holds a value aqs did not write
+local l, q, d = KEYS[1], KEYS[2], KEYS[3]
+local hold, lease = ARGV[1], ARGV[2]
+local v = redis.call('GET', l)
+if v and ARGV[4] == '1' then
+  -- A newcomer joining behind a holder that others wait for already (its value records its
+  -- lease end: " e<ms>", the last field): the arrival at a contended lock. Written out here,
+  -- as the general path below does it, before any definition is made (each costs the server
+  -- a closure on every run). Nothing is written unless it goes this way to the end.
+  local i = string.find(v, ' e', 38, true)
+  if i and string.byte(v, 37) == 58 and string.byte(v, 9) == 45 and
+      string.sub(v, 1, #hold + 1) ~= hold .. ' ' then
+    local t = redis.call('TIME')
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)
+    local wait = tonumber(string.sub(v, i + 2)) - now
+    local timeout = tonumber(ARGV[3])
+    local member = hold .. ' ' .. lease
+    if wait > 0 and
+        redis.call('ZADD', d, 'NX', string.format('%d', now + timeout), member) == 1 then
+      if redis.call('RPUSH', q, member) == 1 then
+        redis.call('PEXPIRE', q, 2 * timeout)
+        redis.call('PEXPIRE', d, 2 * timeout)
+      else
+        redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d may be new behind ghosts
+      end
+      if redis.call('PTTL', l) < wait + timeout then
+        redis.call('PEXPIRE', l, wait + 2 * timeout)
+      end
+      return {3, wait}
     end
   end
-  if not marked then
-    rest = rest .. ' w'
+end
+--@include _lock
+local timeout = tonumber(ARGV[3])
+
+-- take makes hold the holder; value and reply carry the fencing token when one is asked for.
+local function take(now)
+  local value, token = hold, 0
+  if ARGV[5] == '1' then
+    local field
+    token, field = new_token()
+    value = value .. field
   end
-  if queue or not marked then
-    redis.call('SET', k, hold .. rest, 'KEEPTTL')
+  if now then
+    set_holder(l, q, d, value, tonumber(lease), now)
+  else
+    redis.call('SET', l, value, 'PX', lease)
+  end
+  return {1, token}
+end
+
+local e, now
+if v then
+  if not looks_ours(v) then
+    wrong_type()
+  end
+  e = lease_end(v)
+  if e then
+    now = server_ms()
+    if e <= now then
+      v = false -- the holder's lease ran out: the lock is free, kept for the queue's head
+    end
+  end
+  if v and owns(v, hold) then
+    return {2, 0} -- handed over earlier: the caller treats it as the grant it missed
   end
 end
-local pttl = redis.call('PTTL', k)
-if pttl < 0 then
-  pttl = 0
+if not v and not redis.call('LINDEX', q, 0) then
+  return take(nil) -- the uncontended path: free, and nobody queued
 end
-if overflow and pttl > OVERFLOW_RETRY then
-  pttl = OVERFLOW_RETRY
+local member = hold .. ' ' .. lease
+now = now or server_ms()
+local head
+if not v then
+  head = live_head(q, d, now)
+  if not head or head == member then
+    if head then
+      redis.call('LPOP', q)
+      redis.call('ZREM', d, member)
+    end
+    return take(now)
+  end
 end
-return -1 - pttl
+local wait
+if v then
+  if e then
+    wait = e - now
+  else
+    wait = redis.call('PTTL', l)
+  end
+else
+  wait = tonumber(redis.call('ZSCORE', d, head)) - now
+end
+if wait < 1 then
+  wait = 1
+end
+if ARGV[4] ~= '1' then
+  return {4, wait}
+end
+if not join(q, d, member, now, timeout, false) then
+  return {5, 0}
+end
+if v then
+  -- Behind a holder: mark the lock (the release hands off), record its lease end and keep
+  -- the key alive beyond it while we wait (see _lock_value.lua).
+  if not e then
+    local marked = v
+    if not string.find(v, ' w', 38, true) then
+      marked = marked .. ' w'
+    end
+    redis.call('SET', l, marked .. ' e' .. string.format('%d', now + wait), 'PX', wait + 2 * timeout)
+  elseif redis.call('PTTL', l) < e - now + timeout then
+    redis.call('PEXPIRE', l, e - now + 2 * timeout)
+  end
+end
+return {3, wait}

@@ -1,16 +1,15 @@
 -- lock_force_release: free an exclusive lock whoever holds it (administration), or only if a
--- given hold has it (undoing an acquisition whose reply was lost).
+-- given hold has it, and hand it to the live head of the queue.
 --
--- KEYS[1]  lock key (see lock_acquire.lua)
--- ARGV[1]  publish command: PUBLISH, or SPUBLISH on Redis Cluster; the channel is
---          KEYS[1] .. ":ch"
+-- KEYS[1]  lock key l, KEYS[2] queue list q, KEYS[3] deadline zset d (see _lock.lua)
+-- ARGV[1]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[2]  hold id, or "" for any hold
 --
--- Replies: 1 if the lock was held (by that hold) and is now free, and a waiter was notified;
--- 0 otherwise. Error WRONGTYPE when the key holds a value aqs did not write.
---@include _lock_value
-local k = KEYS[1]
-local v = redis.call('GET', k)
+-- Replies: 1 the lock was held (by that hold) and passed on or was freed; 0 otherwise. Error
+-- WRONGTYPE when the key holds a value aqs did not write.
+--@include _lock
+local l, q, d = KEYS[1], KEYS[2], KEYS[3]
+local v = live_value(redis.call('GET', l))
 if not v then
   return 0
 end
@@ -18,6 +17,5 @@ local hold = parse_value(v)
 if ARGV[2] ~= '' and hold ~= ARGV[2] then
   return 0
 end
-redis.call('DEL', k)
-redis.call(ARGV[1], k .. ':ch', '1')
+hand_off(l, q, d, server_ms(), ARGV[1])
 return 1

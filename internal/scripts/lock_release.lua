@@ -1,88 +1,174 @@
--- lock_release: count one hold of an exclusive lock down, or end the hold.
+-- lock_release: count one hold of an exclusive lock down, or end it and hand the lock on.
 --
--- KEYS[1]  lock key (see lock_acquire.lua)
+-- KEYS[1]  lock key l, KEYS[2] queue list q, KEYS[3] deadline zset d (see _lock.lua)
 -- ARGV[1]  hold id
--- ARGV[2]  "1" to end the hold whatever its count (the caller's last acquisition), "0" to
---          count one down
--- ARGV[3]  publish command, used only when a waiter marked the lock: PUBLISH, or SPUBLISH on
---          Redis Cluster; the channel is KEYS[1] .. ":ch"
--- ARGV[4]  optional: the hold id of a waiter of the caller's Client to hand the lock to when
---          the hold ends (a local hand-off: see internal/core/pick.go), with
--- ARGV[5]  its lease in ms, and
--- ARGV[6]  "1" when the caller's Client has handed the lock on among its own waiters
---          maxLocalHandOffs times in a row (reentrant/lock.go), "0" otherwise
+-- ARGV[2]  "1" to end the hold whatever its count, "0" to count one down
+-- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[4]  waiter timeout in ms (of the riders, ARGV[7..])
+-- ARGV[5]  the queue member "<hold id> <lease ms>" of a waiter of the caller's Client to hand
+--          the lock to straight away when the hold ends (the reentrant lock's local
+--          hand-off; the waiter may or may not be queued), or ""
+-- ARGV[6]  "1" when that hand-off may only pass waiters of other Clients if none is queued
+--          (the caller's Client had its streak of local hand-offs), "0" when it may pass them
+-- ARGV[7..] riders: members "<hold id> <lease ms>" of new waiters of the caller's Client, in
+--          the order they asked, that join the queue's tail with this release, before the lock
+--          is handed to the live head, when the lock does not go to ARGV[5]'s waiter
 --
--- Turns between Clients. A waiter of another Client than the holder's queues its Client in
--- the value's r field (lock_acquire.lua). Then a local hand-off keeps the queue, and once the
--- caller's streak is over (or it has no waiter left) the hold does not end in a plain DEL,
--- which the caller's own next Lock would win again at once before any waiter elsewhere hears
--- of it: the lock is reserved for the Client at the head of the queue, for RESERVE ms at most,
--- as the key "<that Client's id>:r w [r<the rest of the queue>]", with the caller's Client
--- queued at the tail when it has waiters (it picked one), and "r<that Client's id>" is
--- published: that Client wakes a waiter, which takes the reserved lock as a free one; the
--- other Clients wake nobody (internal/core/hub.go's deliver), since everyone but that
--- Client finds the lock held (their failed attempts would queue their Clients behind). So
--- the Clients whose waiters wait take turns in the order they came, and a waiter in another
--- process waits at most one turn of every Client ahead of its own. If the reserved Client
--- does not take the lock (its waiters are gone), the reservation expires with the queue,
--- and the other Clients, which wake a waiter a moment after the reservation would have run
--- out unless another message came, try again and queue again.
-
--- Replies:
---   n >= 1  holds left
---   0       released; if a waiter had marked the lock (w), "1" (wake one) was published, or
---           reserved for another Client's turn, and "r<its id>" published
---   -2      released and handed to ARGV[4], marked w (so that its release wakes the others
---           that may wait), with the queue of turns (r) if there was one; nothing was
---           published
---   -1      the key does not hold this hold; nothing changed
+-- When the hold ends, the lock goes to ARGV[5]'s waiter if there is one and ARGV[6] allows
+-- it; otherwise the riders join and the lock goes to the live head of the queue, whose Client
+-- alone is told (see hand_off in _lock.lua); with nobody queued it is freed.
 --
--- The common release, of a fresh hold nobody waits for, is the first comparison: the same
--- work as the minimal compare-and-delete lock.
-local k = KEYS[1]
-local v = redis.call('GET', k)
-if v == ARGV[1] and ARGV[2] == '1' then
-  if ARGV[4] then
-    redis.call('SET', k, ARGV[4] .. ' w', 'PX', ARGV[5])
-    return -2
+-- Replies (internal/scripts decodes them in DecodeRelease):
+--   {0, n}            counted down: n >= 1 holds left
+--   {1}               released and freed: nobody waits
+--   {2, hold, lease}  released and handed to hold, a waiter of the caller's Client, with a
+--                     lease of lease ms; nothing was published (the caller tells the waiter).
+--                     The riders joined unless hold is ARGV[5]'s (they then wait for the
+--                     next release)
+--   {3}               released and handed to a waiter of another Client, which was told; the
+--                     riders joined
+--   {4}               the key does not hold this hold (its lease ran out, or it was taken from
+--                     it): nothing changed
+--   error             WRONGTYPE when the key holds a value aqs did not write
+local l, q, d = KEYS[1], KEYS[2], KEYS[3]
+local hold, pick = ARGV[1], ARGV[5]
+local v = redis.call('GET', l)
+if ARGV[2] == '1' and v then
+  local riders = ARGV[7] ~= nil
+  if v == hold and pick == '' and not riders then
+    redis.call('DEL', l) -- the uncontended release: nobody waits (no w), nobody to hand to
+    return {1}
   end
-  redis.call('DEL', k)
-  return 0
-end
---@include _lock_value
-if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
-  if v == ARGV[1] then
-    return 1 -- count one down from 1: the caller still holds once more than Redis knew
+  local n = #hold
+  if v == hold and pick ~= '' then
+    -- The local hand-off of a lock nobody queued for since it was taken (no w): the waiter
+    -- simply becomes the holder.
+    local sp = string.find(pick, ' ', 38, true)
+    local next, lease = string.sub(pick, 1, sp - 1), string.sub(pick, sp + 1)
+    redis.call('SET', l, next, 'PX', lease)
+    redis.call('ZREM', d, pick) -- in case it queued before this hold was taken
+    return {2, next, tonumber(lease)}
   end
-  return -1
+  if v == hold or (string.sub(v, n + 1, n + 4) == ' w e' and string.sub(v, 1, n) == hold) then
+    -- The release of a contended lock: a hold as grant (in _lock.lua) writes it, with no count
+    -- and no token. Written out here, as hand_off does it, before any definition is made
+    -- (each costs the server a closure on every run, and this is the critical path of a
+    -- contended lock).
+    local t = redis.call('TIME')
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)
+    if v ~= hold and tonumber(string.sub(v, n + 5)) <= now then
+      return {4} -- its lease ran out: a waiter may take the lock at any moment
+    end
+    local keep = 0
+    local timeout = tonumber(ARGV[4])
+    if pick ~= '' and (ARGV[6] == '0' or not redis.call('LINDEX', q, 0)) then
+      local sp = string.find(pick, ' ', 38, true)
+      local next, lease = string.sub(pick, 1, sp - 1), tonumber(string.sub(pick, sp + 1))
+      redis.call('ZREM', d, pick) -- queued or not: it is not a waiter any longer
+      local head = redis.call('LINDEX', q, 0)
+      if head then
+        -- As set_holder (in _lock.lua) does it.
+        local ttl = lease
+        local s = redis.call('ZSCORE', d, head)
+        if s and tonumber(s) - now > ttl then
+          ttl = tonumber(s) - now
+        end
+        redis.call('SET', l, next .. ' w e' .. string.format('%d', now + lease), 'PX',
+          string.format('%d', ttl + lease))
+      else
+        redis.call('SET', l, next, 'PX', lease)
+      end
+      return {2, next, lease}
+    end
+    if riders then
+      -- The riders join at the tail as lock_acquire.lua's join does, all in two calls (their
+      -- hold ids are fresh: none is queued already), and the key then outlives the new
+      -- holder's lease long enough for them (as a join behind a holder keeps it).
+      local deadline = string.format('%d', now + timeout)
+      local za = {}
+      for i = 7, #ARGV do
+        za[#za + 1] = deadline
+        za[#za + 1] = ARGV[i]
+      end
+      redis.call('ZADD', d, unpack(za))
+      if redis.call('RPUSH', q, unpack(ARGV, 7)) == #ARGV - 6 then
+        redis.call('PEXPIRE', q, 2 * timeout)
+        redis.call('PEXPIRE', d, 2 * timeout)
+      else
+        redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d may be new behind ghosts
+      end
+      keep = 2 * timeout
+    end
+    while true do
+      local m = redis.call('LPOP', q)
+      if not m then
+        redis.call('DEL', l)
+        return {1}
+      end
+      local s = redis.call('ZSCORE', d, m)
+      if s then
+        redis.call('ZREM', d, m)
+        s = tonumber(s)
+        if s > now then
+          local sp = string.find(m, ' ', 38, true)
+          local next = string.sub(m, 1, sp - 1)
+          local lease = math.max(1, math.min(tonumber(string.sub(m, sp + 1)), s - now))
+          redis.call('SET', l, next .. ' w e' .. string.format('%d', now + lease),
+            'PX', string.format('%d', lease + math.max(2 * (s - now), lease, keep)))
+          local client = string.sub(next, 1, 36)
+          if client == string.sub(hold, 1, 36) then
+            return {2, next, lease}
+          end
+          redis.call(ARGV[3], l .. ':c:' .. client, next)
+          return {3}
+        end
+      end
+    end
+  end
 end
-local rest = string.sub(v, #ARGV[1] + 1)
+--@include _lock
+local rest = rest_of(v, hold)
+if not rest then
+  return {4}
+end
+local now
+local e = lease_end(v)
+if e then
+  now = server_ms()
+  if e <= now then
+    return {4} -- its lease ran out: a waiter may take the lock at any moment
+  end
+end
 local n = hold_count(rest)
-if ARGV[2] == '0' and n > 1 then
-  redis.call('SET', k, with_count(ARGV[1], rest, n - 1), 'KEEPTTL')
-  return n - 1
-end
-local ids = turns(rest)
-if ARGV[4] and not (ids ~= '' and ARGV[6] == '1') then
-  redis.call('SET', k, ARGV[4] .. ' w' .. turns_field(ids), 'PX', ARGV[5])
-  return -2
-end
-local own = string.sub(ARGV[1], 1, 36)
-if string.sub(ids, 1, 36) == own then
-  ids = string.sub(ids, 37) -- never queued behind its own hold; dropped all the same
-end
-if ids ~= '' then
-  local RESERVE = 20
-  local head, rest = string.sub(ids, 1, 36), string.sub(ids, 37)
-  if ARGV[4] and not string.find(rest, own, 1, true) then
-    rest = rest .. own -- the caller's Client has waiters: its turn comes after the others'
+if ARGV[2] == '0' then
+  if n > 1 then
+    redis.call('SET', l, with_count(hold, rest, n - 1), 'KEEPTTL')
+    return {0, n - 1}
   end
-  redis.call('SET', k, head .. ':r w' .. turns_field(rest), 'PX', RESERVE)
-  redis.call(ARGV[3], k .. ':ch', 'r' .. head)
-  return 0
+  return {0, 1} -- count one down from 1: the caller still holds once more than Redis knew
 end
-redis.call('DEL', k)
-if string.find(rest, ' w', 1, true) then
-  redis.call(ARGV[3], k .. ':ch', '1')
+-- A hold with a count or a token ends here, the same way as above.
+now = now or server_ms()
+local timeout = tonumber(ARGV[4])
+if pick ~= '' and (ARGV[6] == '0' or not redis.call('LINDEX', q, 0)) then
+  local sp = string.find(pick, ' ', 38, true)
+  local next, lease = string.sub(pick, 1, sp - 1), tonumber(string.sub(pick, sp + 1))
+  redis.call('ZREM', d, pick)
+  set_holder(l, q, d, next, lease, now)
+  return {2, next, lease}
 end
-return 0
+local keep = 0
+if ARGV[7] then
+  for i = 7, #ARGV do
+    join(q, d, ARGV[i], now, timeout, true)
+  end
+  keep = 2 * timeout
+end
+local next, mine, lease = hand_off(l, q, d, now, ARGV[3], string.sub(hold, 1, 36), keep)
+if not next then
+  return {1}
+end
+if mine then
+  return {2, next, lease}
+end
+return {3}

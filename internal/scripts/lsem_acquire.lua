@@ -13,17 +13,17 @@
 -- Waiters are served in arrival order, as by sem_acquire.lua; permits whose lease ran out
 -- count as available.
 --
--- Replies: {status, hint, hold ids granted to waiters of the caller's Client, which were not
--- notified: the caller tells them}, or 1 alone when acquired on the uncontended path. status: 1 acquired; 2 acquired by a grant made while the
--- hold waited (its message missed); 0 not acquired, not queued; -1 queued; -2 the permits were
--- never set; -3 n is above the total permits (and the hold left the queue). hint, when not
--- acquired: ms until the nearest lease end (>= 1), when a waiter that hears nothing looks
--- again; 0 when no permit is leased.
+-- Replies (DecodeAttempt): {status, hint, hold ids granted to waiters of the caller's Client,
+-- which were not published: the caller tells them...}, with the statuses of every attempt
+-- script: 1 acquired; 2 acquired by a grant made while the hold waited (its message missed);
+-- 3 queued; 4 not acquired and not queued; 6 the permits were never set; 7 n is above the
+-- total permits (and the hold left the queue). hint, for 3 and 4: ms until the nearest lease
+-- end (>= 1), when a waiter that hears nothing looks again; 0 when no permit is leased.
 local s, q, d, p, pn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local hold, n, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local v = redis.call('HMGET', s, 't', 'u', 'q')
 if not v[1] then
-  return {-2, 0}
+  return {6, 0}
 end
 local total = tonumber(v[1])
 local time = redis.call('TIME')
@@ -52,9 +52,9 @@ if first and v[3] and ARGV[5] == '1' and n <= total and total - (tonumber(v[2]) 
     redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d may be new behind ghosts (see join)
   end
   if nearest_end then
-    return {-1, math.max(1, nearest_end - now)}
+    return {3, math.max(1, nearest_end - now)}
   end
-  return {-1, 0}
+  return {3, 0}
 end
 if first and not v[3] then
   -- Nobody queued and no grant to look for: the uncontended path, taken before any definition
@@ -68,7 +68,7 @@ if first and not v[3] then
       end
       redis.call('HINCRBY', s, 'u', n)
     end
-    return 1
+    return {1, 0}
   end
 end
 --@include _lsem
@@ -90,18 +90,18 @@ if sc and tonumber(sc) > now then
   status = 2
 elseif n > total then
   leave(q, d, member, now)
-  status = -3
+  status = 7
 elseif avail >= n and not flagged then
   add_permit(s, p, pn, hold, n, lease, now)
   status = 1
 elseif ARGV[5] == '1' then
-  join(s, q, d, member, now, tonumber(ARGV[4]), ARGV[7] == '0', flagged)
-  status = -1
+  join_sem(s, q, d, member, now, tonumber(ARGV[4]), ARGV[7] == '0', flagged)
+  status = 3
 else
-  status = 0
+  status = 4
 end
 local hint = 0
-if status <= 0 then
+if status == 3 or status == 4 then
   hint = nearest(p, now)
 end
 table.insert(mine, 1, status)

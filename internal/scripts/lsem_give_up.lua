@@ -7,7 +7,8 @@
 -- ARGV[3]  the lease it asked for, in ms
 -- ARGV[4]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 --
--- Replies: {permits given back, hold ids granted to waiters of the caller's Client}.
+-- Replies (DecodeSem): {0, permits given back, hold ids granted to waiters of the caller's
+-- Client (not published)...}.
 --@include _lsem
 local s, q, d, p, pn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local hold = ARGV[1]
@@ -33,5 +34,6 @@ if v[1] and v[2] then
   mine = select(2, dispatch(s, q, d, now, total, total - in_use(s, p, pn, now), permits_in(s, p, pn, now),
     ARGV[4], string.sub(hold, 1, 36)))
 end
-table.insert(mine, 1, back)
+table.insert(mine, 1, 0)
+table.insert(mine, 2, back)
 return mine

@@ -8,17 +8,17 @@
 -- ARGV[4]  the caller's Client id: grants to its own waiters are returned, not published
 -- ARGV[5]  optional: "1" when the caller knows the permit holds one permit (no need to look)
 --
--- Replies: {status, hold ids granted to the caller's Client's waiters}, or status alone when
--- nobody waits or nothing changed. status: n >= 0
--- permits the permit still holds; -5 k is above the permits it holds (nothing changed); -6 no
--- live permit has this id: its lease ran out, or it was released (nothing changed).
+-- Replies (DecodeSem): {status, n, hold ids granted to the caller's Client's waiters (not
+-- published)...}. status: 0 released, and the permit still holds n permits; 8 k is above the
+-- permits it holds (nothing changed); 9 no live permit has this id: its lease ran out, or it
+-- was released (nothing changed).
 local s, q, d, p, pn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local id, k = ARGV[1], tonumber(ARGV[2])
 local sc = redis.call('ZSCORE', p, id)
 local time = redis.call('TIME')
 local now = time[1] * 1000 + math.floor(time[2] / 1000) -- server_ms, not defined yet
 if not sc or tonumber(sc) <= now then
-  return -6
+  return {9, 0}
 end
 local n = 1
 if ARGV[5] ~= '1' then
@@ -28,7 +28,7 @@ if k == 0 then
   k = n
 end
 if k > n then
-  return -5
+  return {8, 0}
 end
 local v = redis.call('HMGET', s, 't', 'u', 'q')
 if k == n and v[3] and tonumber(v[1]) - tonumber(v[2]) == 0 then
@@ -57,10 +57,10 @@ if k == n and v[3] and tonumber(v[1]) - tonumber(v[2]) == 0 then
       end
       local client = string.sub(hold, 1, 36)
       if client == ARGV[4] then
-        return {0, hold}
+        return {0, 0, hold}
       end
       redis.call(ARGV[3], s .. ':c:' .. client, hold)
-      return 0
+      return {0, 0}
     end
   end
 end
@@ -76,11 +76,12 @@ else
 end
 redis.call('HINCRBY', s, 'u', -k)
 if not (v[1] and v[3]) then
-  return n - k -- nobody waits: done before any definition is made
+  return {0, n - k} -- nobody waits: done before any definition is made
 end
 --@include _lsem
 local total = tonumber(v[1])
 local mine = select(2, dispatch(s, q, d, now, total, total - in_use(s, p, pn, now),
   permits_in(s, p, pn, now), ARGV[3], ARGV[4]))
-table.insert(mine, 1, n - k)
+table.insert(mine, 1, 0)
+table.insert(mine, 2, n - k)
 return mine

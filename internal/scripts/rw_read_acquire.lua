@@ -1,37 +1,85 @@
--- rw_read_acquire: one attempt of a new read hold on a read-write lock.
+-- rw_read_acquire: one attempt of a new read hold on a read-write lock, joining the wait queue
+-- on failure.
 --
--- KEYS[1] w, KEYS[2] r, KEYS[3] rw (see _rw.lua)
+-- KEYS[1] w, KEYS[2] r, KEYS[3] rn, KEYS[4] q, KEYS[5] d (see _rw.lua)
 -- ARGV[1]  hold id
 -- ARGV[2]  lease in ms (> 0)
--- ARGV[3]  the caller's own write hold id (a downgrade: the writer takes the read side), or ""
--- ARGV[4]  "1" for the fair mode: a new reader waits while a live writer waits; "0" not to
--- ARGV[5]  when the caller will wait: a margin in ms, "0" when it will not wait. A failed
---          attempt of a waiting reader sets the readers-waiting flag (so that the next write
---          release or writer give-up wakes the readers) for the time it reports plus this
---          margin: the reader tries again before the flag ends, and sets it anew, however long
---          the writer holds.
+-- ARGV[3]  the caller's own write hold id (a downgrade: the writer takes the read side, at
+--          once, whatever waits), or ""
+-- ARGV[4]  "1" for the fair mode: a new reader never passes a live waiter; "0" for the
+--          non-fair mode: a new reader enters whenever no writer holds
+-- ARGV[5]  waiter timeout in ms
+-- ARGV[6]  "1" to join the queue (or keep this waiter's place) on failure, "0" not to
+-- ARGV[7]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 --
--- Replies: 1 acquired; < 0 not acquired, -1 - reply ms until it is worth trying again without
--- a message (the writer's remaining lease, or the waiting writers' liveness). Error WRONGTYPE
--- when w holds a value aqs did not write.
---@include _rw
-local w, r, rw = KEYS[1], KEYS[2], KEYS[3]
-local hold = ARGV[1]
+-- Replies: as rw_write_acquire.lua's ({1, 0} acquired, {2, 0} granted while it waited, {3, ms}
+-- queued, {4, ms} not acquired, {5, 0} dropped, each followed by the hold ids granted to
+-- waiters of the caller's Client). Error WRONGTYPE when w holds a value aqs did not write.
+local w, r, q = KEYS[1], KEYS[2], KEYS[4]
 local v = redis.call('GET', w)
-if v and not (v == WAITING and ARGV[4] == '0') and not (ARGV[3] ~= '' and owns(v, ARGV[3])) then
-  if v ~= WAITING then
-    parse_value(v)
+if not v and ARGV[3] == '' and (ARGV[4] == '0' or not redis.call('LINDEX', q, 0)) then
+  -- No writer, and nobody queued (or the non-fair mode): the uncontended path, before any
+  -- definition is made (each costs the server a closure on every run).
+  local t = redis.call('TIME')
+  local lease = tonumber(ARGV[2])
+  redis.call('ZADD', r, string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000) + lease), ARGV[1])
+  if redis.call('PTTL', r) < lease then
+    redis.call('PEXPIRE', r, 2 * lease)
   end
-  local wait = redis.call('PTTL', w)
-  if wait < 1 then
-    wait = 1
-  end
-  if ARGV[5] ~= '0' then
-    redis.call('SET', rw, '1', 'PX', string.format('%d', wait + tonumber(ARGV[5])))
-  end
-  return -1 - wait
+  return {1, 0}
 end
-local lease = tonumber(ARGV[2])
-redis.call('ZADD', r, string.format('%d', server_ms() + lease), hold)
-keep_alive(r, lease)
-return 1
+--@include _rw
+local rn, d = KEYS[3], KEYS[5]
+local hold, lease = ARGV[1], tonumber(ARGV[2])
+local member = hold .. ' ' .. ARGV[2] .. ' s'
+local from = string.sub(hold, 1, 36)
+local now = server_ms()
+if v then
+  parse_value(v) -- WRONGTYPE for a value aqs did not write
+  if ARGV[3] ~= '' and owns(v, ARGV[3]) then
+    add_reader(r, hold, lease, now) -- a downgrade
+    return {1, 0}
+  end
+end
+if holds_it(w, r, hold, 's', now) then
+  return {2, 0}
+end
+local mine = {}
+if not v then
+  local granted = serve(w, r, q, d, now)
+  local ours = take_out(granted, hold)
+  mine = tell(granted, w, ARGV[7], from)
+  if ours then
+    return attempt_reply(2, 0, mine)
+  end
+  v = redis.call('GET', w)
+end
+local wait
+if v then
+  wait = redis.call('PTTL', w)
+else
+  local head
+  if ARGV[4] == '1' then
+    head = live_head(q, d, now)
+  end
+  if not head or head == member then
+    if head then
+      redis.call('LPOP', q)
+      redis.call('ZREM', d, member)
+    end
+    add_reader(r, hold, lease, now)
+    return attempt_reply(1, 0, mine)
+  end
+  -- A writer waits at the head for the readers to leave (the queue was served): behind it.
+  wait = (live_first(r, now) or now + 1) - now
+end
+if wait < 1 then
+  wait = 1
+end
+if ARGV[6] ~= '1' then
+  return attempt_reply(4, wait, mine)
+end
+if not join(q, d, member, now, tonumber(ARGV[5]), false) then
+  return attempt_reply(5, 0, mine)
+end
+return attempt_reply(3, wait, mine)

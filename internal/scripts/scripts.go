@@ -170,30 +170,26 @@ func referenced(code string) map[string]bool {
 // The scripts. Each file's header is its contract.
 var (
 	LockAcquire      = mustLoad("lock_acquire")
+	LockRelease      = mustLoad("lock_release")
+	LockGiveUp       = mustLoad("lock_give_up")
+	LockHeartbeat    = mustLoad("lock_heartbeat")
+	LockForceRelease = mustLoad("lock_force_release")
 	LockReenter      = mustLoad("lock_reenter")
 	LockToken        = mustLoad("lock_token")
-	LockRelease      = mustLoad("lock_release")
-	LockForceRelease = mustLoad("lock_force_release")
 	LockRenew        = mustLoad("lock_renew")
 	LockInfo         = mustLoad("lock_info")
 
-	FairAcquire      = mustLoad("fair_acquire")
-	FairRelease      = mustLoad("fair_release")
-	FairGiveUp       = mustLoad("fair_give_up")
-	FairHeartbeat    = mustLoad("fair_heartbeat")
-	FairForceRelease = mustLoad("fair_force_release")
-
-	RWWriteAcquire    = mustLoad("rw_write_acquire")
-	RWWriteRelease    = mustLoad("rw_write_release")
-	RWReadAcquire     = mustLoad("rw_read_acquire")
-	RWReadRelease     = mustLoad("rw_read_release")
-	RWReadReenter     = mustLoad("rw_read_reenter")
-	RWReadRenew       = mustLoad("rw_read_renew")
-	RWWriterHeartbeat = mustLoad("rw_writer_heartbeat")
-	RWWriterGiveUp    = mustLoad("rw_writer_give_up")
-	RWForceRelease    = mustLoad("rw_force_release")
-	RWInfo            = mustLoad("rw_info")
-	RWWakeWriter      = mustLoad("rw_wake_writer")
+	RWWriteAcquire = mustLoad("rw_write_acquire")
+	RWWriteRelease = mustLoad("rw_write_release")
+	RWReadAcquire  = mustLoad("rw_read_acquire")
+	RWReadRelease  = mustLoad("rw_read_release")
+	RWReadReenter  = mustLoad("rw_read_reenter")
+	RWReadRenew    = mustLoad("rw_read_renew")
+	RWServe        = mustLoad("rw_serve")
+	RWHeartbeat    = mustLoad("rw_heartbeat")
+	RWGiveUp       = mustLoad("rw_give_up")
+	RWForceRelease = mustLoad("rw_force_release")
+	RWInfo         = mustLoad("rw_info")
 
 	SemAcquire   = mustLoad("sem_acquire")
 	SemTry       = mustLoad("sem_try")
@@ -227,12 +223,12 @@ func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args 
 
 // Queue adds an EVALSHA of the script to a pipeline. After the pipeline has run, pass the
 // returned command to Retry: it re-runs the call with EVAL if the server had lost the script.
-func (s *Script) Queue(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *Queued {
-	return &Queued{script: s, keys: keys, args: args, Cmd: p.EvalSha(ctx, s.sha, keys, args...)}
+func (s *Script) Queue(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *Call {
+	return &Call{script: s, keys: keys, args: args, Cmd: p.EvalSha(ctx, s.sha, keys, args...)}
 }
 
-// Queued is a script call waiting in a pipeline.
-type Queued struct {
+// Call is a script call waiting in a pipeline.
+type Call struct {
 	script *Script
 	keys   []string
 	args   []any
@@ -241,7 +237,7 @@ type Queued struct {
 
 // Retry re-runs the call with EVAL when the pipelined EVALSHA met NOSCRIPT, and returns the
 // command that holds the final reply.
-func (q *Queued) Retry(ctx context.Context, c redis.Scripter) *redis.Cmd {
+func (q *Call) Retry(ctx context.Context, c redis.Scripter) *redis.Cmd {
 	if IsNoScript(q.Cmd.Err()) {
 		q.Cmd = c.Eval(ctx, q.script.src, q.keys, q.args...)
 	}

@@ -302,9 +302,9 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 		keys := keysOnEveryMaster(t, tp)
 		owner := holdID()
 
-		runPipeline := func(queue func(p redis.Pipeliner, key string) *scripts.Queued) []*scripts.Queued {
+		runPipeline := func(queue func(p redis.Pipeliner, key string) *scripts.Call) []*scripts.Call {
 			p := tp.rdb.Pipeline()
-			qs := make([]*scripts.Queued, len(keys))
+			qs := make([]*scripts.Call, len(keys))
 			for i, key := range keys {
 				qs[i] = queue(p, key)
 			}
@@ -313,7 +313,7 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 		}
 
 		tp.flush(t)
-		qs := runPipeline(func(p redis.Pipeliner, key string) *scripts.Queued {
+		qs := runPipeline(func(p redis.Pipeliner, key string) *scripts.Call {
 			return scripts.LockAcquire.Queue(ctx, p, []string{key}, acquireArgs(owner)...)
 		})
 		tokens := make([]int64, len(keys))
@@ -336,7 +336,7 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 			require.Equal(t, int64(1), n)
 			assert.Equal(t, "2", holdCount(t, tp, key))
 		}
-		qs = runPipeline(func(p redis.Pipeliner, key string) *scripts.Queued {
+		qs = runPipeline(func(p redis.Pipeliner, key string) *scripts.Call {
 			return scripts.LockReenter.Queue(ctx, p, []string{key}, reenterArgs(owner)...)
 		})
 		for i, q := range qs {
@@ -350,7 +350,7 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 		}
 
 		tp.flush(t)
-		qs = runPipeline(func(p redis.Pipeliner, key string) *scripts.Queued {
+		qs = runPipeline(func(p redis.Pipeliner, key string) *scripts.Call {
 			return scripts.LockRelease.Queue(ctx, p, []string{key}, releaseArgs(owner, "1", tp.publish)...)
 		})
 		for i, q := range qs {

@@ -18,17 +18,17 @@
 -- Waiters are served in arrival order: while a live waiter is queued, nobody takes permits
 -- past it, and a release grants them to the waiters in order (see dispatch in _sem.lua).
 --
--- Replies: {status, hold ids granted to waiters of the caller's Client, which were not
--- notified: the caller tells them}, or 1 alone when acquired on the uncontended path. status:
--- 1 acquired; 2 acquired by a grant made while the hold waited (its message missed); 0 not
--- acquired, not queued; -1 queued; -2 the permits were never set; -3 n is above the total
--- permits (and the hold left the queue).
+-- Replies (DecodeAttempt): {status, 0, hold ids granted to waiters of the caller's Client,
+-- which were not published: the caller tells them...}, with the statuses of every attempt
+-- script: 1 acquired; 2 acquired by a grant made while the hold waited (its message missed);
+-- 3 queued; 4 not acquired and not queued; 6 the permits were never set; 7 n is above the
+-- total permits (and the hold left the queue).
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local once = KEYS[5]
 if once then
   local prev = redis.call('SET', once, '1', 'NX', 'GET', 'PX', 10000)
   if prev then
-    return tonumber(prev) or 0 -- "x", "r": the caller gave up on it (sem_unsure.lua)
+    return {tonumber(prev) or 4, 0} -- "x", "r": the caller gave up on it (sem_unsure.lua)
   end
 end
 local hold, n = ARGV[1], tonumber(ARGV[2])
@@ -37,7 +37,7 @@ if v[3] == false and ARGV[6] == '0' and v[2] and n <= tonumber(v[2]) then
   -- Nobody queued and the permits are there: the uncontended acquisition, before any
   -- definition is made (each one costs the server a closure on every run).
   redis.call('HINCRBY', s, 'a', -n)
-  return 1
+  return {1, 0}
 end
 if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
     and tonumber(v[2]) + 1125899906842624 == 0 then
@@ -57,32 +57,32 @@ if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
     redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d may be new behind ghosts (see join)
   end
   if once then
-    redis.call('SET', once, '-1', 'PX', 10000) -- see the end
+    redis.call('SET', once, '3', 'PX', 10000) -- see the end
   end
-  return -1
+  return {3, 0}
 end
 --@include _csem
 local c = counts(s, v)
 if not c.total then
   save(s, c)
   if once then
-    redis.call('SET', once, '-2', 'PX', 10000)
+    redis.call('SET', once, '6', 'PX', 10000)
   end
-  return {-2}
+  return {6, 0}
 end
-local status, mine = 0, {}
+local status, mine = 4, {}
 local member = hold .. ' ' .. n
 if not c.gated and ARGV[6] == '0' then
   -- Nobody queued and no grant to look for: the uncontended path.
   if n > c.total then
-    status = -3
+    status = 7
   elseif c.avail >= n then
     c.avail = c.avail - n
     status = 1
   elseif ARGV[4] == '1' then
-    join(s, q, d, member, server_ms(), tonumber(ARGV[3]), true, false)
+    join_sem(s, q, d, member, server_ms(), tonumber(ARGV[3]), true, false)
     c.gated = true
-    status = -1
+    status = 3
   end
 else
   local now = server_ms()
@@ -97,14 +97,14 @@ else
     status = 2
   elseif n > c.total then
     leave(q, d, member, now)
-    status = -3
+    status = 7
   elseif c.avail >= n and not c.gated then
     c.avail = c.avail - n
     status = 1
   elseif ARGV[4] == '1' then
-    join(s, q, d, member, now, tonumber(ARGV[3]), ARGV[6] == '0', c.gated)
+    join_sem(s, q, d, member, now, tonumber(ARGV[3]), ARGV[6] == '0', c.gated)
     c.gated = true
-    status = -1
+    status = 3
   end
 end
 save(s, c)
@@ -118,4 +118,5 @@ if once and status ~= 1 then
   redis.call('SET', once, string.format('%d', status), 'PX', 10000)
 end
 table.insert(mine, 1, status)
+table.insert(mine, 2, 0)
 return mine

@@ -14,9 +14,9 @@
 -- of their holders fail: their held contexts end with ErrLockLost.
 -- Either way the queue is then served in order, as a release serves it.
 --
--- Replies: {released, hold ids granted to waiters of the caller's Client}: released is the
--- number of permits that were taken (counting) or leased to live permits (leased); {-2} when
--- the permits were never set (nothing changed).
+-- Replies (DecodeSem): {0, released, hold ids granted to waiters of the caller's Client (not
+-- published)...}: released is the number of permits that were taken (counting) or leased to
+-- live permits (leased); {6, 0} when the permits were never set (nothing changed).
 --@include _csem
 --@include _lsem
 local s, q, d, x, xn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -27,7 +27,7 @@ local mine = {}
 if ARGV[3] == 'l' then
   local v = redis.call('HMGET', s, 't', 'q')
   if not v[1] then
-    return {-2}
+    return {6, 0}
   end
   local total = tonumber(v[1])
   released = in_use(s, x, xn, now)
@@ -39,7 +39,7 @@ if ARGV[3] == 'l' then
 else
   local c = counts(s)
   if not c.total then
-    return {-2}
+    return {6, 0}
   end
   released = math.max(c.total - c.avail, 0)
   c.avail = c.total
@@ -49,5 +49,6 @@ else
   end
   save(s, c)
 end
-table.insert(mine, 1, released)
+table.insert(mine, 1, 0)
+table.insert(mine, 2, released)
 return mine

@@ -6,7 +6,8 @@
 -- ARGV[2]  n, the permits it asked for
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 --
--- Replies: {permits given back, hold ids granted to waiters of the caller's Client}.
+-- Replies (DecodeSem): {0, permits given back, hold ids granted to waiters of the caller's
+-- Client (not published)...}.
 --@include _csem
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, n = ARGV[1], tonumber(ARGV[2])
@@ -19,7 +20,7 @@ if take_grant(g, member, now) then
 end
 local c = counts(s)
 if not c.total then
-  return {0}
+  return {0, 0}
 end
 c.avail = c.avail + back
 local mine = {}
@@ -27,5 +28,6 @@ if c.gated then
   mine = serve(s, q, d, g, c, now, ARGV[3], string.sub(hold, 1, 36))
 end
 save(s, c)
-table.insert(mine, 1, back)
+table.insert(mine, 1, 0)
+table.insert(mine, 2, back)
 return mine

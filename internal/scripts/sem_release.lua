@@ -8,8 +8,8 @@
 --
 -- Permits are not owned: any caller may release. The available permits never exceed the total.
 --
--- Replies: {status, hold ids granted to the caller's Client's waiters}, or status alone when
--- nobody waits. status: 0 released; -2 the permits were never set; -5 the release would make
+-- Replies (DecodeSem): {status, 0, hold ids granted to the caller's Client's waiters (not
+-- published)...}. status: 0 released; 6 the permits were never set; 8 the release would make
 -- more permits available than the total (nothing changed).
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local once = KEYS[5]
@@ -19,7 +19,7 @@ local once = KEYS[5]
 -- them), and a run that finds it set is the same call again: it changes nothing and answers
 -- what the first run did, 0 or the error status it stored.
 if once and not redis.call('SET', once, '0', 'NX', 'PX', 10000) then
-  return tonumber(redis.call('GET', once)) or 0
+  return {tonumber(redis.call('GET', once)) or 0, 0}
 end
 local n = tonumber(ARGV[1])
 local v = redis.call('HMGET', s, 't', 'a', 'q')
@@ -27,13 +27,13 @@ if v[1] and not v[3] then
   -- Nobody waits: the common release, before any definition is made (each one costs the
   -- server a closure on every run).
   if redis.call('HINCRBY', s, 'a', n) <= tonumber(v[1]) then
-    return 0
+    return {0, 0}
   end
   redis.call('HINCRBY', s, 'a', -n)
   if once then
-    redis.call('SET', once, '-5', 'PX', 10000)
+    redis.call('SET', once, '8', 'PX', 10000)
   end
-  return -5
+  return {8, 0}
 end
 if v[1] and tonumber(v[2]) + 1125899906842624 == 0 then
   -- Waiters queued and no permit free: the release of a contended semaphore, which hands its
@@ -57,10 +57,10 @@ if v[1] and tonumber(v[2]) + 1125899906842624 == 0 then
       redis.call('ZADD', g, string.format('%d', deadline), m)
       local client = string.sub(hold, 1, 36)
       if client == ARGV[3] then
-        return {0, hold}
+        return {0, 0, hold}
       end
       redis.call(ARGV[2], s .. ':c:' .. client, hold)
-      return 0
+      return {0, 0}
     end
   end
 end
@@ -68,15 +68,15 @@ end
 local c = counts(s, v)
 if not c.total then
   if once then
-    redis.call('SET', once, '-2', 'PX', 10000)
+    redis.call('SET', once, '6', 'PX', 10000)
   end
-  return {-2}
+  return {6, 0}
 end
 if c.avail + n > c.total then
   if once then
-    redis.call('SET', once, '-5', 'PX', 10000)
+    redis.call('SET', once, '8', 'PX', 10000)
   end
-  return {-5}
+  return {8, 0}
 end
 c.avail = c.avail + n
 local mine = {}
@@ -85,4 +85,5 @@ if c.gated then
 end
 save(s, c)
 table.insert(mine, 1, 0)
+table.insert(mine, 2, 0)
 return mine

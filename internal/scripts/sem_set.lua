@@ -12,8 +12,9 @@
 -- A reduction needs as many permits available as it removes (it never waits); it wakes waiters
 -- that now ask for more than the total, which then fail. An addition serves the queue.
 --
--- Replies: {status, hold ids granted to waiters of the caller's Client}. status: 1 set or
--- changed; 0 already set (set only); -4 a reduction larger than the available permits.
+-- Replies (DecodeSem): {status, changed, hold ids granted to waiters of the caller's Client
+-- (not published)...}. status: 0 done, changed 1 when set or changed, 0 when already set (set
+-- only); 10 a reduction larger than the available permits (nothing changed).
 --@include _csem
 --@include _lsem
 local s, q, d, x, xn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -23,16 +24,16 @@ if ARGV[5] == 'l' then
   local v = redis.call('HMGET', s, 't', 'q')
   if ARGV[1] == 'set' then
     if v[1] then
-      return {0}
+      return {0, 0}
     end
     redis.call('HSET', s, 't', k, 'u', 0)
-    return {1}
+    return {0, 1}
   end
   local now = server_ms()
   local total = tonumber(v[1]) or 0
   local avail = total - in_use(s, x, xn, now)
   if avail + k < 0 then
-    return {-4}
+    return {10, 0}
   end
   total = total + k
   redis.call('HSET', s, 't', total)
@@ -44,12 +45,12 @@ else
   local c = counts(s)
   if ARGV[1] == 'set' then
     if c.total then
-      return {0}
+      return {0, 0}
     end
     c.total = k
   else
     if c.avail + k < 0 then
-      return {-4}
+      return {10, 0}
     end
     c.total = (c.total or 0) + k
   end
@@ -60,5 +61,6 @@ else
   end
   save(s, c)
 end
-table.insert(mine, 1, 1)
+table.insert(mine, 1, 0)
+table.insert(mine, 2, 1)
 return mine

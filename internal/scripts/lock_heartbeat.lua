@@ -1,20 +1,21 @@
--- fair_heartbeat: keep a waiter alive in the queue (its Client sends these in batches).
+-- lock_heartbeat: keep a waiter alive in the queue (its Client sends these in batches).
 --
--- KEYS[1]  lock key, KEYS[2] queue list, KEYS[3] deadline zset (see fair_acquire.lua)
+-- KEYS[1]  lock key l, KEYS[2] queue list q, KEYS[3] deadline zset d (see _lock.lua)
 -- ARGV[1]  hold id
 -- ARGV[2]  lease in ms it asked for (with ARGV[1], its queue member)
 -- ARGV[3]  waiter timeout in ms
 --
--- Replies: 1 still queued (its deadline is now + timeout); 2 the lock was handed to it (the
--- heartbeat doubles as the fallback for a lost grant message), or it was the live head of a
--- free lock and took it (granted as by a release: see grant in _fair_queue.lua); 0 it is no
--- longer queued (a waiter whose deadline passed is dropped, not revived).
---@include _fair_queue
+-- Replies (the statuses of every heartbeat script; internal/scripts decodes them in
+-- DecodeBeat): 1 still queued (its deadline is now + timeout); 2 the lock is this hold's:
+-- handed to it (the heartbeat doubles as the fallback for a lost grant message), or it was
+-- the live head of a free lock and took it (granted as by a release: see grant in _lock.lua);
+-- 0 it is no longer queued (a waiter whose deadline passed is dropped, not revived).
+--@include _lock
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local timeout = tonumber(ARGV[3])
 local member = ARGV[1] .. ' ' .. ARGV[2]
 local s = redis.call('ZSCORE', d, member)
-local now = now_ms()
+local now = server_ms()
 local v = live_value(redis.call('GET', l), now)
 if s then
   if tonumber(s) <= now then
@@ -22,8 +23,7 @@ if s then
     return 0
   end
   redis.call('ZADD', d, now + timeout, member)
-  redis.call('PEXPIRE', q, 2 * timeout)
-  redis.call('PEXPIRE', d, 2 * timeout)
+  keep_queue(q, d, timeout)
   local e = v and lease_end(v)
   if e and redis.call('PTTL', l) < e - now + timeout then
     redis.call('PEXPIRE', l, e - now + 2 * timeout) -- the key outlives the lease while we wait

@@ -1,0 +1,402 @@
+package acquire
+
+import (
+	"context"
+	"time"
+
+	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/scripts"
+)
+
+// The wait.
+//
+// A call makes a fresh hold id and, in order:
+//
+//  1. boards a hold of its own Client, if one is held (see local.go);
+//  2. makes its first attempt: the rules' fast one when its Client has no waiter of the
+//     primitive (nothing suggests contention, and the hub is not subscribed), otherwise a
+//     full attempt, which joins the queue when it cannot take the lock;
+//  3. when queued: registers with the hub (a first registration subscribes, and then
+//     attempts again at once, which finds a grant made before the subscription), and waits
+//     for a grant addressed to its hold, a wakeup to look again, a hand-off from a release of
+//     its own Client, its heartbeat's news (granted, or dropped as dead: it joins again under
+//     a new hold id), or the fallback timer the last reply bounded (the holder's remaining
+//     lease: a crashed holder delays a waiter, never strands it);
+//  4. ends: won (see hold.go), or gave up (see giveUp).
+//
+// Heartbeats start only once the waiter has waited a third of the waiter timeout, when the
+// first would be due anyway: on a busy lock most waits end long before, and each attempt
+// keeps the place alive meanwhile (the timer wakes the waiter for one in time).
+
+// Acquire runs one call: it returns the held outcome, or false with a nil error when a call
+// that may not wait (or only Wait long) did not get it, or an error. On failure it leaves
+// nothing behind: the hold leaves the queue, and what was granted to it in that instant passes
+// on.
+func (q *Queue) Acquire(ctx context.Context, c *Call) (Won, bool, error) {
+	if err := q.rt.Check(); err != nil {
+		return Won{}, false, err
+	}
+	if ctx.Err() != nil {
+		// context.Cause: a held context that was cancelled because its hold was lost reports
+		// aqs.ErrLockLost rather than a bare context.Canceled.
+		return Won{}, false, context.Cause(ctx)
+	}
+	a := &attempt{q: q, c: c, ctx: ctx, waitCtx: ctx, hold: q.rt.NewHoldID()}
+	if c.Wait > 0 {
+		var cancel context.CancelFunc
+		a.waitCtx, cancel = context.WithTimeout(ctx, c.Wait)
+		defer cancel()
+	}
+	return a.run()
+}
+
+// attempt is one call in progress.
+type attempt struct {
+	q            *Queue
+	c            *Call
+	ctx, waitCtx context.Context
+	hold         string
+
+	w        *waiter      // the local waiter, once registered (Call.Local)
+	hub      *core.Waiter // the hub registration
+	queuedAt time.Time    // send time of the last round trip that found the hold queued
+	joinedAt time.Time    // send time of the first one, for this hold id
+	place    *place       // heartbeats, once started
+}
+
+func (a *attempt) waits() bool { return a.c.Block || a.c.Wait > 0 }
+
+func (a *attempt) run() (Won, bool, error) {
+	defer a.close()
+	first := true // the next attempt is the hold's first: no grant to look for
+	var r scripts.Attempt
+	var sentAt time.Time
+	var err error
+
+	boarded, o, ended := a.board()
+	switch {
+	case ended != nil:
+		return a.ended(ended)
+	case boarded && o.kind == oHanded:
+		return a.won(o.since, o.lease, 0, true)
+	case boarded && o.kind == oJoined:
+		// Queued by the release that carried it: that release stands for the first attempt,
+		// and the new holder's lease bounds the first wait (heartbeats find a lost grant).
+		a.queuedAt, a.joinedAt = o.since, o.since
+		r = scripts.Attempt{Status: scripts.Queued, Wait: a.q.rt.Cfg.WatchdogTimeout}
+	case boarded && o.kind == oUnknown:
+		first = false // a release may have queued it, or handed it the lock
+		fallthrough
+	default:
+		if a.hub == nil && a.waits() {
+			a.hub = a.q.rt.Hub.Join(a.q.cfg.Grants, a.hold) // free when subscribed
+		}
+		sentAt = time.Now()
+		if a.hub == nil && first {
+			var ok, tried bool
+			ok, tried, err = callFast(a, a.c.Rules)
+			switch {
+			case err != nil:
+				return a.failed(err)
+			case ok:
+				return a.won(sentAt, 0, 0, false)
+			case tried && !a.waits():
+				return Won{}, false, nil
+			}
+		}
+		sentAt = time.Now()
+		if r, err = a.attempt(first); err != nil {
+			return a.failed(err)
+		}
+	}
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop() // armed by each wait; since Go 1.23 a stopped timer holds no value
+	defer timer.Stop()
+	for {
+		switch r.Status {
+		case scripts.Acquired:
+			return a.won(sentAt, 0, r.Token, false)
+		case scripts.Granted:
+			return a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true)
+		case scripts.Busy:
+			return Won{}, false, nil
+		case scripts.Dropped:
+			// Out of the queue as dead (a stall): join again at the tail, as a new hold.
+			a.rejoin()
+			sentAt = time.Now()
+			if r, err = a.attempt(true); err != nil {
+				return a.failed(err)
+			}
+			continue
+		case scripts.Queued:
+			a.queuedAt = sentAt
+			if a.joinedAt.IsZero() {
+				a.joinedAt = sentAt
+			}
+		}
+		if a.hub == nil {
+			// Subscribed only now: a grant may have come before; look again at once.
+			if a.hub, err = a.q.rt.Hub.Wait(a.waitCtx, a.q.cfg.Grants, a.hold); err != nil {
+				return a.giveUp(err)
+			}
+			sentAt = time.Now()
+			if r, err = a.attempt(false); err != nil {
+				return a.failed(err)
+			}
+			continue
+		}
+		if a.c.Local {
+			if a.w == nil {
+				a.w = a.newWaiter()
+			}
+			a.q.queued(a.w)
+		}
+		// Wait.
+		wait := r.Wait
+		if a.place == nil {
+			if beat := a.q.cfg.WaiterTimeout/3 - time.Since(a.joinedAt); beat > 0 {
+				if wait <= 0 || beat < wait {
+					wait = beat
+				}
+			} else {
+				a.place = a.q.startPlace(a.hold, a.c.Rules.Beat(a.hold))
+			}
+		}
+		var granted, dropped <-chan struct{}
+		if a.place != nil {
+			granted, dropped = a.place.granted, a.place.dropped
+		}
+		var out <-chan outcome
+		if a.w != nil {
+			out = a.w.out
+		}
+		if wait > 0 {
+			timer.Reset(max(wait, time.Millisecond))
+		}
+		again := true
+		select {
+		case <-a.hub.C:
+			if a.hub.Tagged() {
+				return a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true)
+			}
+			// A wakeup to look again: a reconnect, or a change of the permits.
+		case o := <-out:
+			switch o.kind {
+			case oHanded:
+				return a.won(o.since, o.lease, 0, true)
+			case oStill, oJoined:
+				again = false // still queued; nothing happened
+			}
+		case <-granted:
+			return a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true)
+		case <-dropped:
+			r = scripts.Attempt{Status: scripts.Dropped}
+			timer.Stop()
+			continue
+		case <-timer.C:
+		case <-a.waitCtx.Done():
+			return a.giveUp(nil)
+		case <-a.q.rt.Done():
+			return a.giveUp(core.ErrClosed)
+		}
+		timer.Stop()
+		if !again {
+			continue // still queued, with the same fallback bound
+		}
+		sentAt = time.Now()
+		if r, err = a.attempt(false); err != nil {
+			return a.failed(err)
+		}
+	}
+}
+
+// attempt makes one full attempt through call.
+func (a *attempt) attempt(first bool) (scripts.Attempt, error) {
+	hold := a.hold
+	return call(a.q.rt, a.ctx, func(ctx context.Context) (scripts.Attempt, error) {
+		return a.c.Rules.Attempt(ctx, hold, first, a.waits())
+	}, func() { a.c.Rules.Abandon(hold) })
+}
+
+// callFast makes the fast attempt through call.
+func callFast(a *attempt, rules Rules) (ok, tried bool, err error) {
+	hold := a.hold
+	type fast struct{ ok, tried bool }
+	f, err := call(a.q.rt, a.ctx, func(ctx context.Context) (fast, error) {
+		ok, tried, err := rules.Fast(ctx, hold)
+		return fast{ok, tried}, err
+	}, func() { rules.Abandon(hold) })
+	return f.ok, f.tried, err
+}
+
+// since is when the lease of a grant to the hold started at the earliest: after the last
+// round trip that found it queued, or after the last heartbeat that did.
+func (a *attempt) since() time.Time {
+	if a.place != nil {
+		if s := a.place.since(); s.After(a.queuedAt) {
+			return s
+		}
+	}
+	return a.queuedAt
+}
+
+// newWaiter returns the call's local waiter.
+func (a *attempt) newWaiter() *waiter {
+	return &waiter{hold: a.hold, member: a.hold + a.c.Member, rules: a.c.Rules, out: make(chan outcome, 1)}
+}
+
+// board boards a hold of this Client when the call may (see local.go), and waits for the
+// release's outcome. ended is set (to the reason) when the call ended before anything of it
+// reached Redis.
+func (a *attempt) board() (boarded bool, o outcome, ended error) {
+	q := a.q
+	if !a.c.Local || q.cfg.Board <= 0 || !a.waits() {
+		return false, outcome{}, nil
+	}
+	q.mu.Lock()
+	ok := q.boardable()
+	q.mu.Unlock()
+	if !ok {
+		return false, outcome{}, nil
+	}
+	// The first boarder of this Client subscribes first (as the first attempt would once
+	// queued), so that a grant after the release finds it.
+	hub, err := q.rt.Hub.Wait(a.waitCtx, q.cfg.Grants, a.hold)
+	if err != nil {
+		return false, outcome{}, err
+	}
+	a.hub = hub
+	a.w = a.newWaiter()
+	if !q.board(a.w) {
+		return false, outcome{}, nil
+	}
+	t := time.NewTimer(q.cfg.Board)
+	defer t.Stop()
+	select {
+	case o = <-a.w.out:
+		return true, o, nil
+	case <-t.C:
+	case <-a.waitCtx.Done():
+		ended = a.waitCtx.Err()
+	case <-q.rt.Done():
+		ended = core.ErrClosed
+	}
+	if q.alight(a.w) {
+		return true, outcome{kind: oDismissed}, ended
+	}
+	// A release carries it: its outcome decides, whatever ended meanwhile (a joined waiter
+	// whose call ended gives up as any queued waiter does). It is bounded, so that the call
+	// returns by its deadline; beyond that the release gives up what it gave this waiter.
+	if ended == nil {
+		return true, <-a.w.out, nil
+	}
+	bound := time.NewTimer(grace)
+	defer bound.Stop()
+	select {
+	case o = <-a.w.out:
+		return true, o, nil
+	case <-bound.C:
+		if !q.orphan(a.w) {
+			return true, <-a.w.out, nil
+		}
+		a.w = nil
+		return true, outcome{}, ended
+	}
+}
+
+// rejoin starts the hold over under a new hold id, at the queue's tail.
+func (a *attempt) rejoin() {
+	a.hold = a.q.rt.NewHoldID()
+	if a.hub != nil {
+		a.hub.SetTag(a.hold)
+	}
+	a.joinedAt = time.Time{}
+	a.place.stop()
+	a.place = nil
+	if a.w != nil {
+		a.q.alight(a.w)
+		a.w = a.newWaiter()
+	}
+}
+
+// close unregisters the call's waiter from the hub and the Queue, and stops its heartbeats.
+func (a *attempt) close() {
+	a.place.stop()
+	if a.hub != nil {
+		a.hub.Close()
+	}
+	if a.w != nil {
+		a.q.alight(a.w)
+	}
+}
+
+// ended is the outcome of a call that ended before anything of it reached Redis: its
+// context's cause, no error when only its wait bound ran out, or err.
+func (a *attempt) ended(err error) (Won, bool, error) {
+	switch {
+	case a.ctx.Err() != nil:
+		return Won{}, false, context.Cause(a.ctx)
+	case a.waitCtx.Err() != nil:
+		return Won{}, false, nil
+	}
+	return Won{}, false, err
+}
+
+// failed ends a call whose round trip failed: what the round trip did is unknown, so the
+// hold is given up in the background (or not, when its outcome is known to be nothing).
+func (a *attempt) failed(err error) (Won, bool, error) {
+	if unknown(err) && err != errAbandoned {
+		a.c.Rules.Abandon(a.hold)
+	}
+	return Won{}, false, cause(a.ctx, err)
+}
+
+// giveUp ends a queued call without the lock: its hold leaves the queue, passing on what was
+// granted to it in that instant, within grace (beyond, in the background). err is what ended
+// it: nil for its context or its wait bound.
+func (a *attempt) giveUp(err error) (Won, bool, error) {
+	a.place.stop()
+	a.place = nil
+	if a.w != nil && !a.q.alight(a.w) {
+		// A release of this Client decides about it: wait for the outcome, briefly.
+		t := time.NewTimer(grace)
+		select {
+		case o := <-a.w.out:
+			t.Stop()
+			if o.kind == oHanded {
+				a.w = nil
+				// Handed the lock in that instant: give it back, as any grant.
+			}
+		case <-t.C:
+			if a.q.orphan(a.w) {
+				a.w = nil
+				return a.gaveUp(err)
+			}
+		}
+	}
+	hold := a.hold
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), grace)
+	defer cancel()
+	_, gerr := call(a.q.rt, ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, a.c.Rules.GiveUp(ctx, hold)
+	}, nil)
+	if gerr != nil {
+		// Not given up in time, or not at all: in the background, bounded (giving up is safe
+		// to repeat).
+		a.c.Rules.Abandon(hold)
+	}
+	if err == nil && a.ctx.Err() == nil && gerr != nil && !unknown(gerr) {
+		err = gerr
+	}
+	return a.gaveUp(err)
+}
+
+// gaveUp is the outcome of a call that gave up: err, its context's cause, or no error when
+// only its wait bound ran out.
+func (a *attempt) gaveUp(err error) (Won, bool, error) {
+	if err != nil {
+		return Won{}, false, err
+	}
+	return a.ended(nil)
+}

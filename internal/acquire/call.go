@@ -1,0 +1,117 @@
+package acquire
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs/internal/core"
+)
+
+// Calls to Redis, deadlines and lost replies.
+//
+// Every round trip a blocking call makes goes through call, which returns by the caller's
+// deadline even when the server stalls (see internal/core/deadline.go for when the round trip
+// runs on a goroutine of its own). A round trip whose reply did not come, because the caller
+// stopped waiting or because the connection failed, may have done anything its script can do:
+// taken the lock, queued the hold, been granted permits. Its hold is then given up in the
+// background by the Rules' Abandon (see Settle), once the round trip has ended if it is still
+// running, and bounded: a hold that cannot be given up ends with its lease, or its waiter deadline.
+
+// grace bounds how long a call that ends, at its deadline or because its Client closed, waits
+// for its own clean-up (leaving the queue, giving back what was granted in that instant) before
+// it returns and leaves the clean-up to the background. Against a healthy server the clean-up
+// takes a round trip, so the call returns with nothing left behind.
+const grace = 40 * time.Millisecond
+
+// settleBound bounds a background clean-up.
+const settleBound = 5 * time.Second
+
+// errAbandoned reports a round trip the caller stopped waiting for.
+var errAbandoned = errors.New("aqs: stopped waiting for redis")
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// call runs f, one round trip to Redis, so that the caller returns by ctx's deadline. When the
+// caller stops waiting for it, call returns errAbandoned and runs late with f's outcome once f
+// has returned (in the background, unless the Client closes first).
+func call[T any](rt *core.Runtime, ctx context.Context, f func(context.Context) (T, error), late func()) (T, error) {
+	if !rt.Detach(ctx) {
+		return f(ctx)
+	}
+	ch := make(chan result[T], 1)
+	go func() {
+		v, err := f(context.WithoutCancel(ctx))
+		ch <- result[T]{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		if late != nil {
+			rt.Go(func(rctx context.Context) {
+				select {
+				case <-ch:
+					late()
+				case <-rctx.Done():
+				}
+			})
+		}
+		var zero T
+		return zero, errAbandoned
+	}
+}
+
+// unknown reports whether err leaves a round trip's outcome unknown: the script may have run.
+// An error the server replied (the script ran and failed before changing anything, or
+// refused) is not, nor a refused dial (nothing reached the server).
+func unknown(err error) bool {
+	if err == nil {
+		return false
+	}
+	var replied redis.Error
+	if errors.As(err, &replied) || errors.Is(err, core.ErrReplicaSync) || errors.Is(err, core.ErrWrongType) {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	return true
+}
+
+// Settle runs f in the background with the Client's context bounded by settleBound, trying
+// again after a pause while it fails and the bound allows: a clean-up that must happen, but
+// need not be waited for (a Rules' Abandon). f must be safe to repeat.
+func Settle(rt *core.Runtime, f func(ctx context.Context) error) {
+	rt.Go(func(rctx context.Context) {
+		ctx, cancel := context.WithTimeout(rctx, settleBound)
+		defer cancel()
+		for pause := 20 * time.Millisecond; ; pause *= 2 {
+			if f(ctx) == nil {
+				return
+			}
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+}
+
+// cause is the error a call that ended reports: ctx's cause when ctx ended (the caller's, not
+// the round trip's it cut short), err otherwise.
+func cause(ctx context.Context, err error) error {
+	if ctx.Err() != nil && (err == nil || errors.Is(err, errAbandoned) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return context.Cause(ctx)
+	}
+	return err
+}

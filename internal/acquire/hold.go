@@ -1,0 +1,92 @@
+package acquire
+
+import (
+	"context"
+	"time"
+
+	"github.com/redaqs/aqs/internal/core"
+)
+
+// Making the hold.
+//
+// What a call took becomes a hold: a record in the Client (internal/core/hold.go) with the
+// lease counted from before the round trip that took it, renewed by the watchdog or fixed,
+// and a held context, a child of the caller's, that is cancelled when the lease can no longer
+// be trusted. A grant (handed over by another call's script) starts with a lease that runs
+// only to the waiter's liveness deadline, at least first after since; the watchdog sets the
+// hold's own lease before half of that has passed, unless the hold ended. Under the
+// replica-sync policy the grantee first confirms the grant with a write of its own and WAIT.
+//
+// A call whose context ended in the instant it won gives back what it took (x/sync's rule: a
+// failed call leaves the semaphore unchanged).
+
+// won makes the hold of what the call took: by its own attempt sent at since (granted false;
+// token is the fencing token the attempt assigned, if any), or by a grant whose lease started
+// after since and runs at least first (0: the full lease).
+func (a *attempt) won(since time.Time, first time.Duration, token int64, granted bool) (Won, bool, error) {
+	q, c, hold := a.q, a.c, a.hold
+	if a.w != nil {
+		q.finish(a.w)
+		a.w = nil
+	}
+	if granted && q.rt.SyncOn() {
+		sent := time.Now()
+		_, err := call(q.rt, a.ctx, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, c.Rules.Confirm(context.WithoutCancel(ctx), hold)
+		}, func() { c.Rules.Abandon(hold) })
+		if err != nil {
+			return Won{}, false, cause(a.ctx, err)
+		}
+		since, first = sent, 0 // the confirmation renewed the hold's full lease
+	}
+	spec := c.Hold
+	if spec == nil {
+		if a.ctx.Err() != nil {
+			a.giveBack(func(ctx context.Context) error { return c.Rules.Undo(ctx, hold) })
+			return Won{}, false, context.Cause(a.ctx)
+		}
+		return Won{Hold: hold}, true, nil
+	}
+	parent := a.ctx
+	if spec.Detached {
+		parent = context.WithoutCancel(a.ctx)
+	}
+	lease := spec.Lease
+	if first <= 0 || first > lease {
+		first = lease
+	}
+	held := q.rt.Adopt(parent, core.Grant{
+		Key: spec.Key, ID: hold, Token: token, Lease: first, Watchdog: spec.Watchdog,
+		Renew: spec.Renew, FetchToken: spec.FetchToken, SentAt: since,
+	})
+	acq := q.rt.Held(held, spec.Key)
+	if acq != nil {
+		if first < lease {
+			q.rt.ExtendLater(acq.Hold(), lease, since.Add(first/2))
+		}
+		if c.Local {
+			q.heldBy(hold, acq.Hold())
+		}
+	}
+	if a.ctx.Err() != nil {
+		a.giveBack(func(context.Context) error { return spec.Release(held) })
+		return Won{}, false, context.Cause(a.ctx)
+	}
+	if spec.Token && token == 0 && acq != nil {
+		if _, err := acq.Hold().Token(held); err != nil {
+			a.giveBack(func(context.Context) error { return spec.Release(held) })
+			return Won{}, false, err
+		}
+	}
+	return Won{Hold: hold, Held: held}, true, nil
+}
+
+// giveBack runs f, which gives back what a call won, within grace; beyond, in the background.
+func (a *attempt) giveBack(f func(ctx context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), grace)
+	defer cancel()
+	_, err := call(a.q.rt, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) }, nil)
+	if err != nil && err != errAbandoned {
+		Settle(a.q.rt, f) // it failed: again, in the background
+	}
+}

@@ -1,0 +1,385 @@
+package acquire
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/scripts"
+)
+
+// Hand-offs within a Client.
+//
+// While a hold of a Queue is held by this Client, the next thing the lock does in Redis is
+// that hold's release, a script this Client sends anyway. So a goroutine of the same Client
+// that asks for the lock meanwhile sends nothing: it boards, and waits for that release,
+// which either
+//
+//   - hands it the lock straight away (a lock whose rules allow a streak of local hand-offs:
+//     the reentrant lock), with no message published and no attempt of its own: a hand-off
+//     within a process costs the release alone; or
+//   - carries its join: the boarded waiters join the queue's tail, in the order they came,
+//     before the lock is handed to the live head, which is one of them when nobody else
+//     waits (the fair lock always, the reentrant lock once its streak is over). One round
+//     trip per hand-off instead of two, and the join reaches Redis at most Board after the
+//     call (had it sent its own, the network would have delayed it too).
+//
+// A release may also hand the lock to a waiter of this Client that is queued in Redis (it
+// joined on its own earlier, or a release carried it), taking it out of the queue: the
+// reentrant lock's streak picks the longest-waiting local waiter, boarded or queued. After
+// Streak local hand-offs in a row the release only passes other Clients' waiters when none
+// is queued, so a waiter in another process waits at most Streak+1 holds for each Client
+// ahead of it.
+//
+// A boarded waiter attempts on its own when no release comes within Board (a long hold, a
+// hold lost and never released), when the release did not carry it (it failed, or it was
+// sent before the waiter boarded and did not hand the lock to this Client), and when the
+// release's outcome is unknown (its reply was lost: the waiter's own attempt finds out what
+// it did, since attempts of a hold are idempotent). A waiter the release carries or picks
+// cannot leave until it knows the release's outcome: it may hold the lock, or be queued,
+// and must give that up.
+
+type wstate uint8
+
+const (
+	wAttempting wstate = iota // makes attempts of its own
+	wBoarded                  // waits for a release of this Client
+	wCarried                  // a release on its way carries it
+	wQueued                   // queued in Redis: a release may pick it
+	wPicked                   // a release on its way may hand it the lock
+	wGone                     // left
+)
+
+type okind uint8
+
+const (
+	oHanded    okind = iota + 1 // a release handed it the lock
+	oJoined                     // a release joined it to the queue
+	oStill                      // a release that picked it handed the lock elsewhere: as before
+	oDismissed                  // no release carried it: it attempts on its own
+	oUnknown                    // the release's outcome is unknown: it attempts to find out
+)
+
+// outcome is what a release did with a local waiter.
+type outcome struct {
+	kind  okind
+	since time.Time     // when the release was sent: a lease it gave started after it
+	lease time.Duration // oHanded: the lease the release gave it
+}
+
+// waiter is a local waiter that may take a hand-off.
+type waiter struct {
+	hold   string
+	member string
+	rules  Rules
+	state  wstate       // under Queue.mu
+	orphan bool         // left while a release was deciding about it: that release cleans up
+	won    bool         // won by an attempt of its own while a release was deciding about it
+	out    chan outcome // the latest outcome not yet read
+}
+
+// tell gives w the outcome o, replacing one it has not read. With q.mu held.
+func (w *waiter) tell(o outcome) {
+	select {
+	case <-w.out:
+	default:
+	}
+	w.out <- o
+}
+
+// boardable reports, with q.mu held, whether a waiter could board now: a hold of this Queue
+// is held (its lease trusted, or a hand-off being taken for a moment) or a release of one is
+// on its way.
+func (q *Queue) boardable() bool {
+	return q.inflight > 0 || q.held != "" && (q.heldHold != nil && q.heldHold.LeaseTrusted() ||
+		q.heldHold == nil && time.Since(q.heldAt) < q.cfg.Board)
+}
+
+// board makes w a boarded waiter if it can board now, and reports whether it did.
+func (q *Queue) board(w *waiter) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.boardable() {
+		return false
+	}
+	w.state = wBoarded
+	q.waiters = append(q.waiters, w)
+	return true
+}
+
+// queued records that w is queued in Redis, where a release may pick it.
+func (q *Queue) queued(w *waiter) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch w.state {
+	case wQueued, wCarried, wPicked, wGone:
+		return
+	case wAttempting:
+		q.waiters = append(q.waiters, w)
+	}
+	w.state = wQueued
+}
+
+// alight takes w off the local waiters, unless a release on its way decides about it; it
+// reports whether it did.
+func (q *Queue) alight(w *waiter) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.drop(w)
+}
+
+// drop takes w off the local waiters, with q.mu held, unless a release on its way decides
+// about it.
+func (q *Queue) drop(w *waiter) bool {
+	switch w.state {
+	case wCarried, wPicked:
+		return false
+	case wGone, wAttempting:
+		w.state = wAttempting
+		return true
+	}
+	q.remove(w)
+	w.state = wAttempting
+	return true
+}
+
+func (q *Queue) remove(w *waiter) {
+	for i, x := range q.waiters {
+		if x == w {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			return
+		}
+	}
+}
+
+// orphan marks w, which leaves while a release decides about it, so that the release gives
+// up what it gave w. It reports false when the release has decided meanwhile (w can read
+// the outcome).
+func (q *Queue) orphan(w *waiter) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w.state != wCarried && w.state != wPicked {
+		return false
+	}
+	w.orphan = true
+	return true
+}
+
+// finish takes w, whose call won, off the local waiters; a release on its way that decides
+// about it drops it then.
+func (q *Queue) finish(w *waiter) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.drop(w) {
+		w.won = true
+	}
+}
+
+// heldBy records that hold, a hold of this Queue, holds the lock, with its record h.
+func (q *Queue) heldBy(hold string, h *core.Hold) {
+	q.mu.Lock()
+	q.held, q.heldHold = hold, h
+	q.mu.Unlock()
+}
+
+// Lost records that hold ended without a release of its own handing anything on (it was
+// lost): the waiters boarded on it attempt on their own.
+func (q *Queue) Lost(hold string) {
+	q.mu.Lock()
+	if q.held != hold {
+		q.mu.Unlock()
+		return
+	}
+	q.held, q.heldHold = "", nil
+	q.dismissBoarded()
+	q.mu.Unlock()
+}
+
+// dismissBoarded sends the boarded waiters to attempt on their own, with q.mu held.
+func (q *Queue) dismissBoarded() {
+	kept := q.waiters[:0]
+	for _, w := range q.waiters {
+		if w.state == wBoarded {
+			w.state = wAttempting
+			w.tell(outcome{kind: oDismissed})
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(q.waiters[len(kept):])
+	q.waiters = kept
+}
+
+// ReleaseFunc runs a release script for the hold with the local hand-off's arguments: pick is
+// the queue member of a waiter of this Client to hand the lock to ("" for none), over says
+// that the release may pass other Clients' waiters only when none is queued, and riders are
+// the queue members of waiters of this Client that join the queue with the release.
+type ReleaseFunc func(ctx context.Context, pick string, over bool, riders []string) (scripts.Release, error)
+
+// Release releases a hold of this Queue's through run: counted down, or, when last, ended
+// with the hand-off within the Client described above. It tells the local waiters what the
+// release did with them. The round trip does not use ctx's cancellation.
+func (q *Queue) Release(ctx context.Context, hold string, last bool, run ReleaseFunc) (scripts.Release, error) {
+	ctx = context.WithoutCancel(ctx)
+	if !last {
+		return run(ctx, "", false, nil)
+	}
+	q.mu.Lock()
+	if q.held == hold {
+		q.held, q.heldHold = "", nil
+	}
+	q.inflight++
+	var pick *waiter
+	if q.cfg.Streak > 0 {
+		for _, w := range q.waiters {
+			if w.state == wBoarded || w.state == wQueued {
+				pick = w
+				break
+			}
+		}
+	}
+	var riders []*waiter
+	var members []string
+	for _, w := range q.waiters {
+		if w.state == wBoarded {
+			w.state = wCarried
+			riders = append(riders, w)
+			members = append(members, w.member)
+		}
+	}
+	pickMember := ""
+	if pick != nil {
+		pickMember = pick.member
+		if pick.state == wQueued {
+			pick.state = wPicked
+		}
+	}
+	over := q.streak >= q.cfg.Streak
+	q.mu.Unlock()
+
+	sentAt := time.Now()
+	r, err := run(ctx, pickMember, over, members)
+	if q.settle(sentAt, r, err, pick, riders) {
+		// The new holder is ready to run; let it run first. The caller's next step
+		// (typically its own next Lock, which boards) is not on anyone's critical path, the
+		// new holder's work and release are.
+		runtime.Gosched()
+	}
+	return r, err
+}
+
+// settle tells the local waiters the outcome of a release sent at sentAt (err: unknown) that
+// may have picked pick and carried riders, and reports whether it handed the lock to a waiter
+// of this Client.
+func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *waiter, riders []*waiter) bool {
+	known := err == nil
+	handedTo := ""
+	if known && r.Kind == scripts.HandedLocal {
+		handedTo = r.Hold
+	}
+	pickTaken := pick != nil && handedTo == pick.hold
+	joined := known && !pickTaken &&
+		(r.Kind == scripts.Freed || r.Kind == scripts.HandedLocal || r.Kind == scripts.HandedRemote)
+	handed := outcome{kind: oHanded, since: sentAt, lease: r.Lease}
+
+	var orphans []*waiter // left meanwhile, with something to give up
+	var deliver bool      // handedTo is not a waiter of this Queue: tell it through the hub
+	q.mu.Lock()
+	q.inflight--
+	ours := false
+	decide := func(w *waiter, o outcome, next wstate) {
+		if w.won {
+			q.remove(w)
+			w.state = wGone
+			return
+		}
+		if w.orphan {
+			w.orphan = false
+			if o.kind == oHanded || o.kind == oJoined || o.kind == oUnknown ||
+				o.kind == oStill && next == wQueued {
+				orphans = append(orphans, w)
+			}
+			q.remove(w)
+			w.state = wGone
+			return
+		}
+		if next == wGone || next == wAttempting {
+			q.remove(w)
+		}
+		w.state = next
+		if o.kind != 0 {
+			w.tell(o)
+		}
+	}
+	for _, w := range riders {
+		switch {
+		case w == pick && pickTaken:
+			// decided below
+		case !known:
+			decide(w, outcome{kind: oUnknown}, wAttempting)
+		case joined && w.hold == handedTo:
+			ours = true
+			decide(w, handed, wGone)
+		case joined:
+			decide(w, outcome{kind: oJoined, since: sentAt}, wQueued)
+		case pickTaken:
+			decide(w, outcome{}, wBoarded) // boarded still: the new holder's release carries it
+		default:
+			decide(w, outcome{kind: oDismissed}, wAttempting)
+		}
+	}
+	if pick != nil {
+		inRiders := false
+		for _, w := range riders {
+			inRiders = inRiders || w == pick
+		}
+		switch {
+		case pickTaken:
+			ours = true
+			decide(pick, handed, wGone)
+		case inRiders:
+			// decided with the riders
+		case !known:
+			decide(pick, outcome{kind: oUnknown}, wAttempting)
+		case pick.state == wPicked:
+			if pick.hold == handedTo {
+				ours = true
+				decide(pick, handed, wGone)
+			} else {
+				decide(pick, outcome{kind: oStill}, wQueued)
+			}
+		}
+	}
+	if pickTaken {
+		q.streak++
+	} else {
+		q.streak = 0
+	}
+	if handedTo != "" && !ours {
+		// A queued waiter of this Queue's, or of another Lock value of the same name.
+		for _, w := range q.waiters {
+			if w.hold == handedTo && w.state == wQueued {
+				ours = true
+				decide(w, handed, wGone)
+				break
+			}
+		}
+		deliver = !ours
+	}
+	if ours {
+		q.held, q.heldHold, q.heldAt = handedTo, nil, time.Now()
+	} else if q.inflight == 0 && q.held == "" {
+		// Not handed to a waiter of this Queue: the waiters that boarded while the release
+		// was on its way attempt on their own (the lock may be free, or another Client's).
+		q.dismissBoarded()
+	}
+	q.mu.Unlock()
+	if deliver {
+		q.rt.Hub.Deliver(q.cfg.Grants, handedTo)
+	}
+	for _, w := range orphans {
+		w.rules.Abandon(w.hold)
+	}
+	return handedTo != ""
+}

@@ -1,0 +1,129 @@
+package acquire
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/scripts"
+)
+
+// Rules are a primitive's state rules for one call: which scripts try, give up and beat for a
+// hold, and what their replies mean. Every method that sends something gets the hold id the
+// engine made for the call (fresh for every hold, so that no call ever acts on another's).
+type Rules interface {
+	// Fast makes the call's first attempt the cheapest way there is (SET NX for a lock), when
+	// the Client has no waiter of the primitive, so that the uncontended call costs the least.
+	// tried is false when the call has no such way: Attempt makes the first attempt then. A
+	// fast attempt that fails must have changed nothing.
+	Fast(ctx context.Context, hold string) (acquired, tried bool, err error)
+	// Attempt makes one attempt of hold: take it now, or else, with join, join the queue (or
+	// keep the hold's place in it). first is true for a hold's first attempt, which can find
+	// no grant made earlier. A typed refusal (semaphore.ErrNotSet, ErrTooManyPermits) is an
+	// error; the reply's status is then NotSet or TooMany.
+	Attempt(ctx context.Context, hold string, first, join bool) (scripts.Attempt, error)
+	// GiveUp leaves nothing of hold in Redis: it takes it out of the queue, and passes on what
+	// it holds or was granted (the lock, permits) to the next waiters. It is safe to repeat.
+	GiveUp(ctx context.Context, hold string) error
+	// Beat is hold's heartbeat while it is queued: its script's reply is a BeatStatus.
+	Beat(hold string) *core.Beat
+	// Confirm makes a grant to hold (made by another call's script) as durable as an
+	// acquisition, under the replica-sync policy: a write of the hold's own with WAIT after
+	// it. It undoes the grant and fails when too few replicas acknowledge it.
+	Confirm(ctx context.Context, hold string) error
+	// Undo gives back what an acquisition of hold took, for a call that won the instant its
+	// context ended and has no held context to release (the counting semaphore's permits).
+	// Calls with a held context give back through HoldSpec.Release instead.
+	Undo(ctx context.Context, hold string) error
+	// Abandon settles a round trip of hold whose outcome is unknown (its reply was lost): in
+	// the background, bounded (see Settle), it leaves nothing of the hold behind. Most rules
+	// give the hold up; the counting semaphore settles its attempt by the attempt's own key.
+	Abandon(hold string)
+}
+
+// HoldSpec says how a successful call holds what it took: the lease, its renewal, the held
+// context. A nil HoldSpec: nothing is held (the counting semaphore's permits are not owned).
+type HoldSpec struct {
+	// Key is the key whose renewals keep the hold: the lock key, the readers' or the permits'
+	// zset.
+	Key string
+	// Lease is the hold's lease; Watchdog that the Client's watchdog renews it.
+	Lease    time.Duration
+	Watchdog bool
+	// Renew is the renewal script (KEYS[1] = Key; ARGV hold id, lease ms, 0 to only check).
+	Renew *scripts.Script
+	// FetchToken asks Redis for the hold's fencing token.
+	FetchToken func(context.Context, *core.Hold) (int64, error)
+	// Token: the call asked for the token at acquisition; a hold granted without one fetches
+	// it before the call returns, so that it is answered locally afterwards.
+	Token bool
+	// Detached makes the held context keep the caller's values but not its cancellation (a
+	// read-write lock's downgrade, which outlives the write hold's context).
+	Detached bool
+	// Release gives back the hold of a held context: for a call that won the instant its
+	// context ended (a failed call leaves nothing behind).
+	Release func(held context.Context) error
+}
+
+// Call is one blocking call: its rules, how long it waits, and what it holds.
+type Call struct {
+	Rules Rules
+	// Block: wait until the context is done (Lock); otherwise wait at most Wait (TryLock
+	// with a wait bound), or not at all.
+	Block bool
+	Wait  time.Duration
+	// Member is what follows the hold id in the hold's queue member: a waiter of this Client
+	// that a release carries joins the queue as hold + Member.
+	Member string
+	// Local: the call may take a hand-off from a release of this Client (see local.go). Off
+	// for a call that must take the lock by an attempt of its own (one that asks for its
+	// fencing token at acquisition) and for primitives without local hand-offs.
+	Local bool
+	// Hold says how the call holds what it takes; nil: nothing is held.
+	Hold *HoldSpec
+}
+
+// Won is a successful call's outcome.
+type Won struct {
+	// Hold is the hold id: the permit id of a leased permit.
+	Hold string
+	// Held is the held context; nil when the call holds nothing (HoldSpec nil).
+	Held context.Context
+}
+
+// Config configures a Queue.
+type Config struct {
+	// Grants is this Client's grant channel: "<base key>:c:<Client id>".
+	Grants string
+	// WaiterTimeout is how long a queued waiter may go unheard of before it is dropped.
+	WaiterTimeout time.Duration
+	// Board is how long a waiter may wait for a release of this Client to carry its join or
+	// hand it the lock (see local.go); 0: waiters never board.
+	Board time.Duration
+	// Streak is how many times in a row a release may hand the lock to a waiter of its own
+	// Client while waiters of other Clients are queued; 0: never (FIFO).
+	Streak int
+}
+
+// Queue is the engine's side of one primitive value: what the calls on it share.
+type Queue struct {
+	rt  *core.Runtime
+	cfg Config
+
+	mu       sync.Mutex
+	held     string     // the hold of this Queue's that this Client holds, "" when none
+	heldHold *core.Hold // its record, nil while a hand-off is being taken
+	heldAt   time.Time  // when held was set without a record
+	inflight int        // releases of this Queue's holds on their way
+	waiters  []*waiter  // local waiters that may take a hand-off, in the order they came
+	streak   int        // local hand-offs in a row
+}
+
+// New returns the Queue of one primitive value.
+func New(rt *core.Runtime, cfg Config) *Queue {
+	return &Queue{rt: rt, cfg: cfg}
+}
+
+// Runtime returns the Client's runtime.
+func (q *Queue) Runtime() *core.Runtime { return q.rt }

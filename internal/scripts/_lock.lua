@@ -1,0 +1,57 @@
+-- _lock: the exclusive lock on its queue, a fragment included by the lock_* scripts (the
+-- reentrant and the fair lock share them).
+--
+-- Keys, all in the lock's slot: l the lock value (see _lock_value.lua), q and d its queue
+-- (see _queue.lua), whose members are "<hold id> <lease ms>": the lease the waiter will have.
+--@include _lock_value
+--@include _queue
+
+-- set_holder makes value's hold the holder of l for lease ms. While others wait, the value
+-- records the lease end (e) and the key lives on until the next waiter's liveness deadline
+-- after it, so that it never vanishes under a live waiter (see _lock_value.lua).
+local function set_holder(l, q, d, value, lease, now)
+  local next = redis.call('LINDEX', q, 0)
+  if not next then
+    redis.call('SET', l, value, 'PX', lease)
+    return
+  end
+  local ttl = lease
+  local s = redis.call('ZSCORE', d, next)
+  if s and tonumber(s) - now > ttl then
+    ttl = tonumber(s) - now
+  end
+  redis.call('SET', l, value .. ' w e' .. string.format('%d', now + lease), 'PX', ttl + lease)
+end
+
+-- grant gives the lock at l to the waiter m, already taken off the queue, whose liveness
+-- deadline is deadline. The lease runs, at first, only to that deadline (if that is sooner
+-- than the lease it asked for): a waiter that died a moment before its turn holds the lock no
+-- longer than it would have stalled the queue, and a live one extends the lease to its own as
+-- soon as it has the grant. It returns the hold id and the lease granted.
+local function grant(l, m, deadline, now, keep)
+  local sp = string.find(m, ' ', 38, true)
+  local hold = string.sub(m, 1, sp - 1)
+  local lease = math.max(1, math.min(tonumber(string.sub(m, sp + 1)), deadline - now))
+  -- Marked w and e whether or not others wait (cheaper than looking on this hot path: at worst
+  -- the next release looks at an empty queue once). The key outlives the lease by twice the
+  -- granted waiter's own liveness horizon, which is at least two thirds of a waiter timeout
+  -- while heartbeats keep time, and by keep: so the next joiner finds the key alive long
+  -- enough and need not extend it on every hand-off.
+  redis.call('SET', l, hold .. ' w e' .. string.format('%d', now + lease),
+    'PX', string.format('%d', lease + math.max(2 * (deadline - now), lease, keep or 0)))
+  return hold, lease
+end
+
+-- hand_off gives the lock at l to the live head of the queue and tells that waiter's Client
+-- (see tell in _queue.lua); with no live waiter it frees the lock. It returns the hold id
+-- granted, whether it is a waiter of Client from (not published: the caller tells it), and
+-- its lease; or nil when the lock was freed.
+local function hand_off(l, q, d, now, pub, from, keep)
+  local m, deadline = pop_live_head(q, d, now)
+  if not m then
+    redis.call('DEL', l)
+    return nil
+  end
+  local hold, lease = grant(l, m, deadline, now, keep)
+  return hold, #tell({hold}, l, pub, from) > 0, lease
+end

@@ -1,0 +1,137 @@
+-- _queue: the wait queue, the one queue discipline of every primitive that queues (the locks,
+-- the read-write lock, the semaphores); a fragment included by their scripts.
+--
+-- The queue is two keys in the primitive's slot:
+--   q  a list of members in arrival order; a member starts with the waiter's hold id and a
+--      space, and the rest is the primitive's (the lease it asks for, its permits, read or
+--      write: internal/layout parses every kind)
+--   d  a zset of the same members scored by their liveness deadline (server time, ms).
+-- A waiter is live while now < its deadline; its Client refreshes the deadline in batches
+-- (the heartbeat scripts), and each of its attempts does too. A waiter that gave up is removed
+-- from d only (ZREM is O(log N), LREM would be O(N)); its list entry is a ghost that is
+-- dropped when it reaches the head. A waiter whose deadline passed is dead: it is never
+-- revived, and its next attempt or heartbeat tells it to join again under a new hold id. Only
+-- the head is ever examined, so every operation is O(log N) in the queue length and no score
+-- is ever rewritten for anyone else.
+--
+-- A grant goes to the waiter's own Client only, on the channel "<base key>:c:<Client id>",
+-- whose message is the granted hold ids, separated by spaces; a grant to a waiter of the
+-- calling Client is not published but returned to the caller, which tells the waiter itself.
+--@include _time
+
+-- live_head drops dead waiters and ghosts at the head of the queue and returns the live
+-- head's member and its liveness deadline, or nil when no live waiter is left. The head stays
+-- queued.
+local function live_head(q, d, now)
+  while true do
+    local m = redis.call('LINDEX', q, 0)
+    if not m then
+      return nil
+    end
+    local s = redis.call('ZSCORE', d, m)
+    if s and tonumber(s) > now then
+      return m, tonumber(s)
+    end
+    redis.call('LPOP', q)
+    redis.call('ZREM', d, m)
+  end
+end
+
+-- pop_live_head takes the live head off the queue (dropping dead waiters and ghosts before it)
+-- and returns its member and liveness deadline, or nil when no live waiter is left.
+local function pop_live_head(q, d, now)
+  while true do
+    local m = redis.call('LPOP', q)
+    if not m then
+      return nil
+    end
+    local s = redis.call('ZSCORE', d, m)
+    if s then
+      redis.call('ZREM', d, m)
+      s = tonumber(s)
+      if s > now then
+        return m, s
+      end
+    end
+  end
+end
+
+-- join puts member at the tail of the queue with a liveness deadline timeout ms from now, or,
+-- when it is queued and live, only renews its deadline (it keeps its place). It returns
+-- false, and leaves it out, when its entry is dead: the waiter starts over under a new hold
+-- id. fresh says the member never queued (a call's first attempt), which saves looking. The
+-- keys live twice the timeout from each join and heartbeat, so an abandoned queue goes away.
+local function join(q, d, member, now, timeout, fresh)
+  local deadline = string.format('%d', now + timeout)
+  if not fresh then
+    local s = redis.call('ZSCORE', d, member)
+    if s then
+      if tonumber(s) <= now then
+        redis.call('ZREM', d, member) -- dead: its list entry is a ghost now
+        return false
+      end
+      redis.call('ZADD', d, deadline, member)
+      return true
+    end
+  end
+  redis.call('ZADD', d, deadline, member)
+  if redis.call('RPUSH', q, member) == 1 then
+    redis.call('PEXPIRE', q, 2 * timeout)
+    redis.call('PEXPIRE', d, 2 * timeout)
+  else
+    -- The list may hold only ghosts (entries of waiters that left d), and d be new: it gets a
+    -- TTL if it has none (one call; looking first costs as much).
+    redis.call('PEXPIRE', d, 2 * timeout, 'NX')
+  end
+  return true
+end
+
+-- keep_queue makes the queue's keys live twice the timeout from now (a heartbeat's refresh).
+local function keep_queue(q, d, timeout)
+  redis.call('PEXPIRE', q, 2 * timeout)
+  redis.call('PEXPIRE', d, 2 * timeout)
+end
+
+-- leave takes member out of the queue: out of d at once, its list entry dropped as a ghost
+-- when it reaches the head (or at once when it is the head). It returns whether the member was
+-- queued and live.
+local function leave(q, d, member, now)
+  local s = redis.call('ZSCORE', d, member)
+  if not s then
+    return false
+  end
+  redis.call('ZREM', d, member)
+  if redis.call('LINDEX', q, 0) == member then
+    redis.call('LPOP', q)
+  end
+  return tonumber(s) > now
+end
+
+-- hold_of returns the hold id that a queue member starts with.
+local function hold_of(m)
+  return string.sub(m, 1, string.find(m, ' ', 38, true) - 1)
+end
+
+-- tell notifies the Clients of the granted hold ids, one message per Client (the ids of its
+-- waiters, separated by spaces), on the channels base .. ':c:' .. Client id, with the publish
+-- command pub. The holds of Client from (the caller's, or nil) are not published: tell
+-- returns them, for the caller to tell.
+local function tell(holds, base, pub, from)
+  local mine = {}
+  local by, order = {}, {}
+  for _, hold in ipairs(holds) do
+    local client = string.sub(hold, 1, 36)
+    if client == from then
+      mine[#mine + 1] = hold
+    elseif by[client] then
+      by[client] = by[client] .. ' ' .. hold
+    else
+      by[client] = hold
+      order[#order + 1] = client
+    end
+  end
+  for _, client in ipairs(order) do
+    redis.call(pub, base .. ':c:' .. client, by[client])
+  end
+  return mine
+end

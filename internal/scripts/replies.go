@@ -1,0 +1,264 @@
+package scripts
+
+import (
+	"fmt"
+	"time"
+)
+
+// The typed protocol between Go and Lua.
+//
+// Each kind of script reply is decoded here, by one function, into a typed value: no caller
+// reads a raw reply, and no integer means a token, a status or a wait depending on its sign.
+// Every attempt script answers {status, value, grants...}, every heartbeat a BeatStatus, every
+// release of an exclusive lock {kind, ...}.
+
+// Status is the outcome of one attempt script (lock_acquire, rw_write_acquire,
+// rw_read_acquire, sem_acquire, lsem_acquire).
+type Status uint8
+
+// The attempt statuses, as the scripts write them.
+const (
+	// Acquired: the attempt took what it asked for.
+	Acquired Status = 1
+	// Granted: a release (or a heartbeat) gave the hold what it waited for before this
+	// attempt, which found it so: the grant whose message the waiter missed.
+	Granted Status = 2
+	// Queued: the hold waits in the queue.
+	Queued Status = 3
+	// Busy: not acquired, and not queued (the call does not wait).
+	Busy Status = 4
+	// Dropped: the hold had been dropped from the queue as dead (its liveness deadline passed
+	// before it was heard of again); it must start over under a new hold id.
+	Dropped Status = 5
+	// NotSet: a semaphore whose permits were never set.
+	NotSet Status = 6
+	// TooMany: more permits asked than the semaphore has in all (the hold left the queue).
+	TooMany Status = 7
+)
+
+func (s Status) String() string {
+	switch s {
+	case Acquired:
+		return "acquired"
+	case Granted:
+		return "granted"
+	case Queued:
+		return "queued"
+	case Busy:
+		return "busy"
+	case Dropped:
+		return "dropped"
+	case NotSet:
+		return "not set"
+	case TooMany:
+		return "too many"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// Attempt is the reply of one attempt script.
+type Attempt struct {
+	Status Status
+	// Token is the fencing token an Acquired attempt assigned, 0 when it assigned none.
+	Token int64
+	// Wait, for Queued and Busy, is how long to wait at most before trying again without a
+	// message: the holder's remaining lease, the nearest lease end, the head's liveness; 0
+	// when nothing runs out by itself.
+	Wait time.Duration
+	// Mine are the hold ids of waiters of the caller's Client that the script granted: their
+	// grants were not published, and the caller tells them.
+	Mine []string
+}
+
+// DecodeAttempt decodes an attempt script's reply {status, value, grants...}: value is the
+// token for Acquired, the wait in ms for Queued and Busy.
+func DecodeAttempt(v any) (Attempt, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < 2 {
+		return Attempt{}, fmt.Errorf("aqs: unexpected attempt reply %v", v)
+	}
+	st, ok1 := a[0].(int64)
+	n, ok2 := a[1].(int64)
+	if !ok1 || !ok2 || st < int64(Acquired) || st > int64(TooMany) {
+		return Attempt{}, fmt.Errorf("aqs: unexpected attempt reply %v", v)
+	}
+	r := Attempt{Status: Status(st)}
+	switch r.Status {
+	case Acquired:
+		r.Token = n
+	case Queued, Busy:
+		r.Wait = time.Duration(n) * time.Millisecond
+	}
+	r.Mine = holds(a[2:])
+	return r, nil
+}
+
+// holds reads the hold ids at the end of a reply.
+func holds(v []any) []string {
+	if len(v) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(v))
+	for _, x := range v {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// BeatStatus is the reply of a heartbeat script (lock_heartbeat, rw_heartbeat,
+// sem_heartbeat, lsem_heartbeat).
+type BeatStatus uint8
+
+// The heartbeat statuses, as the scripts write them.
+const (
+	// BeatDropped: the waiter is no longer queued (its deadline passed, or it left).
+	BeatDropped BeatStatus = 0
+	// BeatQueued: still queued; its deadline was renewed.
+	BeatQueued BeatStatus = 1
+	// BeatGranted: what it waits for is its (the fallback for a lost grant message).
+	BeatGranted BeatStatus = 2
+)
+
+// DecodeBeat decodes a heartbeat script's reply.
+func DecodeBeat(v any) (BeatStatus, error) {
+	n, ok := v.(int64)
+	if !ok || n < 0 || n > 2 {
+		return 0, fmt.Errorf("aqs: unexpected heartbeat reply %v", v)
+	}
+	return BeatStatus(n), nil
+}
+
+// ReleaseKind is the outcome of an exclusive lock's release (lock_release, rw_write_release).
+type ReleaseKind uint8
+
+// The release outcomes, as the scripts write them.
+const (
+	// Counted: the hold was counted down and is still held.
+	Counted ReleaseKind = 0
+	// Freed: the hold ended and the lock is free.
+	Freed ReleaseKind = 1
+	// HandedLocal: the hold ended and the lock went to a waiter of the caller's Client, which
+	// was not told.
+	HandedLocal ReleaseKind = 2
+	// HandedRemote: the hold ended and the lock went to a waiter of another Client, which was
+	// told.
+	HandedRemote ReleaseKind = 3
+	// NotHeld: the lock was not this hold's (its lease ran out, or it was taken from it);
+	// nothing changed.
+	NotHeld ReleaseKind = 4
+)
+
+// Release is the reply of an exclusive lock's release.
+type Release struct {
+	Kind ReleaseKind
+	// Left is how many holds are left, for Counted.
+	Left int
+	// Hold and Lease are the waiter the lock went to and its lease, for HandedLocal.
+	Hold  string
+	Lease time.Duration
+	// Mine, for Freed, are the hold ids of waiters of the caller's Client that the release
+	// granted (the read-write lock's, which may grant many), not published.
+	Mine []string
+}
+
+// DecodeRelease decodes a release's reply: {0, n} Counted, {1, grants...} Freed, {2, hold,
+// lease ms} HandedLocal, {3} HandedRemote, {4} NotHeld.
+func DecodeRelease(v any) (Release, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < 1 {
+		return Release{}, fmt.Errorf("aqs: unexpected release reply %v", v)
+	}
+	k, ok := a[0].(int64)
+	if !ok || k < 0 || k > int64(NotHeld) {
+		return Release{}, fmt.Errorf("aqs: unexpected release reply %v", v)
+	}
+	r := Release{Kind: ReleaseKind(k)}
+	switch r.Kind {
+	case Counted:
+		if len(a) < 2 {
+			return Release{}, fmt.Errorf("aqs: unexpected release reply %v", v)
+		}
+		n, _ := a[1].(int64)
+		r.Left = int(n)
+	case Freed:
+		r.Mine = holds(a[1:])
+	case HandedLocal:
+		if len(a) < 3 {
+			return Release{}, fmt.Errorf("aqs: unexpected release reply %v", v)
+		}
+		r.Hold, _ = a[1].(string)
+		n, _ := a[2].(int64)
+		r.Lease = time.Duration(n) * time.Millisecond
+	}
+	return r, nil
+}
+
+// GiveUp is the reply of a give-up script (lock_give_up).
+type GiveUp uint8
+
+// The give-up outcomes.
+const (
+	// GaveUpNothing: the hold was neither queued nor holding.
+	GaveUpNothing GiveUp = 0
+	// LeftQueue: the hold was queued and left.
+	LeftQueue GiveUp = 1
+	// PassedOn: the hold had what it waited for (a grant whose message was on its way, or an
+	// attempt whose reply was lost), which passed on.
+	PassedOn GiveUp = 2
+)
+
+// DecodeGiveUp decodes a give-up script's reply.
+func DecodeGiveUp(v any) (GiveUp, error) {
+	n, ok := v.(int64)
+	if !ok || n < 0 || n > 2 {
+		return 0, fmt.Errorf("aqs: unexpected give-up reply %v", v)
+	}
+	return GiveUp(n), nil
+}
+
+// SemStatus is the status of a semaphore script that is not an attempt (sem_release,
+// lsem_release, sem_give_up, lsem_give_up, sem_force, sem_set).
+type SemStatus uint8
+
+// The semaphore statuses, as the scripts write them.
+const (
+	// SemOK: done.
+	SemOK SemStatus = 0
+	// SemNotSet: the permits were never set; nothing changed.
+	SemNotSet SemStatus = 6
+	// SemOverRelease: more permits given back than taken; nothing changed.
+	SemOverRelease SemStatus = 8
+	// SemExpired: no live permit has the id (its lease ran out, or it was released); nothing
+	// changed.
+	SemExpired SemStatus = 9
+	// SemInsufficient: a reduction of the permits larger than the available ones; nothing
+	// changed.
+	SemInsufficient SemStatus = 10
+)
+
+// Sem is the reply of a semaphore script that is not an attempt: {status, value, grants...}.
+type Sem struct {
+	Status SemStatus
+	// Value is the script's number: the permits a leased permit still holds (lsem_release),
+	// the permits given back (the give-ups), released (sem_force), 1 when the permits were
+	// set or changed (sem_set).
+	Value int64
+	// Mine are the hold ids of waiters of the caller's Client that the script granted.
+	Mine []string
+}
+
+// DecodeSem decodes the reply of a semaphore script that is not an attempt.
+func DecodeSem(v any) (Sem, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < 2 {
+		return Sem{}, fmt.Errorf("aqs: unexpected semaphore reply %v", v)
+	}
+	st, ok1 := a[0].(int64)
+	n, ok2 := a[1].(int64)
+	if !ok1 || !ok2 || st < 0 || st > int64(SemInsufficient) {
+		return Sem{}, fmt.Errorf("aqs: unexpected semaphore reply %v", v)
+	}
+	return Sem{Status: SemStatus(st), Value: n, Mine: holds(a[2:])}, nil
+}
