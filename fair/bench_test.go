@@ -95,13 +95,14 @@ func BenchmarkFairQueueDepth(b *testing.B) {
 		return q
 	}
 	cycle := func(q *queue) {
-		if n, err := scripts.FairRelease.Run(ctx, rdb, q.keys, id(q.holder), "1", "PUBLISH").Int64(); err != nil || n != 0 {
-			b.Fatalf("release: %v %v", n, err)
+		v, err := scripts.LockRelease.Run(ctx, rdb, q.keys, id(q.holder), "1", "PUBLISH", 3600000, "", "0").Result()
+		if r, derr := scripts.DecodeRelease(v); err != nil || derr != nil || r.Kind != scripts.HandedRemote {
+			b.Fatalf("release: %v %v %v", v, err, derr)
 		}
 		q.holder++
-		r, err := scripts.FairAcquire.Run(ctx, rdb, q.keys, id(q.next), 3600000, 3600000, "1", "0").Int64()
-		if err != nil || r >= 0 {
-			b.Fatalf("join: %v %v", r, err)
+		v, err = scripts.LockAcquire.Run(ctx, rdb, q.keys, id(q.next), 3600000, 3600000, "1", "0").Result()
+		if r, derr := scripts.DecodeAttempt(v); err != nil || derr != nil || r.Status != scripts.Queued {
+			b.Fatalf("join: %v %v %v", v, err, derr)
 		}
 		q.next++
 	}

@@ -9,15 +9,15 @@
 // nothing is published: the release's reply names it and the releasing goroutine wakes it.
 // A goroutine that asks for the lock while its own Client holds it rides along: its join goes
 // to Redis with that hold's release, in the same script, rather than in a round trip of its
-// own (see ride.go); it joins at the tail all the same.
+// own, at most a couple of milliseconds after its call; it joins at the tail all the same.
 //
 // The queue lives in Redis as a list (arrival order) and a zset of liveness deadlines, in the
-// lock's slot (see internal/scripts/_fair_queue.lua). Each waiter's deadline is its own,
-// computed from server time, refreshed by its Client's batched heartbeats: a waiter whose
-// process died is dropped within the waiter timeout, and a live one never is. No operation
-// rewrites anyone else's score, so each is O(log N) in the queue length. A waiter that gives
-// up (its context ends, or TryLock's wait bound) leaves the queue at once; if it was handed
-// the lock in that same instant, the lock passes on to the next waiter.
+// lock's slot. Each waiter's deadline is its own, computed from server time, refreshed by its
+// Client's batched heartbeats: a waiter whose process died is dropped within the waiter
+// timeout, and a live one never is. No operation rewrites anyone else's score, so each is
+// O(log N) in the queue length. A waiter that gives up (its context ends, or TryLock's wait
+// bound) leaves the queue at once; if it was handed the lock in that same instant, the lock
+// passes on to the next waiter.
 //
 // Holds, re-entry, leases, the watchdog, lease-loss cancellation and fencing tokens work as in
 // package reentrant.
@@ -25,22 +25,27 @@ package fair
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/core"
 	"github.com/redaqs/aqs/internal/excl"
-	"github.com/redaqs/aqs/internal/scripts"
 )
 
 // Lock is a distributed FIFO reentrant lock. Create it with New; it is safe for concurrent use.
 type Lock struct {
-	x             *excl.Base // holds, release, inspection: what the exclusive locks share
+	x *excl.Lock // the exclusive lock on its queue, which the reentrant lock shares
+}
+
+// rideWindow is how long a waiter whose Client holds the lock waits for the hold's release to
+// carry its join (see the package doc): a bound on how much later than its call a rider's
+// join reaches Redis. On a contended lock a hold is released within a few hundred
+// microseconds; a hold that lasts longer lets its riders join on their own after this.
+const rideWindow = 2 * time.Millisecond
+
+// config is what New's options set.
+type config struct {
 	waiterTimeout time.Duration
-	grants        string // this Client's grant channel: "<key>:c:<client id>"
-	rides         rides  // see ride.go
-	rideWindow    time.Duration
 }
 
 // Info is a snapshot of the lock's holder in Redis.
@@ -58,18 +63,18 @@ type Info struct {
 }
 
 // Option configures a fair Lock.
-type Option func(*Lock) error
+type Option func(*config) error
 
 // WithWaiterTimeout sets how long a waiter may go unheard of before it is dropped from the
 // queue: a waiter whose process died stalls those behind it at most this long. Live waiters
 // are kept alive by their Client's heartbeats, three per timeout. It must be at least 30ms.
 // The default is 5s.
 func WithWaiterTimeout(d time.Duration) Option {
-	return func(l *Lock) error {
+	return func(c *config) error {
 		if d < 30*time.Millisecond {
 			return core.Invalid("waiter timeout %v is below 30ms", d)
 		}
-		l.waiterTimeout = d
+		c.waiterTimeout = d
 		return nil
 	}
 }
@@ -77,29 +82,22 @@ func WithWaiterTimeout(d time.Duration) Option {
 // New returns the fair lock of the given name. Any bytes make a valid name, but it must not
 // be empty. Creating a Lock touches no key.
 func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
-	b, err := excl.New(c.Runtime(core.Access{}), "fair", name, scripts.FairRelease, scripts.FairForceRelease, ":q", ":d")
-	if err != nil {
-		return nil, err
-	}
-	l := &Lock{x: b, waiterTimeout: 5 * time.Second, grants: b.Key() + ":c:" + b.RT.ID,
-		rideWindow: rideWindow}
-	// A release that hands the lock to a waiter of this Client tells it here, with no pub/sub
-	// message. Should the reply be lost, the waiter finds its grant at its next attempt or
-	// heartbeat, as for a lost message.
-	b.Handed = func(hold string) {
-		l.heldBy(hold)
-		b.RT.Hub.Deliver(l.grants, hold)
-	}
-	b.Carry = l.carry
+	cfg := config{waiterTimeout: 5 * time.Second}
 	for _, o := range opts {
 		if o == nil {
 			return nil, core.Invalid("nil option")
 		}
-		if err := o(l); err != nil {
+		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	return l, nil
+	x, err := excl.New(c.Runtime(core.Access{}), name, excl.Config{
+		Kind: "fair", WaiterTimeout: cfg.waiterTimeout, Board: rideWindow,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{x: x}, nil
 }
 
 // Lock blocks until the lock is granted or ctx is done, and returns the held context (see
@@ -115,7 +113,7 @@ func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Contex
 	if err != nil {
 		return nil, err
 	}
-	held, _, err := l.acquire(ctx, cfg, true)
+	held, _, err := l.x.Acquire(ctx, cfg, true)
 	return held, err
 }
 
@@ -130,7 +128,7 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.
 	if err != nil {
 		return nil, false, err
 	}
-	return l.acquire(ctx, cfg, false)
+	return l.x.Acquire(ctx, cfg, false)
 }
 
 // Name returns the lock's name, as given to New.
@@ -200,301 +198,3 @@ func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
 // aqs.ErrLockLost when the hold was lost before a token was assigned. Like Unlock, it works
 // with a held context that is already done.
 func (l *Lock) Token(ctx context.Context) (int64, error) { return l.x.Token(ctx) }
-
-// attempt is the outcome of one fair_acquire.lua call.
-type attempt struct {
-	acquired bool
-	granted  bool          // acquired by a grant the waiter had missed (see fair_acquire.lua)
-	token    int64         // when the attempt assigned one
-	dropped  bool          // the waiter had been dropped as dead: start over with a new hold id
-	wait     time.Duration // when not acquired: how long to wait at most before trying again
-}
-
-func (l *Lock) attempt(ctx context.Context, hold string, cfg core.LockConfig, enqueue bool) (attempt, error) {
-	q, token := "0", "0"
-	if enqueue {
-		q = "1"
-	}
-	if cfg.Token {
-		token = "1"
-	}
-	r, err := l.x.RunAcquire(ctx, scripts.FairAcquire, l.Keys(), hold, hold, l.x.Lease(cfg).Milliseconds(),
-		l.waiterTimeout.Milliseconds(), q, token).Int64()
-	switch {
-	case err != nil:
-		return attempt{}, core.RedisError(l.Key(), err)
-	case r > 2:
-		return attempt{acquired: true, token: r}, nil
-	case r == 2:
-		return attempt{acquired: true, granted: true}, nil
-	case r == 1:
-		return attempt{acquired: true}, nil
-	case r == 0:
-		return attempt{dropped: true}, nil
-	default:
-		return attempt{wait: time.Duration(-1-r) * time.Millisecond}, nil
-	}
-}
-
-// giveUp takes a waiter out of the queue (fair_give_up.lua), passing the lock on if it was
-// handed to it meanwhile. It does not use ctx's cancellation: it runs because ctx ended.
-func (l *Lock) giveUp(ctx context.Context, hold string, cfg core.LockConfig) error {
-	err := scripts.FairGiveUp.Run(context.WithoutCancel(ctx), l.x.RT.Redis, l.Keys(), hold,
-		l.x.Lease(cfg).Milliseconds(), l.x.RT.PublishCommand()).Err()
-	return core.RedisError(l.Key(), err)
-}
-
-// failed undoes a queued attempt that failed: when ctx ended (the attempt was cut short by
-// it), at once, so that Lock leaves nothing behind when it returns, and reports ctx's cause;
-// otherwise (Redis failed) in the background, and reports err.
-func (l *Lock) failed(ctx context.Context, hold string, cfg core.LockConfig, err error) error {
-	if ctx.Err() == nil {
-		l.abandon(hold, cfg)
-		return err
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	if gerr := l.giveUp(cctx, hold, cfg); gerr != nil {
-		l.abandon(hold, cfg)
-	}
-	return context.Cause(ctx)
-}
-
-// abandon undoes an attempt whose reply was lost: it may have queued the hold or given it
-// the lock. In the background, bounded; otherwise the waiter timeout or the lease ends it.
-func (l *Lock) abandon(hold string, cfg core.LockConfig) {
-	l.x.RT.Go(func(rctx context.Context) {
-		cctx, cancel := context.WithTimeout(rctx, time.Second)
-		defer cancel()
-		_ = l.giveUp(cctx, hold, cfg)
-	})
-}
-
-// acquire takes the lock (see take) and records, for riders, that this Client holds it.
-func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
-	held, ok, err := l.take(ctx, cfg, block)
-	if ok {
-		if a := l.x.RT.Held(held, l.Key()); a != nil {
-			l.heldBy(a.Hold().ID)
-		}
-	}
-	return held, ok, err
-}
-
-func (l *Lock) take(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
-	if err := l.x.RT.Check(); err != nil {
-		return nil, false, err
-	}
-	if ctx.Err() != nil {
-		return nil, false, context.Cause(ctx)
-	}
-	if held := l.x.RT.Held(ctx, l.Key()); held != nil {
-		return l.x.Reenter(ctx, held.Hold(), cfg)
-	}
-	hold := l.x.RT.NewHoldID()
-	if !block && cfg.Wait == 0 {
-		sentAt := time.Now()
-		a, err := l.attempt(ctx, hold, cfg, false)
-		if err != nil {
-			l.x.Abandon(hold, err)
-			return nil, false, err
-		}
-		if !a.acquired {
-			return nil, false, nil
-		}
-		return l.x.Won(ctx, hold, cfg, a.token, sentAt)
-	}
-
-	// A grant is published on this Client's grant channel. When the hub is already subscribed
-	// to it (it is while this Client's waiters come and go), the waiter registers before its
-	// first attempt at no cost. Otherwise the first attempt goes first, so that the
-	// uncontended path subscribes to nothing: if it queues, the waiter subscribes and then
-	// tries again at once, which also finds a grant made before the subscription (the holder's
-	// own attempt reports its hold).
-	waitCtx := ctx
-	if cfg.Wait > 0 {
-		var cancel context.CancelFunc
-		waitCtx, cancel = context.WithTimeout(ctx, cfg.Wait)
-		defer cancel()
-	}
-	// The first attempt is a plain SET NX PX, the minimal lock's command. It cannot pass a
-	// waiter: while the queue is not empty the lock key exists even when the holder's lease has
-	// run out (see _lock_value.lua). When it fails, the attempts go through fair_acquire.lua.
-	w := l.x.RT.Hub.Join(l.grants, hold)
-	// firstSent: nothing of this hold reached Redis before it, so a lock that an attempt finds
-	// already its own (fair_acquire.lua's 2) was taken after it, also when that was an earlier
-	// attempt of its own whose reply was lost (go-redis then runs the attempt again).
-	firstSent := time.Now()
-	// A waiter whose Client holds the lock already rides along with the hold's release,
-	// rather than join on its own (see ride.go).
-	var carried *rode
-	if w == nil && l.heldHere() {
-		// The first waiter of this Client to ride subscribes first (as the first attempt
-		// would once queued), so that a grant finds it.
-		var err error
-		if w, err = l.x.RT.Hub.Wait(waitCtx, l.grants, hold); err != nil {
-			return l.ended(ctx, waitCtx, err)
-		}
-	}
-	if w != nil {
-		out, ended := l.ride(waitCtx, hold+" "+strconv.FormatInt(l.x.Lease(cfg).Milliseconds(), 10))
-		switch {
-		case ended:
-			w.Close()
-			return l.ended(ctx, waitCtx, aqs.ErrClosed)
-		case out.joined:
-			carried = &out
-		}
-	}
-	if w == nil && !cfg.Token { // when this Client has waiters already, the lock is contended
-		sentAt := firstSent
-		ok, err := l.x.SetNXAcquire(ctx, hold, l.x.Lease(cfg))
-		if err != nil {
-			l.x.Abandon(hold, err)
-			return nil, false, err
-		}
-		if ok {
-			return l.x.Won(ctx, hold, cfg, 0, sentAt)
-		}
-	}
-
-	// queuedAt is the send time of the last attempt that found this hold queued: a grant came
-	// later, so a granted lease started after it (the heartbeats move it on too). Until then,
-	// the first attempt's.
-	queuedAt := firstSent
-	// joined is the send time of the first attempt that found this hold queued: heartbeats
-	// start once it has waited a third of the waiter timeout (see below).
-	var joined time.Time
-	if w == nil {
-		sentAt := time.Now()
-		a, err := l.attempt(ctx, hold, cfg, true)
-		if err != nil {
-			return nil, false, l.failed(ctx, hold, cfg, err)
-		}
-		if a.granted { // an earlier run of our own took it, or queued and was handed it
-			return l.x.WonGrant(ctx, hold, cfg, firstSent, l.waiterTimeout)
-		}
-		if a.acquired {
-			return l.x.Won(ctx, hold, cfg, a.token, sentAt)
-		}
-		queuedAt, joined = sentAt, sentAt
-		if w, err = l.x.RT.Hub.Wait(waitCtx, l.grants, hold); err != nil {
-			gerr := l.giveUp(ctx, hold, cfg)
-			switch {
-			case gerr != nil:
-				return nil, false, gerr
-			case ctx.Err() == nil && waitCtx.Err() != nil:
-				return nil, false, nil // the wait bound ran out
-			}
-			return nil, false, err
-		}
-	}
-	defer w.Close()
-	var q *core.Place
-	defer func() { q.Stop() }()
-	since := func() time.Time {
-		if q != nil && q.Since().After(queuedAt) {
-			return q.Since()
-		}
-		return queuedAt
-	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop() // armed by each failed attempt; since Go 1.23 a stopped timer holds no value
-	defer timer.Stop()
-	for {
-		sentAt := time.Now()
-		var a attempt
-		var err error
-		if carried != nil {
-			// Queued by the release that carried it: that release stands for the first
-			// attempt, and the new holder's lease bounds the first wait.
-			a, sentAt, carried = attempt{wait: max(carried.wait, time.Millisecond)}, carried.sentAt, nil
-		} else if a, err = l.attempt(ctx, hold, cfg, true); err != nil {
-			return nil, false, l.failed(ctx, hold, cfg, err)
-		}
-		if a.granted {
-			return l.x.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
-		}
-		if a.acquired {
-			return l.x.Won(ctx, hold, cfg, a.token, sentAt)
-		}
-		if a.dropped {
-			hold = l.x.RT.NewHoldID() // out of the queue: join again at the tail
-			w.SetTag(hold)
-			joined = time.Time{}
-			q.Stop()
-			q = nil
-			continue
-		}
-		queuedAt = sentAt
-		if joined.IsZero() {
-			joined = sentAt
-		}
-		// Heartbeats start only once the waiter has waited a third of the waiter timeout, when
-		// the first would be due anyway: on a busy lock most waits end long before, and
-		// registering a heartbeat costs the Client more than the wait's attempt itself
-		// (BenchmarkFairContended). Until then each attempt keeps the place alive (it refreshes
-		// the waiter's deadline), and the timer wakes the waiter for one in time.
-		wait := a.wait
-		var granted, dropped <-chan struct{}
-		if q == nil {
-			if beat := l.waiterTimeout/3 - time.Since(joined); beat > 0 {
-				wait = min(wait, beat)
-			} else {
-				q = l.queue(hold, cfg)
-			}
-		}
-		if q != nil {
-			granted, dropped = q.Granted, q.Dropped
-		}
-		timer.Reset(wait)
-		select {
-		case <-w.C:
-			if w.Tagged() {
-				return l.x.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
-			}
-			// A reconnect, or a wakeup passed on: check again.
-		case <-granted:
-			return l.x.WonGrant(ctx, hold, cfg, since(), l.waiterTimeout)
-		case <-dropped:
-		case <-timer.C:
-		case <-waitCtx.Done():
-			if err := l.giveUp(ctx, hold, cfg); err != nil {
-				return nil, false, err
-			}
-			if ctx.Err() != nil {
-				return nil, false, context.Cause(ctx)
-			}
-			return nil, false, nil // the wait bound ran out
-		case <-l.x.RT.Done():
-			// Leave the queue rather than stall it for the waiter timeout.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = l.giveUp(cctx, hold, cfg)
-			cancel()
-			return nil, false, aqs.ErrClosed
-		}
-		timer.Stop()
-	}
-}
-
-// ended is the outcome of a wait that ended before anything of it reached Redis: the wait
-// bound ran out (no error), ctx ended (its cause), or else err.
-func (l *Lock) ended(ctx, waitCtx context.Context, err error) (context.Context, bool, error) {
-	switch {
-	case ctx.Err() != nil:
-		return nil, false, context.Cause(ctx)
-	case waitCtx.Err() != nil:
-		return nil, false, nil
-	}
-	return nil, false, err
-}
-
-// queue starts the heartbeats that keep the hold's place in the queue.
-func (l *Lock) queue(hold string, cfg core.LockConfig) *core.Place {
-	return l.x.RT.Queue(hold, &core.Beat{
-		Keys:     l.Keys(),
-		Script:   scripts.FairHeartbeat,
-		Args:     []any{hold, l.x.Lease(cfg).Milliseconds(), l.waiterTimeout.Milliseconds()},
-		Interval: l.waiterTimeout / 3,
-	})
-}

@@ -337,10 +337,12 @@ func TestLocalHandOffWhoseReplyIsLostStillReachesTheWaiter(t *testing.T) {
 	// so nothing was published and only that reply would have told it.
 	info, err := l.Info(ctx)
 	require.NoError(t, err)
-	r, err := scripts.FairRelease.Run(ctx, rdb, l.Keys(), info.Holder, "1", "PUBLISH").Result()
+	v, err := scripts.LockRelease.Run(ctx, rdb, l.Keys(), info.Holder, "1", "PUBLISH", 300, "", "0").Result()
 	require.NoError(t, err)
-	granted, ok := r.(string)
-	require.True(t, ok, "a hand-off within one Client is reported with the waiter's hold id, got %v", r)
+	r, err := scripts.DecodeRelease(v)
+	require.NoError(t, err)
+	require.Equal(t, scripts.HandedLocal, r.Kind, "a hand-off within one Client is reported with the waiter's hold id, got %v", v)
+	granted := r.Hold
 	select {
 	case h := <-got:
 		info, err := l.Info(ctx)

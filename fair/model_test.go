@@ -62,8 +62,8 @@ func (s *fairMachine) renew(sl *fairSlot) {
 	}
 }
 
-func (s *fairMachine) run(t *rapid.T, sc *scripts.Script, args ...any) int64 {
-	r, err := sc.Run(context.Background(), s.rdb, s.keys, args...).Int64()
+func (s *fairMachine) run(t *rapid.T, sc *scripts.Script, args ...any) any {
+	r, err := sc.Run(context.Background(), s.rdb, s.keys, args...).Result()
 	if err != nil {
 		t.Fatalf("%s: %v", sc.Name(), err)
 	}
@@ -77,16 +77,23 @@ func (s *fairMachine) attempt(t *rapid.T) {
 	if enqueue {
 		q = "1"
 	}
-	r := s.run(t, scripts.FairAcquire, sl.hold, smLease, smTimeout, q, "0")
+	r, err := scripts.DecodeAttempt(s.run(t, scripts.LockAcquire, sl.hold, smLease, smTimeout, q, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := s.m.Attempt(s.now, sl.hold, smLease, enqueue)
-	if (r >= 1) != want.Acquired || r == 0 {
-		t.Fatalf("attempt by %s (enqueue %v): redis %d, model %+v", sl.hold, enqueue, r, want)
+	acquired := r.Status == scripts.Acquired || r.Status == scripts.Granted
+	if acquired != want.Acquired || r.Status == scripts.Dropped {
+		t.Fatalf("attempt by %s (enqueue %v): redis %+v, model %+v", sl.hold, enqueue, r, want)
 	}
 }
 
 func (s *fairMachine) heartbeat(t *rapid.T) {
 	sl := s.slot(t)
-	r := s.run(t, scripts.FairHeartbeat, sl.hold, smLease, smTimeout)
+	r, err := scripts.DecodeBeat(s.run(t, scripts.LockHeartbeat, sl.hold, smLease, smTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
 	queued := s.m.Heartbeat(s.now, sl.hold)
 	holder, _, held := s.m.Holder(s.now)
 	switch {
@@ -114,42 +121,52 @@ func (s *fairMachine) release(t *rapid.T) {
 	if end {
 		e = "1"
 	}
-	r, err := scripts.FairRelease.Run(context.Background(), s.rdb, s.keys, sl.hold, e, s.pub).Result()
+	r, err := scripts.LockRelease.Run(context.Background(), s.rdb, s.keys, sl.hold, e, s.pub, smTimeout, "", "0").Result()
 	want, merr := s.m.Release(s.now, sl.hold, end)
 	s.checkRelease(t, sl.hold, end, r, err, want, merr)
 	s.renew(sl)
 }
 
-// checkRelease compares a plain reply of fair_release.lua with the model's release.
-func (s *fairMachine) checkRelease(t *rapid.T, hold string, end bool, r any, err error, want model.ReleaseResult, merr error) {
+// checkRelease compares a reply of lock_release.lua with the model's release.
+func (s *fairMachine) checkRelease(t *rapid.T, hold string, end bool, v any, err error, want model.ReleaseResult, merr error) {
 	if err != nil {
-		t.Fatalf("%s: %v", scripts.FairRelease.Name(), err)
+		t.Fatalf("%s: %v", scripts.LockRelease.Name(), err)
+	}
+	r, err := scripts.DecodeRelease(v)
+	if err != nil {
+		t.Fatal(err)
 	}
 	// A hand-off to a waiter of the releaser's own Client is reported with the waiter's hold
-	// id (the caller tells it); any other outcome with the count left.
-	var expect any = int64(want.Count)
-	if want.Granted != "" && want.Granted[:36] == hold[:36] {
-		expect = want.Granted
+	// id (the caller tells it); any other outcome with its kind.
+	var expect scripts.Release
+	switch {
+	case want.Count > 0:
+		expect = scripts.Release{Kind: scripts.Counted, Left: want.Count}
+	case want.Granted == "":
+		expect = scripts.Release{Kind: scripts.Freed}
+	case want.Granted[:36] == hold[:36]:
+		expect = scripts.Release{Kind: scripts.HandedLocal, Hold: want.Granted}
+	default:
+		expect = scripts.Release{Kind: scripts.HandedRemote}
 	}
+	r.Lease, r.Mine = 0, nil
 	switch {
 	case merr != nil:
-		if r != int64(-1) {
-			t.Fatalf("release by non-holder %s: redis %v", hold, r)
+		if r.Kind != scripts.NotHeld {
+			t.Fatalf("release by non-holder %s: redis %+v", hold, r)
 		}
-	case r != expect:
-		t.Fatalf("release by %s (end %v): redis %v, model %+v", hold, end, r, want)
+	case fmt.Sprint(r) != fmt.Sprint(expect):
+		t.Fatalf("release by %s (end %v): redis %+v, model %+v", hold, end, r, want)
 	}
 }
 
-// releaseRiding ends a hold with riders (see fair/ride.go): new waiters of the releaser's
-// Client that join with the release. They join, at the tail and in order, only when the
-// release ends a plain hold (held once, no token), and then the reply names the new holder
-// when it is of the releaser's Client; otherwise the release is a plain one and they do not
-// join.
+// releaseRiding ends a hold with riders (see internal/acquire/local.go): new waiters of the
+// releaser's Client that join the queue's tail with the release, in order, before the lock is
+// handed to the live head.
 func (s *fairMachine) releaseRiding(t *rapid.T) {
 	sl := s.slot(t)
 	client := sl.hold[:36]
-	args := []any{sl.hold, "1", s.pub, smTimeout}
+	args := []any{sl.hold, "1", s.pub, smTimeout, "", "0"}
 	var riders []*fairSlot
 	for i := rapid.IntRange(1, 3).Draw(t, "riders"); i > 0; i-- {
 		s.seq++
@@ -157,37 +174,26 @@ func (s *fairMachine) releaseRiding(t *rapid.T) {
 		riders = append(riders, &fairSlot{hold: h})
 		args = append(args, fmt.Sprintf("%s %d", h, smLease))
 	}
-	r, err := scripts.FairRelease.Run(context.Background(), s.rdb, s.keys, args...).Result()
-	holder, count, held := s.m.Holder(s.now)
-	if !held || holder != sl.hold || count != 1 {
-		want, merr := s.m.Release(s.now, sl.hold, true)
-		s.checkRelease(t, sl.hold, true, r, err, want, merr)
-		s.renew(sl)
-		return
-	}
-	for _, x := range riders {
-		if a := s.m.Attempt(s.now, x.hold, smLease, true); a.Acquired {
-			t.Fatalf("model: rider %s acquired a held lock", x.hold)
+	r, err := scripts.LockRelease.Run(context.Background(), s.rdb, s.keys, args...).Result()
+	if holder, _, held := s.m.Holder(s.now); held && holder == sl.hold {
+		for _, x := range riders {
+			if a := s.m.Attempt(s.now, x.hold, smLease, true); a.Acquired {
+				t.Fatalf("model: rider %s acquired a held lock", x.hold)
+			}
 		}
+		s.slots = append(s.slots, riders...)
 	}
 	want, merr := s.m.Release(s.now, sl.hold, true)
-	if err != nil || merr != nil {
-		t.Fatalf("release by %s with riders: redis %v %v, model %v", sl.hold, r, err, merr)
-	}
-	granted := ""
-	if want.Granted != "" && want.Granted[:36] == client {
-		granted = want.Granted
-	}
-	if a, ok := r.([]any); !ok || len(a) != 2 || a[0] != granted {
-		t.Fatalf("release by %s with riders: redis %v, model %+v", sl.hold, r, want)
-	}
-	s.slots = append(s.slots, riders...)
+	s.checkRelease(t, sl.hold, true, r, err, want, merr)
 	s.renew(sl)
 }
 
 func (s *fairMachine) giveUp(t *rapid.T) {
 	sl := s.slot(t)
-	r := s.run(t, scripts.FairGiveUp, sl.hold, smLease, s.pub)
+	r, err := scripts.DecodeGiveUp(s.run(t, scripts.LockGiveUp, sl.hold, smLease, s.pub))
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := s.m.GiveUp(s.now, sl.hold)
 	switch {
 	case want.WasHolder && r != 2, want.WasQueued && r != 1, !want.WasHolder && !want.WasQueued && r != 0:
@@ -197,9 +203,9 @@ func (s *fairMachine) giveUp(t *rapid.T) {
 }
 
 func (s *fairMachine) force(t *rapid.T) {
-	r := s.run(t, scripts.FairForceRelease, s.pub, "")
+	r := s.run(t, scripts.LockForceRelease, s.pub, "")
 	held, _ := s.m.ForceRelease(s.now)
-	if (r == 1) != held {
+	if (r == int64(1)) != held {
 		t.Fatalf("force release: redis %d, model held %v", r, held)
 	}
 	for _, sl := range s.slots {

@@ -47,7 +47,7 @@ func ExampleFair() {
 	fmt.Println("queue:", m.Queue(2))
 
 	m.Heartbeat(40, "carol") // live until 90; bob sends no heartbeat: dead at 51
-	r, _ := m.Release(60, "alice", false)
+	r, _ := m.Release(60, "alice", true)
 	fmt.Println("alice releases, granted:", r.Granted)
 	ms, _ := m.RemainingLease(60)
 	fmt.Println("carol's grant lasts until her liveness deadline:", ms, "ms")

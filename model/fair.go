@@ -374,10 +374,12 @@ func (m *Fair) Renew(now Time, hold string, lease int64) bool {
 }
 
 // Release gives up one acquisition by hold, or, with end, the whole hold
-// whatever its count. A release that leaves the count above zero changes
-// nothing else; the expiry stands.
+// whatever its count. Without end it counts one down, but never below one:
+// a hold with count 1 stays held (the caller's own count is the one that
+// decides which release ends the hold, and it ends it with end). A release
+// that leaves the hold held changes nothing else; the expiry stands.
 //
-// When the count reaches zero the hold ends and the lock is handed off in
+// When the hold ends and the lock is handed off in
 // the same step: the live head of the queue, if any, becomes the holder with
 // count 1 and expiry now plus the lease it asked for, and leaves the queue;
 // the reply names it in Granted. With no live waiter the lock is free.
@@ -394,7 +396,8 @@ func (m *Fair) Release(now Time, hold string, end bool) (ReleaseResult, error) {
 	if m.holder != hold {
 		return ReleaseResult{}, ErrNotOwner
 	}
-	if m.count--; m.count > 0 && !end {
+	if !end {
+		m.count = max(m.count-1, 1)
 		return ReleaseResult{Count: m.count}, nil
 	}
 	return ReleaseResult{Granted: m.handoff(op, now)}, nil

@@ -359,11 +359,12 @@ func (s *fairMachine) release(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("release by holder %s: %v", hold, err)
 	}
-	if s.count > 1 && !end {
-		if want := (ReleaseResult{Count: s.count - 1}); got != want {
+	if !end {
+		// Counted down, never below one: only a release with end ends the hold.
+		if want := (ReleaseResult{Count: max(s.count-1, 1)}); got != want {
 			t.Fatalf("hold count: release at count %d: got %+v, want %+v", s.count, got, want)
 		}
-		s.count--
+		s.count = max(s.count-1, 1)
 		return
 	}
 	want := ReleaseResult{Granted: s.handoff(t)}
@@ -634,7 +635,7 @@ func TestFairWaiterIsDeadExactlyAtDeadline(t *testing.T) {
 	if m.Heartbeat(50, "b") {
 		t.Fatal("a heartbeat at the deadline revived a dead waiter")
 	}
-	if r, err := m.Release(50, "a", false); err != nil || r != (ReleaseResult{}) {
+	if r, err := m.Release(50, "a", true); err != nil || r != (ReleaseResult{}) {
 		t.Fatalf("release with only a dead waiter = (%+v, %v), want no handoff", r, err)
 	}
 }
@@ -659,7 +660,7 @@ func TestFairHandoffSkipsWaiterWhoseDeadlinePassesAtReleaseInstant(t *testing.T)
 	m.Attempt(0, "a", 1000, true)
 	m.Attempt(0, "b", 10, true)  // dead at 50
 	m.Attempt(10, "c", 20, true) // dead at 60
-	r, err := m.Release(50, "a", false)
+	r, err := m.Release(50, "a", true)
 	if err != nil || r != (ReleaseResult{Granted: "c"}) {
 		t.Fatalf("release at b's deadline = (%+v, %v), want a handoff to c", r, err)
 	}
@@ -703,7 +704,7 @@ func TestFairGrantLeaseIsCappedByLivenessDeadline(t *testing.T) {
 	m.Heartbeat(10, "d") // dead at 60
 
 	// Release: b asked for 100 ms but is live only until 50.
-	if r, err := m.Release(20, "a", false); err != nil || r != (ReleaseResult{Granted: "b"}) {
+	if r, err := m.Release(20, "a", true); err != nil || r != (ReleaseResult{Granted: "b"}) {
 		t.Fatalf("release = (%+v, %v), want a handoff to b", r, err)
 	}
 	if ms, _ := m.RemainingLease(20); ms != 30 {
@@ -746,7 +747,7 @@ func TestFairGrantLeaseIsCappedByLivenessDeadline(t *testing.T) {
 	// A live grantee renews its lease to its own length.
 	m.Attempt(83, "g", 10, true)
 	m.Attempt(83, "h", 100, true) // dead at 133
-	m.Release(84, "g", false)
+	m.Release(84, "g", true)
 	if ms, _ := m.RemainingLease(84); ms != 49 {
 		t.Fatalf("h's lease after handoff = %d, want 49 (to its deadline 133)", ms)
 	}
@@ -799,7 +800,7 @@ func TestFairHeartbeatOfHeadTakesAFreeLock(t *testing.T) {
 	if ms, _ := m.RemainingLease(16); ms != 49 {
 		t.Fatalf("adoption or a heartbeat by the holder changed its lease: remaining %d, want 49", ms)
 	}
-	if r, err := m.Release(20, "b", false); err != nil || r != (ReleaseResult{Granted: "c"}) {
+	if r, err := m.Release(20, "b", true); err != nil || r != (ReleaseResult{Granted: "c"}) {
 		t.Fatalf("release = (%+v, %v), want a handoff to c", r, err)
 	}
 
@@ -869,7 +870,7 @@ func TestFairAttemptAdoptsHandoffWithoutChangingIt(t *testing.T) {
 	m := NewFair(50)
 	m.Attempt(0, "a", 100, true)
 	m.Attempt(0, "b", 30, true)
-	m.Release(10, "a", false) // b holds until 40
+	m.Release(10, "a", true) // b holds until 40
 	if m.Heartbeat(15, "b") {
 		t.Fatal("heartbeat of a granted waiter reported it queued")
 	}
@@ -944,7 +945,7 @@ func TestFairGiveUpAfterHandoffPassesLockOn(t *testing.T) {
 	m.Attempt(0, "a", 100, true)
 	m.Attempt(0, "b", 10, true)
 	m.Attempt(0, "c", 20, true)
-	if r, _ := m.Release(5, "a", false); r.Granted != "b" {
+	if r, _ := m.Release(5, "a", true); r.Granted != "b" {
 		t.Fatalf("handoff to b: %+v", r)
 	}
 	if g := m.GiveUp(5, "b"); g != (GiveUpResult{WasHolder: true, Granted: "c"}) {

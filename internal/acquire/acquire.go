@@ -13,9 +13,11 @@ import (
 // A call makes a fresh hold id and, in order:
 //
 //  1. boards a hold of its own Client, if one is held (see local.go);
-//  2. makes its first attempt: the rules' fast one when its Client has no waiter of the
-//     primitive (nothing suggests contention, and the hub is not subscribed), otherwise a
-//     full attempt, which joins the queue when it cannot take the lock;
+//  2. makes its first attempt: for a call that may wait, the rules' fast one when its Client
+//     has no waiter of the primitive (nothing suggests contention, and the hub is not
+//     subscribed), and a full attempt when that fails, which joins the queue when it cannot
+//     take the lock (a call that may not wait makes the full attempt only: the one round
+//     trip that can tell it all, a key of another type included);
 //  3. when queued: registers with the hub (a first registration subscribes, and then
 //     attempts again at once, which finds a grant made before the subscription), and waits
 //     for a grant addressed to its hold, a wakeup to look again, a hand-off from a release of
@@ -92,16 +94,14 @@ func (a *attempt) run() (Won, bool, error) {
 			a.hub = a.q.rt.Hub.Join(a.q.cfg.Grants, a.hold) // free when subscribed
 		}
 		sentAt = time.Now()
-		if a.hub == nil && first {
-			var ok, tried bool
-			ok, tried, err = callFast(a, a.c.Rules)
+		if a.hub == nil && first && a.waits() {
+			var ok bool
+			ok, err = callFast(a, a.c.Rules)
 			switch {
 			case err != nil:
 				return a.failed(err)
 			case ok:
 				return a.won(sentAt, 0, 0, false)
-			case tried && !a.waits():
-				return Won{}, false, nil
 			}
 		}
 		sentAt = time.Now()
@@ -138,6 +138,9 @@ func (a *attempt) run() (Won, bool, error) {
 		if a.hub == nil {
 			// Subscribed only now: a grant may have come before; look again at once.
 			if a.hub, err = a.q.rt.Hub.Wait(a.waitCtx, a.q.cfg.Grants, a.hold); err != nil {
+				if a.waitCtx.Err() != nil {
+					err = nil // its context ended, or its wait bound ran out
+				}
 				return a.giveUp(err)
 			}
 			sentAt = time.Now()
@@ -220,14 +223,11 @@ func (a *attempt) attempt(first bool) (scripts.Attempt, error) {
 }
 
 // callFast makes the fast attempt through call.
-func callFast(a *attempt, rules Rules) (ok, tried bool, err error) {
+func callFast(a *attempt, rules Rules) (bool, error) {
 	hold := a.hold
-	type fast struct{ ok, tried bool }
-	f, err := call(a.q.rt, a.ctx, func(ctx context.Context) (fast, error) {
-		ok, tried, err := rules.Fast(ctx, hold)
-		return fast{ok, tried}, err
+	return call(a.q.rt, a.ctx, func(ctx context.Context) (bool, error) {
+		return rules.Fast(ctx, hold)
 	}, func() { rules.Abandon(hold) })
-	return f.ok, f.tried, err
 }
 
 // since is when the lease of a grant to the hold started at the earliest: after the last
@@ -346,7 +346,7 @@ func (a *attempt) ended(err error) (Won, bool, error) {
 // failed ends a call whose round trip failed: what the round trip did is unknown, so the
 // hold is given up in the background (or not, when its outcome is known to be nothing).
 func (a *attempt) failed(err error) (Won, bool, error) {
-	if unknown(err) && err != errAbandoned {
+	if unknown(err) && err != errAbandoned { // an abandoned round trip is settled once it ends
 		a.c.Rules.Abandon(a.hold)
 	}
 	return Won{}, false, cause(a.ctx, err)

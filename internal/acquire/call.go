@@ -6,8 +6,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redaqs/aqs/internal/core"
 )
 
@@ -68,15 +66,17 @@ func call[T any](rt *core.Runtime, ctx context.Context, f func(context.Context) 
 	}
 }
 
-// unknown reports whether err leaves a round trip's outcome unknown: the script may have run.
-// An error the server replied (the script ran and failed before changing anything, or
-// refused) is not, nor a refused dial (nothing reached the server).
+// unknown reports whether a round trip that failed with err may have changed something: a
+// script that failed half-way leaves what it wrote before the error (Redis does not roll a
+// script back), and a reply that never came may have been anything. Only a refused dial
+// (nothing reached the server), a replica-sync failure (its undo ran already) and a typed
+// refusal of the rules (see Refuse) leave nothing to give up.
 func unknown(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, core.ErrReplicaSync) {
 		return false
 	}
-	var replied redis.Error
-	if errors.As(err, &replied) || errors.Is(err, core.ErrReplicaSync) || errors.Is(err, core.ErrWrongType) {
+	var r *refusal
+	if errors.As(err, &r) {
 		return false
 	}
 	var op *net.OpError
@@ -85,6 +85,16 @@ func unknown(err error) bool {
 	}
 	return true
 }
+
+// refusal is a typed refusal of a primitive's rules: an attempt whose reply said no, and
+// changed nothing (a semaphore whose permits were never set).
+type refusal struct{ error }
+
+func (r *refusal) Unwrap() error { return r.error }
+
+// Refuse marks err, an attempt's typed refusal that changed nothing, so that the engine gives
+// nothing up for it.
+func Refuse(err error) error { return &refusal{err} }
 
 // Settle runs f in the background with the Client's context bounded by settleBound, trying
 // again after a pause while it fails and the bound allows: a clean-up that must happen, but

@@ -383,3 +383,17 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 	}
 	return handedTo != ""
 }
+
+// Boarded reports how many local waiters wait for a release of this Client without an attempt
+// of their own (for tests).
+func (q *Queue) Boarded() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, w := range q.waiters {
+		if w.state == wBoarded || w.state == wCarried {
+			n++
+		}
+	}
+	return n
+}

@@ -13,11 +13,11 @@ import (
 // hold, and what their replies mean. Every method that sends something gets the hold id the
 // engine made for the call (fresh for every hold, so that no call ever acts on another's).
 type Rules interface {
-	// Fast makes the call's first attempt the cheapest way there is (SET NX for a lock), when
-	// the Client has no waiter of the primitive, so that the uncontended call costs the least.
-	// tried is false when the call has no such way: Attempt makes the first attempt then. A
-	// fast attempt that fails must have changed nothing.
-	Fast(ctx context.Context, hold string) (acquired, tried bool, err error)
+	// Fast makes the first attempt of a call that may wait the cheapest way there is (SET NX
+	// for a lock), when the Client has no waiter of the primitive, so that the uncontended
+	// call costs the least. A fast attempt that fails must have changed nothing; Attempt then
+	// makes a full one. Rules without such a way report false and send nothing.
+	Fast(ctx context.Context, hold string) (acquired bool, err error)
 	// Attempt makes one attempt of hold: take it now, or else, with join, join the queue (or
 	// keep the hold's place in it). first is true for a hold's first attempt, which can find
 	// no grant made earlier. A typed refusal (semaphore.ErrNotSet, ErrTooManyPermits) is an

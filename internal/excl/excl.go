@@ -121,9 +121,9 @@ type rules struct {
 // replica-sync policy. It cannot pass a waiter: while the queue is not empty the lock key
 // exists even when the holder's lease has run out (see _lock_value.lua). A call that asks for
 // its fencing token has no fast attempt.
-func (r *rules) Fast(ctx context.Context, hold string) (bool, bool, error) {
+func (r *rules) Fast(ctx context.Context, hold string) (bool, error) {
 	if r.token {
-		return false, false, nil
+		return false, nil
 	}
 	l := r.l
 	var cmd *redis.BoolCmd
@@ -133,9 +133,9 @@ func (r *rules) Fast(ctx context.Context, hold string) (bool, bool, error) {
 		err = cmd.Err()
 	}
 	if err != nil {
-		return false, true, core.RedisError(l.key, err)
+		return false, core.RedisError(l.key, err)
 	}
-	return cmd.Val(), true, nil
+	return cmd.Val(), nil
 }
 
 func (r *rules) leaseDur() time.Duration {
@@ -360,3 +360,7 @@ func (l *Lock) RemainingLease(ctx context.Context) (time.Duration, error) {
 
 // Token returns the fencing token of ctx's hold of this lock; see aqs.FencingToken.
 func (l *Lock) Token(ctx context.Context) (int64, error) { return l.rt.TokenOf(ctx, l.key) }
+
+// Boarded reports how many waiters of this Client wait for a release of this Lock's hold
+// without an attempt of their own (for tests).
+func (l *Lock) Boarded() int { return l.q.Boarded() }
