@@ -32,7 +32,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/acquire"
 	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/layout"
 	"github.com/redaqs/aqs/internal/scripts"
 )
 
@@ -47,11 +49,12 @@ type Semaphore struct {
 // New returns the counting semaphore of the given name. Any bytes make a valid name, but it
 // must not be empty. Creating a Semaphore touches no key.
 func New(c *aqs.Client, name string, opts ...Option) (*Semaphore, error) {
-	b, err := newBase(c, name, opts)
+	b, err := newBase(c.Runtime(core.Access{}), name, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Semaphore{base: b, keys: []string{b.key, b.key + ":q", b.key + ":d", b.key + ":g"}}, nil
+	return &Semaphore{base: b, keys: []string{b.key, b.key + layout.QueueSuffix, b.key + layout.DeadlineSuffix,
+		b.key + layout.GrantsSuffix}}, nil
 }
 
 // Name returns the semaphore's name.
@@ -89,7 +92,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	if err := s.checkN("acquire", n); err != nil {
 		return err
 	}
-	_, _, err := s.acquire(ctx, core.LockConfig{}, true, counting{s, n})
+	_, _, err := s.q.Acquire(ctx, &acquire.Call{Rules: &counting{s: s, n: n}, Block: true})
 	return err
 }
 
@@ -105,7 +108,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...aqs.WaitOptio
 	if err != nil {
 		return false, err
 	}
-	_, ok, err := s.acquire(ctx, cfg, false, counting{s, n})
+	_, ok, err := s.q.Acquire(ctx, &acquire.Call{Rules: &counting{s: s, n: n}, Wait: cfg.Wait})
 	return ok, err
 }
 
@@ -139,10 +142,13 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 	if err != nil {
 		return core.RedisError(s.key, err)
 	}
-	switch status, _ := s.parse(v, false); status {
-	case notSet:
+	r, err := s.reply(v)
+	switch {
+	case err != nil:
+		return err
+	case r.Status == scripts.SemNotSet:
 		return fmt.Errorf("semaphore %q: %w", s.name, ErrNotSet)
-	case -5:
+	case r.Status == scripts.SemOverRelease:
 		return fmt.Errorf("semaphore %q: release of %d: %w", s.name, n, ErrOverRelease)
 	}
 	return nil
@@ -181,66 +187,69 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// counting is the counting semaphore's side of the wait queue, for one call asking n permits.
+// counting is the counting semaphore's rules for the acquire engine, for one call asking n
+// permits.
+//
+// Every attempt is a script, never a plain HINCRBY that a script would undo when it fails: a
+// failed plain decrement, until its undo, makes every other caller see fewer permits than
+// there are (a TryAcquire refused while permits are free, a Drain that takes too few), and lets
+// a release beyond what was taken pass unseen. And every attempt has a key of its own (once,
+// see sem_try.lua), which makes a second run of it (go-redis's retry after a lost reply) take
+// nothing more, and by which an attempt whose reply was lost is settled (see unsure).
 type counting struct {
-	s *Semaphore
-	n int
+	s    *Semaphore
+	n    int
+	last string // the key of the call's latest attempt
 }
 
-func (c counting) attempt(ctx context.Context, hold string, retry, enqueue, quick bool) (reply, error) {
-	// Always a script, never a plain HINCRBY that a script would undo when it fails: a failed
-	// plain decrement, until its undo, makes every other caller see fewer permits than there
-	// are (a TryAcquire refused while permits are free, a Drain that takes too few), and lets
-	// a release beyond what was taken pass unseen (the linearizability check found both).
+// Fast is the uncontended path: a script with one key and one argument, which changes nothing
+// when it cannot take the permits.
+func (c *counting) Fast(ctx context.Context, _ string) (bool, error) {
 	s := c.s
-	if quick {
-		// The uncontended path: a script with one key and one argument, which changes
-		// nothing when it cannot take the permits; then the full attempt decides.
-		// A key of this call's own makes a second run of it (go-redis's retry after a lost
-		// reply) take nothing more: see sem_try.lua.
-		once := s.key + ":a:" + s.rt.NewHoldID()
-		ok, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemTry,
-			[]string{s.key, once}, []any{c.n}, tookPermits, c.undo).Int()
-		if err != nil {
-			c.unsure(once, err)
-			return reply{}, core.RedisError(s.key, err)
-		}
-		if ok == 1 {
-			return reply{status: acquired}, nil
-		}
-	}
-	once := s.key + ":a:" + s.rt.NewHoldID() // as for sem_try above
-	v, err := s.rt.RunAcquire(context.WithoutCancel(ctx), scripts.SemAcquire,
-		append(s.keys[:4:4], once, s.key+":b:"+hold), []any{hold, c.n, s.waiterTimeout.Milliseconds(), flag(enqueue),
-			s.rt.PublishCommand(), flag(retry)}, tookPermits, c.undo).Result()
+	c.last = s.key + ":a:" + s.rt.NewHoldID()
+	ok, err := s.rt.RunAcquire(ctx, scripts.SemTry, []string{s.key, c.last}, []any{c.n},
+		func(v any) bool { return v == int64(1) }, c.undo).Int()
 	if err != nil {
-		c.unsure(once, err)
-		return reply{}, core.RedisError(s.key, err)
+		return false, core.RedisError(s.key, err)
 	}
-	status, _ := s.parse(v, false)
-	return reply{status: status}, nil
+	return ok == 1, nil
 }
 
-func (c counting) giveUp(ctx context.Context, hold string) error {
+func (c *counting) Attempt(ctx context.Context, hold string, first, join bool) (scripts.Attempt, error) {
 	s := c.s
-	v, err := scripts.SemGiveUp.Run(context.WithoutCancel(ctx), s.rt.Redis, s.keys, hold, c.n,
-		s.rt.PublishCommand()).Result()
+	c.last = s.key + ":a:" + s.rt.NewHoldID()
+	v, err := s.rt.RunAcquire(ctx, scripts.SemAcquire,
+		append(s.keys[:4:4], c.last, s.key+":b:"+hold), []any{hold, c.n, s.waiterTimeout.Milliseconds(), flag(join),
+			s.rt.PublishCommand(), flag(!first)}, tookPermits, c.undo).Result()
+	if err != nil {
+		return scripts.Attempt{}, core.RedisError(s.key, err)
+	}
+	return s.attempt(v)
+}
+
+func (c *counting) GiveUp(ctx context.Context, hold string) error {
+	s := c.s
+	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Redis, s.keys, hold, c.n, s.rt.PublishCommand()).Result()
 	if err != nil {
 		return core.RedisError(s.key, err)
 	}
-	s.parse(v, false)
-	return nil
+	_, err = s.reply(v)
+	return err
 }
 
 // undo gives back the permits of an acquisition the replicas did not acknowledge (see
 // internal/core/sync.go): counting permits are not owned, so a release of as many.
-func (c counting) undo(ctx context.Context) error { return c.s.Release(ctx, c.n) }
+func (c *counting) undo(ctx context.Context) error { return c.s.Release(ctx, c.n) }
 
-// confirm confirms permits granted to the waiter (see base.granted). Counting permits leave no
-// record of their holder to renew, so the waiter's write is HINCRBY of the available permits
-// by 0: it changes no value, but it is a write, replicated after the grant, which is all WAIT
-// needs. The permits' hash exists: it has no TTL and the grant was just made from it.
-func (c counting) confirm(ctx context.Context, _ string) error {
+// Undo gives back the permits of a call that won as its context ended.
+func (c *counting) Undo(ctx context.Context, _ string) error { return c.undo(ctx) }
+
+// Confirm confirms permits granted to the waiter under the replica-sync policy. Counting
+// permits leave no record of their holder to renew, so the waiter's write is HINCRBY of the
+// available permits by 0: it changes no value, but it is a write, replicated after the grant,
+// which is all WAIT needs. The permits' hash exists: it has no TTL and the grant was just made
+// from it.
+func (c *counting) Confirm(ctx context.Context, _ string) error {
 	s := c.s
 	var cmd *redis.IntCmd
 	err := s.rt.Acquire(ctx, s.key, func(r redis.Cmdable) { cmd = r.HIncrBy(ctx, s.key, "a", 0) },
@@ -251,12 +260,25 @@ func (c counting) confirm(ctx context.Context, _ string) error {
 	return core.RedisError(s.key, err)
 }
 
-func (c counting) beat(hold string) *core.Beat {
+func (c *counting) Beat(hold string) *core.Beat {
 	s := c.s
 	// The fifth key lets a heartbeat that collected the grant answer so again if it runs
 	// twice (see sem_heartbeat.lua).
 	return &core.Beat{Keys: append(s.keys[:4:4], s.key+":b:"+hold), Script: scripts.SemHeartbeat,
 		Args: []any{hold, c.n, s.waiterTimeout.Milliseconds(), s.rt.PublishCommand()}}
+}
+
+// Abandon settles the call's latest attempt by its key (see unsure), then gives the hold up:
+// it may be queued, or have been granted permits. An error Redis replied is no doubt: the
+// script ran, and failed before taking anything (a key of another type), and a replica-sync
+// failure was undone already.
+func (c *counting) Abandon(hold string, err error) {
+	var replied redis.Error
+	if c.last != "" && !errors.As(err, &replied) && !errors.Is(err, core.ErrWrongType) &&
+		!errors.Is(err, core.ErrReplicaSync) {
+		c.unsure(c.last)
+	}
+	acquire.Settle(c.s.rt, func(ctx context.Context) error { return c.GiveUp(ctx, hold) })
 }
 
 // trySet runs sem_set.lua's "set" for either kind.
@@ -271,8 +293,8 @@ func trySet(ctx context.Context, b *base, keys []string, k int, kind string) (bo
 	if err != nil {
 		return false, core.RedisError(b.key, err)
 	}
-	status, _ := b.parse(v, false)
-	return status == 1, nil
+	r, err := b.reply(v)
+	return err == nil && r.Value == 1, err
 }
 
 // add runs sem_set.lua's "add" for either kind.
@@ -285,32 +307,20 @@ func add(ctx context.Context, b *base, keys []string, delta int, kind string) er
 	if err != nil {
 		return core.RedisError(b.key, err)
 	}
-	if status, _ := b.parse(v, false); status == -4 {
+	r, err := b.reply(v)
+	if err == nil && r.Status == scripts.SemInsufficient {
 		return fmt.Errorf("semaphore %q: remove %d: %w", b.name, -delta, ErrInsufficientPermits)
 	}
-	return nil
+	return err
 }
 
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
-// unsure settles an attempt whose outcome err leaves unknown (its reply was lost: the script
-// may have run, or not, or may still arrive): sem_unsure.lua reads the status the attempt
-// recorded under its key of its own (once, see sem_try.lua) and leaves a mark that makes the
-// attempt, should it still arrive, take nothing; when the attempt took permits, they are given
-// back by a release with a fixed key of its own too, so that retrying either is safe. In the
-// background, retried for a few seconds (the key lives 10s). An error Redis replied is no doubt
-// (the script ran, and failed before taking anything), and a replica-sync failure was undone
-// already.
-func (c counting) unsure(once string, err error) {
-	var replied redis.Error
-	if errors.As(err, &replied) || errors.Is(err, core.ErrReplicaSync) {
-		return
-	}
+// unsure settles an attempt whose outcome is unknown (its reply was lost: the script may have
+// run, or not, or may still arrive): sem_unsure.lua reads the status the attempt recorded
+// under its key of its own (once, see sem_try.lua) and leaves a mark that makes the attempt,
+// should it still arrive, take nothing; when the attempt took permits, they are given back by
+// a release with a fixed key of its own too, so that retrying either is safe. In the
+// background, retried for a few seconds (the key lives 10s).
+func (c *counting) unsure(once string) {
 	s := c.s
 	release := append(s.keys[:4:4], s.key+":r:"+s.rt.NewHoldID())
 	s.rt.Go(func(rctx context.Context) {
@@ -332,7 +342,7 @@ func (c counting) unsure(once string, err error) {
 				v, err = scripts.SemRelease.Run(cctx, s.rt.Redis, release, c.n, s.rt.PublishCommand(),
 					s.rt.ID).Result()
 				if err == nil {
-					s.parse(v, false)
+					_, err = s.reply(v)
 				}
 			}
 			cancel()

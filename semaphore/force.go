@@ -45,9 +45,12 @@ func forceRelease(ctx context.Context, b *base, keys []string, kind string) (int
 	if err != nil {
 		return 0, core.RedisError(b.key, err)
 	}
-	released, _ := b.parse(v, false)
-	if released == notSet {
+	r, err := b.reply(v)
+	switch {
+	case err != nil:
+		return 0, err
+	case r.Status == scripts.SemNotSet:
 		return 0, fmt.Errorf("semaphore %q: %w", b.name, ErrNotSet)
 	}
-	return int(released), nil
+	return int(r.Value), nil
 }

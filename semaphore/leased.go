@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/acquire"
 	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/layout"
 	"github.com/redaqs/aqs/internal/scripts"
 )
 
@@ -30,12 +32,13 @@ type Leased struct {
 // NewLeased returns the leased-permit semaphore of the given name. Any bytes make a valid
 // name, but it must not be empty. Creating a Leased touches no key.
 func NewLeased(c *aqs.Client, name string, opts ...Option) (*Leased, error) {
-	b, err := newBase(c, name, opts)
+	b, err := newBase(c.Runtime(core.Access{}), name, opts)
 	if err != nil {
 		return nil, err
 	}
 	k := b.key
-	return &Leased{base: b, kp: k + ":p", keys: []string{k, k + ":q", k + ":d", k + ":p", k + ":pn"}}, nil
+	return &Leased{base: b, kp: k + ":p", keys: []string{k, k + layout.QueueSuffix, k + layout.DeadlineSuffix,
+		k + ":p", k + ":pn"}}, nil
 }
 
 // Name returns the semaphore's name.
@@ -138,31 +141,32 @@ func (l *Leased) TryAcquire(ctx context.Context, n int, opts ...aqs.TryOption) (
 
 func (l *Leased) take(ctx context.Context, n int, cfg core.LockConfig, block bool) (*Permit, bool, error) {
 	lease := l.lease(cfg)
-	o, ok, err := l.acquire(ctx, cfg, block, leasing{l, n, lease})
+	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
+		Rules: &leasing{l: l, n: n, lease: lease},
+		Block: block,
+		Wait:  cfg.Wait,
+		Hold: &acquire.HoldSpec{
+			Key: l.kp, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LSemRenew,
+			FetchToken: noToken, Release: l.releaseHeld,
+		},
+	})
 	if !ok || err != nil {
 		return nil, ok, err
 	}
-	// A permit granted while its waiter queued has a lease that runs, at first, only to the
-	// waiter's liveness deadline (see permits_in in _lsem.lua), at least a waiter timeout after
-	// the last call that found it queued; the watchdog sets its own lease before that ends.
-	first := lease
-	if o.granted {
-		first = min(lease, l.waiterTimeout)
-	}
-	held := l.rt.Adopt(ctx, core.Grant{
-		Key: l.kp, ID: o.hold, Lease: first, Watchdog: cfg.Lease == 0,
-		Renew: scripts.LSemRenew, FetchToken: noToken, SentAt: o.since,
-	})
+	return &Permit{l: l, id: won.Hold, held: won.Held, n: n}, true, nil
+}
+
+// releaseHeld gives back the permit of a held context: for a call that won as its context
+// ended.
+func (l *Leased) releaseHeld(held context.Context) error {
 	a := l.rt.Held(held, l.kp)
-	if first < lease {
-		l.rt.ExtendLater(a.Hold(), lease, o.since.Add(first/2))
+	if a == nil {
+		return nil
 	}
-	p := &Permit{l: l, id: o.hold, held: held, n: n}
-	if ctx.Err() != nil {
-		_ = l.Release(ctx, p)
-		return nil, false, context.Cause(ctx)
+	if _, err := a.Release(); err != nil {
+		return err
 	}
-	return p, true, nil
+	return l.undo(context.WithoutCancel(held), a.Hold().ID)
 }
 
 func (l *Leased) lease(cfg core.LockConfig) time.Duration {
@@ -242,16 +246,18 @@ func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int) e
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
-	status, _ := l.parse(v, false)
+	r, err := l.reply(v)
 	switch {
-	case status == -6:
+	case err != nil:
+		return err
+	case r.Status == scripts.SemExpired:
 		h.Lost()
 		return fmt.Errorf("semaphore %q: release of permit %s: %w: %w", l.name, p.id, ErrPermitExpired, core.ErrLockLost)
-	case status < 0:
+	case r.Status != scripts.SemOK:
 		return fmt.Errorf("semaphore %q: release of %d permits of permit %s: %w", l.name, k, p.id, ErrOverRelease)
 	}
 	p.mu.Lock()
-	p.n = int(status)
+	p.n = int(r.Value)
 	p.mu.Unlock()
 	return nil
 }
@@ -287,39 +293,42 @@ func (l *Leased) SetLease(ctx context.Context, p *Permit, d time.Duration) error
 	return nil
 }
 
-// leasing is the leased semaphore's side of the wait queue, for one call asking n permits.
+// leasing is the leased semaphore's rules for the acquire engine, for one call asking n
+// permits.
 type leasing struct {
 	l     *Leased
 	n     int
 	lease time.Duration
 }
 
-func (c leasing) attempt(ctx context.Context, hold string, retry, enqueue, _ bool) (reply, error) {
+// Fast: the leased semaphore's attempt script has its own uncontended path.
+func (c *leasing) Fast(context.Context, string) (bool, error) { return false, nil }
+
+func (c *leasing) Attempt(ctx context.Context, hold string, first, join bool) (scripts.Attempt, error) {
 	l := c.l
 	v, err := l.rt.RunAcquire(ctx, scripts.LSemAcquire, l.keys, []any{hold, c.n, c.lease.Milliseconds(),
-		l.waiterTimeout.Milliseconds(), flag(enqueue), l.rt.PublishCommand(), flag(retry)},
+		l.waiterTimeout.Milliseconds(), flag(join), l.rt.PublishCommand(), flag(!first)},
 		tookPermits, func(ctx context.Context) error { return l.undo(ctx, hold) }).Result()
 	if err != nil {
-		return reply{}, core.RedisError(l.key, err)
+		return scripts.Attempt{}, core.RedisError(l.key, err)
 	}
-	status, hint := l.parse(v, true)
-	return reply{status: status, hint: hint}, nil
+	return l.attempt(v)
 }
 
-func (c leasing) giveUp(ctx context.Context, hold string) error {
+func (c *leasing) GiveUp(ctx context.Context, hold string) error {
 	l := c.l
-	v, err := scripts.LSemGiveUp.Run(context.WithoutCancel(ctx), l.rt.Redis, l.keys, hold, c.n,
-		c.lease.Milliseconds(), l.rt.PublishCommand()).Result()
+	v, err := scripts.LSemGiveUp.Run(ctx, l.rt.Redis, l.keys, hold, c.n, c.lease.Milliseconds(),
+		l.rt.PublishCommand()).Result()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
-	l.parse(v, false)
-	return nil
+	_, err = l.reply(v)
+	return err
 }
 
-// confirm confirms a permit granted to the waiter (see base.granted): the waiter's write is
-// the renewal of the permit to its full lease.
-func (c leasing) confirm(ctx context.Context, hold string) error {
+// Confirm confirms a permit granted to the waiter under the replica-sync policy: the
+// waiter's write is the renewal of the permit to its full lease.
+func (c *leasing) Confirm(ctx context.Context, hold string) error {
 	l := c.l
 	r, err := l.rt.ConfirmGrant(ctx, scripts.LSemRenew, []string{l.kp}, []any{hold, c.lease.Milliseconds()},
 		func(reply any) bool { return reply == int64(1) },
@@ -333,6 +342,18 @@ func (c leasing) confirm(ctx context.Context, hold string) error {
 	return nil
 }
 
+func (c *leasing) Undo(ctx context.Context, hold string) error { return c.l.undo(ctx, hold) }
+
+func (c *leasing) Abandon(hold string, _ error) {
+	acquire.Settle(c.l.rt, func(ctx context.Context) error { return c.GiveUp(ctx, hold) })
+}
+
+func (c *leasing) Beat(hold string) *core.Beat {
+	l := c.l
+	return &core.Beat{Keys: l.keys, Script: scripts.LSemHeartbeat,
+		Args: []any{hold, c.n, c.lease.Milliseconds(), l.waiterTimeout.Milliseconds(), l.rt.PublishCommand()}}
+}
+
 // undo gives back every permit of an acquisition the replicas did not acknowledge (see
 // internal/core/sync.go).
 func (l *Leased) undo(ctx context.Context, hold string) error {
@@ -340,12 +361,6 @@ func (l *Leased) undo(ctx context.Context, hold string) error {
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
-	l.parse(v, false)
-	return nil
-}
-
-func (c leasing) beat(hold string) *core.Beat {
-	l := c.l
-	return &core.Beat{Keys: l.keys, Script: scripts.LSemHeartbeat,
-		Args: []any{hold, c.n, c.lease.Milliseconds(), l.waiterTimeout.Milliseconds(), l.rt.PublishCommand()}}
+	_, err = l.reply(v)
+	return err
 }

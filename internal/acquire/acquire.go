@@ -219,7 +219,7 @@ func (a *attempt) attempt(first bool) (scripts.Attempt, error) {
 	hold := a.hold
 	return call(a.q.rt, a.ctx, func(ctx context.Context) (scripts.Attempt, error) {
 		return a.c.Rules.Attempt(ctx, hold, first, a.waits())
-	}, func() { a.c.Rules.Abandon(hold) })
+	}, func() { a.c.Rules.Abandon(hold, nil) })
 }
 
 // callFast makes the fast attempt through call.
@@ -227,7 +227,7 @@ func callFast(a *attempt, rules Rules) (bool, error) {
 	hold := a.hold
 	return call(a.q.rt, a.ctx, func(ctx context.Context) (bool, error) {
 		return rules.Fast(ctx, hold)
-	}, func() { rules.Abandon(hold) })
+	}, func() { rules.Abandon(hold, nil) })
 }
 
 // since is when the lease of a grant to the hold started at the earliest: after the last
@@ -347,7 +347,7 @@ func (a *attempt) ended(err error) (Won, bool, error) {
 // hold is given up in the background (or not, when its outcome is known to be nothing).
 func (a *attempt) failed(err error) (Won, bool, error) {
 	if unknown(err) && err != errAbandoned { // an abandoned round trip is settled once it ends
-		a.c.Rules.Abandon(a.hold)
+		a.c.Rules.Abandon(a.hold, err)
 	}
 	return Won{}, false, cause(a.ctx, err)
 }
@@ -384,7 +384,7 @@ func (a *attempt) giveUp(err error) (Won, bool, error) {
 	if gerr != nil {
 		// Not given up in time, or not at all: in the background, bounded (giving up is safe
 		// to repeat).
-		a.c.Rules.Abandon(hold)
+		a.c.Rules.Abandon(hold, gerr)
 	}
 	if err == nil && a.ctx.Err() == nil && gerr != nil && !unknown(gerr) {
 		err = gerr

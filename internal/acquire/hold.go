@@ -33,7 +33,7 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 		sent := time.Now()
 		_, err := call(q.rt, a.ctx, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, c.Rules.Confirm(context.WithoutCancel(ctx), hold)
-		}, func() { c.Rules.Abandon(hold) })
+		}, func() { c.Rules.Abandon(hold, nil) })
 		if err != nil {
 			return Won{}, false, cause(a.ctx, err)
 		}

@@ -36,10 +36,11 @@ type Rules interface {
 	// context ended and has no held context to release (the counting semaphore's permits).
 	// Calls with a held context give back through HoldSpec.Release instead.
 	Undo(ctx context.Context, hold string) error
-	// Abandon settles a round trip of hold whose outcome is unknown (its reply was lost): in
-	// the background, bounded (see Settle), it leaves nothing of the hold behind. Most rules
+	// Abandon settles a round trip of hold whose outcome is unknown: in the background,
+	// bounded (see Settle), it leaves nothing of the hold behind. err is the round trip's
+	// error, or nil when its reply was lost (the caller stopped waiting for it). Most rules
 	// give the hold up; the counting semaphore settles its attempt by the attempt's own key.
-	Abandon(hold string)
+	Abandon(hold string, err error)
 }
 
 // HoldSpec says how a successful call holds what it took: the lease, its renewal, the held

@@ -11,6 +11,8 @@ const (
 	QueueSuffix = ":q"
 	// DeadlineSuffix is the wait queue's zset of liveness deadlines.
 	DeadlineSuffix = ":d"
+	// GrantsSuffix is the counting semaphore's zset of grants not yet collected.
+	GrantsSuffix = ":g"
 )
 
 // GrantChannel is the channel on which a Client's waiters of the primitive at base hear of
