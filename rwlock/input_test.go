@@ -206,7 +206,7 @@ func TestRWCloseWakesWaitingReadersAndWritersWithErrClosed(t *testing.T) {
 	assert.False(t, keyExists(t, rdb, l.Key()+":ww"), "the writer's waiting mark is removed")
 	after, err := owner.Info(ctx)
 	require.NoError(t, err)
-	assert.Zero(t, after.WaitingWriters)
+	assert.Zero(t, after.Waiters)
 	assert.Zero(t, after.Readers)
 	assert.Equal(t, before.Writer, after.Writer, "the other Client's write hold is untouched")
 	assert.NoError(t, held.Err())

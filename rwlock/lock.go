@@ -1,6 +1,6 @@
 // Package rwlock is a distributed read-write lock on Redis: any number of readers at once, or
 // one writer alone. It is Redisson's RReadWriteLock, with its flaws fixed: each reader has a
-// lease of its own, and by default a waiting writer is not starved by a stream of readers.
+// lease of its own, and readers and writers wait in one queue, so neither side starves.
 //
 // # Sides
 //
@@ -10,42 +10,41 @@
 // trusted; a hold is re-entered through its held context; the write side has fencing tokens
 // (aqs.WithFencingToken, Token), the read side has none.
 //
-// Downgrade: a writer may take the read side through its held write context; releasing the
-// write side then leaves it a reader, and waiting readers are woken at that moment. Upgrade is
-// refused: asking for the write side through a held read context fails at once with
-// ErrUpgrade (two readers upgrading would wait for each other forever).
-//
-// # Leases
-//
-// Every read hold has its own lease in server time (the score of its entry in a zset), renewed
-// by the Client's watchdog: a reader whose process died holds until its own lease ends, and
-// renewing one reader never extends another. No operation scans the readers: each is a point
-// lookup or the first entry of a range, so its cost does not grow with their number.
+// Downgrade: a writer may take the read side through its held write context, at once; releasing
+// the write side then leaves it a reader, and the readers waiting at the head of the queue get
+// in with it. Upgrade is refused: asking for the write side through a held read context fails
+// at once with ErrUpgrade (two readers upgrading would wait for each other forever).
 //
 // # Order
 //
-// Fair mode (the default): once a writer waits, readers that arrive after it wait behind it
-// (a reader that already holds may re-enter), so a stream of readers cannot starve a writer;
-// the readers that held when it arrived finish, the last one's release wakes the writer, and
-// the writer's release wakes every waiting reader. Writers are not ordered among themselves,
-// and writers are preferred: under a stream of writers, readers wait.
+// Readers and writers that must wait join one queue in Redis, in arrival order, as Java's
+// ReentrantReadWriteLock's do in its AbstractQueuedSynchronizer. When the write side is
+// released, the lock goes to the head of the queue: a writer, or every reader at the head up
+// to the next writer, all in the same script, with one message to each of their Clients. When
+// the last reader leaves, the writer at the head gets the write side. So a reader waits at
+// most for the writers queued ahead of it, and a writer for the holds ahead of it.
 //
-// Non-fair mode (WithNonFair): readers enter whenever no writer holds, whatever waits; this
-// gives the highest read throughput, and a writer gets in only when the readers happen to
-// leave a gap.
+// Fair mode (the default): a newcomer never passes a live waiter: a reader that arrives while
+// a writer is queued queues behind it (a reader that already holds may re-enter). Non-fair
+// mode (WithNonFair): a new reader enters whenever no writer holds, whatever waits; this gives
+// the highest read throughput, and a waiting writer gets in only when the readers happen to
+// leave a gap. The queue itself is served in order in both modes.
 //
-// Messages: a write release wakes all waiting readers with one message on the readers'
-// channel, and one waiting writer per Client on the writers' channel when no reader holds; the
-// last reader's release wakes one writer per Client. Subscriptions are shared by the waiters
-// of a Client, as for every aqs lock. Waiters also retry when the lease they wait for (or a
-// waiting writer's liveness) runs out, so a lost message or a crashed holder delays, never
-// strands, them.
+// # Leases and liveness
+//
+// Every read hold has its own lease in server time, renewed by the Client's watchdog: a reader
+// whose process died holds until its own lease ends, and renewing one reader never extends
+// another. A queued waiter is kept alive by its Client's heartbeats; one whose process died is
+// dropped from the queue within the waiter timeout (WithWaiterTimeout), and the queue moves
+// on. No operation scans the readers or the queue: each is a point lookup or the first entry
+// of a range.
 package rwlock
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,8 +52,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/acquire"
 	"github.com/redaqs/aqs/internal/core"
-	"github.com/redaqs/aqs/internal/excl"
+	"github.com/redaqs/aqs/internal/layout"
 	"github.com/redaqs/aqs/internal/scripts"
 )
 
@@ -64,70 +64,91 @@ var ErrUpgrade = errors.New("rwlock: a read hold cannot be upgraded to the write
 
 // Lock is a distributed read-write lock. Create it with New; it is safe for concurrent use.
 type Lock struct {
-	w             *excl.Base // the write side: an exclusive lock on the key w
 	rt            *core.Runtime
 	name          string
 	fair          bool
-	writerTimeout time.Duration
+	waiterTimeout time.Duration
+	timeout       string // waiterTimeout in ms, as the scripts take it
 
-	// The keys (see internal/scripts/_rw.lua) and channels.
-	kw, kr, krn, kww, krw string
-	readCh, writeCh       string
+	// The keys (see internal/scripts/_rw.lua): the write side, the readers, their re-entry
+	// counts, the queue and its deadlines.
+	kw, kr, krn, kq, kd string
+	keys                []string
+	grants              string
+	q                   *acquire.Queue
 
 	reentered sync.Map // read hold id -> struct{}: holds whose count in Redis is above 1
 
-	// writerSeen is set when this Lock last saw a writer waiting (a release found the
-	// WAITING marker): releases then go through the script, which wakes the writer in the
-	// same round trip, rather than through plain commands and a second call.
-	writerSeen atomic.Bool
+	// queueSeen is set when this Lock's last release of a read hold found the queue not
+	// empty: releases then go through the script, which serves the queue in the same round
+	// trip, rather than through plain commands and a second call.
+	queueSeen atomic.Bool
+}
+
+// config is what New's options set.
+type config struct {
+	fair          bool
+	waiterTimeout time.Duration
 }
 
 // Option configures a Lock.
-type Option func(*Lock) error
+type Option func(*config) error
 
-// WithNonFair lets readers in whenever no writer holds, even while writers wait: the highest
-// read throughput, at the price of writers waiting for a gap between readers.
+// WithNonFair lets new readers in whenever no writer holds, even while writers wait: the
+// highest read throughput, at the price of writers waiting for a gap between readers. The
+// default is the fair mode.
 func WithNonFair() Option {
-	return func(l *Lock) error {
-		l.fair = false
+	return func(c *config) error {
+		c.fair = false
 		return nil
 	}
 }
 
-// WithWriterTimeout sets how long a waiting writer stays recorded as waiting without being
-// heard of: readers held back by a writer whose process died wait at most this long. Live
-// waiting writers are kept alive by their Client's heartbeats, three per timeout. It must be
-// at least 30ms; the default is 5s.
-func WithWriterTimeout(d time.Duration) Option {
-	return func(l *Lock) error {
+// WithWaiterTimeout sets how long a queued waiter (reader or writer) may go unheard of before
+// it is dropped from the queue: those queued behind a waiter whose process died wait at most
+// this long for it. Live waiters are kept alive by their Client's heartbeats, three per
+// timeout. It must be at least 30ms; the default is 5s.
+func WithWaiterTimeout(d time.Duration) Option {
+	return func(c *config) error {
 		if d < 30*time.Millisecond {
-			return core.Invalid("writer timeout %v is below 30ms", d)
+			return core.Invalid("waiter timeout %v is below 30ms", d)
 		}
-		l.writerTimeout = d
+		c.waiterTimeout = d
 		return nil
 	}
 }
+
+// WithWriterTimeout is WithWaiterTimeout: every waiter, reader or writer, now has the timeout.
+//
+// Deprecated: use WithWaiterTimeout.
+func WithWriterTimeout(d time.Duration) Option { return WithWaiterTimeout(d) }
 
 // New returns the read-write lock of the given name. Any bytes make a valid name, but it must
 // not be empty. Creating a Lock touches no key.
 func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
-	w, err := excl.New(c.Runtime(core.Access{}), "rwlock", name, scripts.RWWriteRelease, scripts.RWForceRelease,
-		":r", ":rn", ":ww", ":rw")
-	if err != nil {
-		return nil, err
-	}
-	k := w.Keys()
-	l := &Lock{w: w, rt: w.RT, name: name, fair: true, writerTimeout: 5 * time.Second,
-		kw: k[0], kr: k[1], krn: k[2], kww: k[3], krw: k[4],
-		readCh: k[0] + ":rch", writeCh: k[0] + ":wch"}
+	cfg := config{fair: true, waiterTimeout: 5 * time.Second}
 	for _, o := range opts {
 		if o == nil {
 			return nil, core.Invalid("nil option")
 		}
-		if err := o(l); err != nil {
+		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
+	rt := c.Runtime(core.Access{})
+	if rt == nil {
+		return nil, core.Invalid("nil aqs client")
+	}
+	key, err := rt.Key(name)
+	if err != nil {
+		return nil, err
+	}
+	l := &Lock{rt: rt, name: name, fair: cfg.fair, waiterTimeout: cfg.waiterTimeout,
+		timeout: strconv.FormatInt(cfg.waiterTimeout.Milliseconds(), 10),
+		kw:      key, kr: key + ":r", krn: key + ":rn", kq: key + layout.QueueSuffix, kd: key + layout.DeadlineSuffix,
+		grants: layout.GrantChannel(key, rt.ID)}
+	l.keys = []string{l.kw, l.kr, l.krn, l.kq, l.kd}
+	l.q = acquire.New(rt, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout})
 	return l, nil
 }
 
@@ -138,13 +159,19 @@ func (l *Lock) Name() string { return l.name }
 func (l *Lock) Key() string { return l.kw }
 
 // Keys returns every key of the lock: the write side, the readers, their re-entry counts,
-// the waiting writers and the readers-waiting flag.
-func (l *Lock) Keys() []string { return []string{l.kw, l.kr, l.krn, l.kww, l.krw} }
+// the queue of waiters (a list, in arrival order) and their liveness deadlines (a zset). The
+// slice is the lock's own: do not modify it.
+func (l *Lock) Keys() []string { return l.keys }
 
-// Fair reports whether the lock holds new readers back while a writer waits.
+// Fair reports whether a new reader waits behind queued waiters (the fair mode).
 func (l *Lock) Fair() bool { return l.fair }
 
-func (l *Lock) lease(cfg core.LockConfig) time.Duration { return l.w.Lease(cfg) }
+func (l *Lock) lease(cfg core.LockConfig) time.Duration {
+	if cfg.Lease == 0 {
+		return l.rt.Cfg.WatchdogTimeout
+	}
+	return cfg.Lease
+}
 
 func flag(b bool) string {
 	if b {
@@ -153,13 +180,20 @@ func flag(b bool) string {
 	return "0"
 }
 
+// tell tells the waiters of this Client that a script granted the lock to.
+func (l *Lock) tell(mine []string) {
+	for _, hold := range mine {
+		l.rt.Hub.Deliver(l.grants, hold)
+	}
+}
+
 // ---- the write side ----
 
 // Lock blocks until the write side is granted or ctx is done, and returns the held context.
 // Through a context that holds the write side it re-enters at once; through one that holds
-// only the read side it fails with ErrUpgrade. On failure it leaves nothing behind: its mark
-// as a waiting writer is removed (and readers held back by it are woken); an invalid option
-// fails with aqs.ErrInvalidArgument before anything is sent. Options: aqs.WithLease,
+// only the read side it fails with ErrUpgrade. On failure it leaves nothing behind: it leaves
+// the queue, and what was granted to it in that instant passes on; an invalid option fails
+// with aqs.ErrInvalidArgument before anything is sent. Options: aqs.WithLease,
 // aqs.WithFencingToken.
 func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
 	cfg, err := core.ApplyOptions(opts)
@@ -170,10 +204,10 @@ func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Contex
 	return held, err
 }
 
-// TryLock takes the write side only if it can at once; with aqs.WithWait(d) it waits up to d.
-// Not getting it is a result, not an error: (nil, false, nil), and nothing is left behind.
-// Re-entry and the refused upgrade are as for Lock. Options: aqs.WithLease,
-// aqs.WithFencingToken, aqs.WithWait.
+// TryLock takes the write side only if it can at once (nobody holds and nobody waits); with
+// aqs.WithWait(d) it joins the queue and waits up to d. Not getting it is a result, not an
+// error: (nil, false, nil), and nothing is left behind. Re-entry and the refused upgrade are as
+// for Lock. Options: aqs.WithLease, aqs.WithFencingToken, aqs.WithWait.
 func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.Context, bool, error) {
 	cfg, err := core.ApplyOptions(opts)
 	if err != nil {
@@ -182,37 +216,67 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.
 	return l.acquireWrite(ctx, cfg, false)
 }
 
-// Unlock releases the write acquisition held by ctx (see reentrant.Lock.Unlock). A context
-// that holds only the read side gets an error matching aqs.ErrNotOwner.
-func (l *Lock) Unlock(ctx context.Context) error { return l.w.Unlock(ctx) }
-
-// Token returns the fencing token of ctx's write hold.
-func (l *Lock) Token(ctx context.Context) (int64, error) { return l.w.Token(ctx) }
-
-// ForceUnlock frees the lock whoever holds it, writer and readers, and wakes every waiter.
-// It reports whether anything was held. Meant for administration.
-func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) { return l.w.ForceUnlock(ctx) }
-
-func (l *Lock) writeAttempt(ctx context.Context, hold string, cfg core.LockConfig, wait bool) (ok bool, token int64, hint time.Duration, err error) {
-	r, err := l.w.RunAcquire(ctx, scripts.RWWriteAcquire, []string{l.kw, l.kr, l.krn, l.kww}, hold,
-		hold, l.lease(cfg).Milliseconds(), l.writerTimeout.Milliseconds(), flag(wait), flag(cfg.Token)).Int64()
-	switch {
-	case err != nil:
-		return false, 0, 0, core.RedisError(l.kw, err)
-	case r > 1:
-		return true, r, 0, nil
-	case r == 1:
-		return true, 0, 0, nil
-	default:
-		return false, 0, time.Duration(-1-r) * time.Millisecond, nil
+// Unlock releases the write acquisition held by ctx: the innermost Lock in ctx's chain not
+// released yet. The hold's last release gives the lock to the head of the queue (see the
+// package doc). Unlock does not use ctx's cancellation, only its values. A context that holds
+// only the read side gets an error matching aqs.ErrNotOwner; a hold that was lost, one
+// matching aqs.ErrNotOwner and aqs.ErrLockLost, and nothing changes.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if err := l.rt.Check(); err != nil {
+		return err
 	}
+	held := l.rt.Held(ctx, l.kw)
+	if held == nil {
+		return fmt.Errorf("rwlock: unlock %q: %w", l.name, core.ErrNotOwner)
+	}
+	h := held.Hold()
+	last, err := held.Release()
+	if err != nil {
+		return fmt.Errorf("rwlock: unlock %q: %w: %w", l.name, core.ErrNotOwner, err)
+	}
+	v, err := scripts.RWWriteRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, l.keys, h.ID, flag(last),
+		l.rt.PublishCommand()).Result()
+	if err != nil {
+		return core.RedisError(l.kw, err)
+	}
+	r, err := scripts.DecodeRelease(v)
+	if err != nil {
+		return err
+	}
+	l.tell(r.Mine)
+	if r.Kind == scripts.NotHeld {
+		h.Lost()
+		return fmt.Errorf("rwlock: unlock %q: %w: %w", l.name, core.ErrNotOwner, core.ErrLockLost)
+	}
+	return nil
 }
 
-// giveUpWrite removes a waiting writer's mark. It does not use ctx's cancellation.
-func (l *Lock) giveUpWrite(ctx context.Context, hold string) error {
-	err := scripts.RWWriterGiveUp.Run(context.WithoutCancel(ctx), l.rt.Redis, []string{l.kw, l.kww, l.krw},
-		hold, l.rt.PublishCommand()).Err()
-	return core.RedisError(l.kw, err)
+// Token returns the fencing token of ctx's write hold (see aqs.FencingToken). It fails with an
+// error matching aqs.ErrNotOwner when ctx holds no write acquisition of this lock.
+func (l *Lock) Token(ctx context.Context) (int64, error) { return l.rt.TokenOf(ctx, l.kw) }
+
+// ForceUnlock frees the lock whoever holds it, writer and readers, and gives it to the head of
+// the queue. It reports whether anything was held. The former holders' held contexts are
+// cancelled with aqs.ErrLockLost at their Client's next renewal check. Meant for
+// administration.
+func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := l.rt.Check(); err != nil {
+		return false, err
+	}
+	n, err := scripts.RWForceRelease.Run(ctx, l.rt.Redis, l.keys, l.rt.PublishCommand(), "").Int64()
+	if err != nil {
+		return false, core.RedisError(l.kw, err)
+	}
+	return n == 1, nil
+}
+
+// fetchToken asks Redis for the write hold's fencing token (lock_token.lua).
+func (l *Lock) fetchToken(ctx context.Context, h *core.Hold) (int64, error) {
+	t, err := scripts.LockToken.Run(ctx, l.rt.Redis, []string{l.kw}, h.ID).Int64()
+	if err != nil {
+		return 0, core.RedisError(l.kw, err)
+	}
+	return t, nil
 }
 
 func (l *Lock) acquireWrite(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
@@ -223,125 +287,121 @@ func (l *Lock) acquireWrite(ctx context.Context, cfg core.LockConfig, block bool
 		return nil, false, context.Cause(ctx)
 	}
 	if held := l.rt.Held(ctx, l.kw); held != nil {
-		return l.w.Reenter(ctx, held.Hold(), cfg)
+		return l.reenterWrite(ctx, held.Hold(), cfg)
 	}
 	if l.rt.Held(ctx, l.kr) != nil {
 		return nil, false, fmt.Errorf("rwlock: lock %q: %w", l.name, ErrUpgrade)
 	}
-	hold := l.rt.NewHoldID()
-	wait := block || cfg.Wait > 0
-	// When this Client is subscribed to the writers' channel already (it stays subscribed a
-	// while after its last waiter), the writer registers before its first attempt, at no
-	// cost: a wake after that attempt reaches it, and it need not try twice before waiting.
-	var w *core.Waiter
-	if wait {
-		w = l.rt.Hub.Join(l.writeCh, "")
-	}
-	closeW := func() {
-		if w != nil {
-			w.Close()
-		}
-	}
-	sentAt := time.Now()
-	ok, token, hint, err := l.writeAttempt(ctx, hold, cfg, wait)
-	if err != nil {
-		closeW()
-		l.w.Abandon(hold, err)
-		if wait {
-			_ = l.giveUpWrite(ctx, hold)
-		}
-		return nil, false, err
-	}
-	if ok || !wait {
-		closeW()
-		if ok {
-			return l.w.Won(ctx, hold, cfg, token, sentAt)
-		}
-		return nil, false, nil
-	}
-
-	waitCtx := ctx
-	if cfg.Wait > 0 {
-		var cancel context.CancelFunc
-		waitCtx, cancel = context.WithTimeout(ctx, cfg.Wait)
-		defer cancel()
-	}
-	// From here the writer is marked as waiting: every way out removes the mark. The error
-	// reported is the one that ended the wait; a failure to remove the mark is reported only
-	// when there is none (the mark then ends with its deadline).
-	giveUp := func(err error) (context.Context, bool, error) {
-		gerr := l.giveUpWrite(ctx, hold)
-		if err == nil && ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
-		if err == nil {
-			err = gerr
-		}
-		return nil, false, err
-	}
-	retry := w == nil // subscribed only now: a wake may have come before, try again at once
-	if w == nil {
-		if w, err = l.rt.Hub.Wait(waitCtx, l.writeCh, ""); err != nil {
-			if ctx.Err() == nil && waitCtx.Err() != nil {
-				return giveUp(nil) // the wait bound ran out
-			}
-			return giveUp(err)
-		}
-	}
-	defer w.Close()
-	// The mark is kept alive while the writer waits, as the fair lock's waiters are. A
-	// heartbeat that finds the mark gone (it outlived its deadline) makes the writer attempt
-	// again, which marks it anew.
-	dropped := make(chan struct{}, 1)
-	stopBeat := l.rt.StartBeat(&core.Beat{
-		Keys:     []string{l.kw, l.kww},
-		Script:   scripts.RWWriterHeartbeat,
-		Args:     []any{hold, l.writerTimeout.Milliseconds()},
-		Interval: l.writerTimeout / 3,
-		OnReply: func(r int64, _ time.Time, err error) {
-			if err == nil && r == 0 {
-				select {
-				case dropped <- struct{}{}:
-				default:
-				}
-			}
-		},
+	lease := l.lease(cfg)
+	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
+		Rules: &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), mode: "x", token: cfg.Token},
+		Block: block,
+		Wait:  cfg.Wait,
+		Hold: &acquire.HoldSpec{Key: l.kw, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LockRenew,
+			FetchToken: l.fetchToken, Token: cfg.Token, Release: l.Unlock},
 	})
-	defer stopBeat()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		if retry {
-			sentAt = time.Now()
-			ok, token, hint, err = l.writeAttempt(ctx, hold, cfg, true)
-			if err != nil {
-				l.w.Abandon(hold, err)
-				return giveUp(err)
-			}
-			if ok {
-				return l.w.Won(ctx, hold, cfg, token, sentAt)
-			}
-		}
-		retry = true
-		timer.Reset(max(hint, time.Millisecond))
-		select {
-		case <-w.C:
-		case <-dropped:
-		case <-timer.C:
-		case <-waitCtx.Done():
-			if ctx.Err() != nil {
-				return giveUp(context.Cause(ctx))
-			}
-			return giveUp(nil) // the wait bound ran out
-		case <-l.rt.Done():
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			_ = l.giveUpWrite(cctx, hold)
-			cancel()
-			return nil, false, aqs.ErrClosed
-		}
-		timer.Stop()
+	return won.Held, ok, err
+}
+
+// reenterWrite takes the write side again for a context that holds it.
+func (l *Lock) reenterWrite(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
+	sentAt := time.Now()
+	ok, err := scripts.LockReenter.Run(ctx, l.rt.Redis, []string{l.kw}, h.ID, cfg.Lease.Milliseconds()).Int64()
+	if err != nil {
+		return nil, false, core.RedisError(l.kw, err)
 	}
+	if ok == 0 {
+		h.Lost()
+		return nil, false, fmt.Errorf("rwlock: re-enter %q: %w", l.name, core.ErrLockLost)
+	}
+	held := l.rt.Adopt(ctx, core.Grant{Key: l.kw, ID: h.ID, Lease: cfg.Lease, Renew: scripts.LockRenew,
+		FetchToken: l.fetchToken, SentAt: sentAt})
+	if cfg.Token {
+		if _, err := h.Token(ctx); err != nil {
+			return nil, false, err
+		}
+	}
+	return held, true, nil
+}
+
+// rules is the read-write lock's rule set for the acquire engine, for one call of either side.
+type rules struct {
+	l      *Lock
+	lease  string // ms
+	mode   string // "x" the write side, "s" the read side
+	token  bool   // the write side: assign the fencing token at acquisition
+	writer string // the read side: the caller's own write hold (a downgrade), or ""
+}
+
+// Fast: the attempt scripts have their own uncontended paths.
+func (r *rules) Fast(context.Context, string) (bool, error) { return false, nil }
+
+func (r *rules) Attempt(ctx context.Context, hold string, first, join bool) (scripts.Attempt, error) {
+	l := r.l
+	s, args := scripts.RWWriteAcquire, []any{hold, r.lease, l.timeout, flag(join), flag(r.token),
+		l.rt.PublishCommand(), flag(first)}
+	if r.mode == "s" {
+		s, args = scripts.RWReadAcquire, []any{hold, r.lease, r.writer, flag(l.fair), l.timeout, flag(join),
+			l.rt.PublishCommand(), flag(first)}
+	}
+	v, err := l.rt.RunAcquire(ctx, s, l.keys, args, tookIt,
+		func(ctx context.Context) error { return r.GiveUp(ctx, hold) }).Result()
+	if err != nil {
+		return scripts.Attempt{}, core.RedisError(l.kw, err)
+	}
+	a, err := scripts.DecodeAttempt(v)
+	if err == nil {
+		l.tell(a.Mine)
+	}
+	return a, err
+}
+
+// tookIt reports whether an attempt's reply means that the attempt itself took the lock: the
+// replies the replica-sync policy waits for and undoes.
+func tookIt(v any) bool {
+	a, err := scripts.DecodeAttempt(v)
+	return err == nil && a.Status == scripts.Acquired
+}
+
+func (r *rules) GiveUp(ctx context.Context, hold string) error {
+	l := r.l
+	v, err := scripts.RWGiveUp.Run(ctx, l.rt.Redis, l.keys, hold, r.lease, r.mode, l.rt.PublishCommand()).Result()
+	if err == nil {
+		_, err = scripts.DecodeGiveUp(v)
+	}
+	return core.RedisError(l.kw, err)
+}
+
+func (r *rules) Beat(hold string) *core.Beat {
+	l := r.l
+	return &core.Beat{Keys: l.keys, Script: scripts.RWHeartbeat,
+		Args: []any{hold, r.lease, r.mode, l.timeout, l.rt.PublishCommand()}}
+}
+
+// Confirm confirms a grant under the replica-sync policy: the grantee's write is the renewal
+// of its hold to the full lease.
+func (r *rules) Confirm(ctx context.Context, hold string) error {
+	l := r.l
+	s, keys := scripts.LockRenew, []string{l.kw}
+	if r.mode == "s" {
+		s, keys = scripts.RWReadRenew, []string{l.kr, l.krn}
+	}
+	v, err := l.rt.ConfirmGrant(ctx, s, keys, []any{hold, r.lease},
+		func(reply any) bool { return reply == int64(1) },
+		func(ctx context.Context) error { return r.GiveUp(ctx, hold) })
+	if err != nil {
+		return core.RedisError(l.kw, err)
+	}
+	if v != int64(1) {
+		return fmt.Errorf("rwlock: lock %q: the grant was gone when confirmed: %w", l.name, core.ErrLockLost)
+	}
+	return nil
+}
+
+func (r *rules) Undo(ctx context.Context, hold string) error { return r.GiveUp(ctx, hold) }
+
+func (r *rules) Abandon(hold string, _ error) {
+	acquire.Settle(r.l.rt, func(ctx context.Context) error { return r.GiveUp(ctx, hold) })
 }
 
 // ---- the read side ----
@@ -374,9 +434,10 @@ func (l *Lock) TryRLock(ctx context.Context, opts ...aqs.TryOption) (context.Con
 }
 
 // RUnlock releases the read acquisition held by ctx: the innermost RLock in ctx's chain not
-// released yet. The hold's last release frees its place, and the last reader's wakes a
-// waiting writer. A context that holds only the write side gets an error matching
-// aqs.ErrNotOwner; a hold that was lost, one matching aqs.ErrNotOwner and aqs.ErrLockLost.
+// released yet. The hold's last release frees its place, and the last reader's gives the write
+// side to the writer at the head of the queue. A context that holds only the write side gets
+// an error matching aqs.ErrNotOwner; a hold that was lost, one matching aqs.ErrNotOwner and
+// aqs.ErrLockLost.
 func (l *Lock) RUnlock(ctx context.Context) error {
 	if err := l.rt.Check(); err != nil {
 		return err
@@ -395,19 +456,23 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 	if last {
 		_, reentered = l.reentered.LoadAndDelete(h.ID)
 	}
-	if last && trusted && !reentered && !l.writerSeen.Load() {
+	if last && trusted && !reentered && !l.queueSeen.Load() {
 		return l.releaseRead(ctx, h)
 	}
-	n, err := scripts.RWReadRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, []string{l.kw, l.kr, l.krn},
-		h.ID, flag(last), l.rt.PublishCommand(), flag(reentered), flag(trusted)).Int64()
+	v, err := scripts.RWReadRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, l.keys,
+		h.ID, flag(last), l.rt.PublishCommand(), flag(reentered), flag(trusted)).Result()
 	if err != nil {
 		return core.RedisError(l.kw, err)
 	}
-	if last && (n == 0 || n == -2) {
-		l.writerSeen.Store(n == -2) // -2: released while a writer waits
-		n = 0
+	r, err := scripts.DecodeRelease(v)
+	if err != nil {
+		return err
 	}
-	if n < 0 {
+	l.tell(r.Mine)
+	if last {
+		l.queueSeen.Store(false) // the next release looks again, with plain commands
+	}
+	if r.Kind == scripts.NotHeld {
 		l.reentered.Delete(h.ID)
 		h.Lost()
 		return fmt.Errorf("rwlock: read-unlock %q: %w: %w", l.name, core.ErrNotOwner, core.ErrLockLost)
@@ -416,19 +481,18 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 }
 
 // releaseRead ends a read hold whose lease is known to run and that was never re-entered,
-// with two plain commands in one round trip (ZREM of the hold, then GET of the write key): the
-// common release costs Redis a third of a script's work. Only when the write key shows a
-// waiting writer does a script (rw_wake_writer.lua) wake it, if this was the last live
-// reader. The two need not be atomic: a writer that marks itself waiting after the GET made
-// its attempt after the ZREM, so it saw this reader gone; if other readers remain, the last of
-// them wakes it.
+// with two plain commands in one round trip (ZREM of the hold, then LINDEX of the queue's
+// head): the common release costs Redis a fraction of a script's work. Only when the queue is
+// not empty does a script (rw_serve.lua) serve it. The two need not be atomic: a waiter that
+// joins after the LINDEX made its attempt after the ZREM, so it saw this reader gone, and was
+// served by its own attempt if it could be.
 func (l *Lock) releaseRead(ctx context.Context, h *core.Hold) error {
 	ctx = context.WithoutCancel(ctx)
 	var zrem *redis.IntCmd
-	var get *redis.StringCmd
+	var head *redis.StringCmd
 	_, err := l.rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 		zrem = p.ZRem(ctx, l.kr, h.ID)
-		get = p.Get(ctx, l.kw)
+		head = p.LIndex(ctx, l.kq, 0)
 		return nil
 	})
 	if err != nil && err != redis.Nil {
@@ -438,53 +502,19 @@ func (l *Lock) releaseRead(ctx context.Context, h *core.Hold) error {
 		h.Lost()
 		return fmt.Errorf("rwlock: read-unlock %q: %w: %w", l.name, core.ErrNotOwner, core.ErrLockLost)
 	}
-	if get.Val() == waitingMarker {
-		l.writerSeen.Store(true)
-		err := scripts.RWWakeWriter.Run(ctx, l.rt.Redis, []string{l.kw, l.kr}, l.rt.PublishCommand()).Err()
+	if head.Err() == redis.Nil {
+		return nil
+	}
+	l.queueSeen.Store(true)
+	v, err := scripts.RWServe.Run(ctx, l.rt.Redis, []string{l.kw, l.kr, l.kq, l.kd}, l.rt.PublishCommand(), l.rt.ID).Result()
+	if err != nil {
 		return core.RedisError(l.kw, err)
 	}
-	return nil
-}
-
-// waitingMarker is the write key's value while writers wait and none holds (WAITING in
-// internal/scripts/_rw.lua).
-const waitingMarker = "00000000-0000-0000-0000-000000000000:0"
-
-func (l *Lock) readAttempt(ctx context.Context, hold, writer string, cfg core.LockConfig, wait bool) (bool, time.Duration, error) {
-	margin := int64(0) // a waiting reader's flag outlives its next attempt by this much
-	if wait {
-		margin = l.writerTimeout.Milliseconds()
+	r, err := scripts.DecodeRelease(v)
+	if err == nil {
+		l.tell(r.Mine)
 	}
-	// The write side's undo (rw_force_release.lua bounded to the hold) undoes a read hold too.
-	r, err := l.w.RunAcquire(ctx, scripts.RWReadAcquire, []string{l.kw, l.kr, l.krw}, hold,
-		hold, l.lease(cfg).Milliseconds(), writer, flag(l.fair), margin).Int64()
-	switch {
-	case err != nil:
-		return false, 0, core.RedisError(l.kw, err)
-	case r >= 1:
-		return true, 0, nil
-	default:
-		return false, time.Duration(-1-r) * time.Millisecond, nil
-	}
-}
-
-// wonRead turns a successful read attempt into a held context, unless ctx ended meanwhile.
-// A downgrade's held context does not inherit the cancellation of the write side's held
-// context (only its values): it must outlive the write side's release.
-func (l *Lock) wonRead(ctx context.Context, hold string, downgrade bool, cfg core.LockConfig, sentAt time.Time) (context.Context, bool, error) {
-	parent := ctx
-	if downgrade {
-		parent = context.WithoutCancel(ctx)
-	}
-	held := l.rt.Adopt(parent, core.Grant{
-		Key: l.kr, ID: hold, Lease: l.lease(cfg), Watchdog: cfg.Lease == 0,
-		Renew: scripts.RWReadRenew, FetchToken: noToken, SentAt: sentAt,
-	})
-	if ctx.Err() != nil {
-		_ = l.RUnlock(held)
-		return nil, false, context.Cause(ctx)
-	}
-	return held, true, nil
+	return err
 }
 
 func noToken(context.Context, *core.Hold) (int64, error) {
@@ -506,7 +536,7 @@ func (l *Lock) reenterRead(ctx context.Context, h *core.Hold, cfg core.LockConfi
 	}
 	l.reentered.Store(h.ID, struct{}{})
 	return l.rt.Adopt(ctx, core.Grant{
-		Key: l.kr, ID: h.ID, Lease: cfg.Lease, Renew: scripts.RWReadRenew, FetchToken: noToken,
+		Key: l.kr, ID: h.ID, Lease: cfg.Lease, Renew: scripts.RWReadRenew, RenewKeys: []string{l.krn}, FetchToken: noToken,
 		SentAt: sentAt,
 	}), true, nil
 }
@@ -525,62 +555,15 @@ func (l *Lock) acquireRead(ctx context.Context, cfg core.LockConfig, block bool)
 	if held := l.rt.Held(ctx, l.kw); held != nil {
 		writer = held.Hold().ID // a downgrade: the writer takes the read side too
 	}
-	hold := l.rt.NewHoldID()
-	wait := block || cfg.Wait > 0
-	abandon := func(err error) { l.w.Abandon(hold, err) } // the force script undoes a read hold too
-	sentAt := time.Now()
-	ok, hint, err := l.readAttempt(ctx, hold, writer, cfg, wait)
-	if err != nil {
-		abandon(err)
-		return nil, false, err
-	}
-	if ok {
-		return l.wonRead(ctx, hold, writer != "", cfg, sentAt)
-	}
-	if !wait {
-		return nil, false, nil
-	}
-	waitCtx := ctx
-	if cfg.Wait > 0 {
-		var cancel context.CancelFunc
-		waitCtx, cancel = context.WithTimeout(ctx, cfg.Wait)
-		defer cancel()
-	}
-	w, err := l.rt.Hub.Wait(waitCtx, l.readCh, "")
-	if err != nil {
-		if ctx.Err() == nil && waitCtx.Err() != nil {
-			return nil, false, nil // the wait bound ran out
-		}
-		return nil, false, err
-	}
-	defer w.Close()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		sentAt = time.Now()
-		ok, hint, err = l.readAttempt(ctx, hold, writer, cfg, true)
-		if err != nil {
-			abandon(err)
-			return nil, false, err
-		}
-		if ok {
-			return l.wonRead(ctx, hold, writer != "", cfg, sentAt)
-		}
-		timer.Reset(max(hint, time.Millisecond))
-		select {
-		case <-w.C:
-		case <-timer.C:
-		case <-waitCtx.Done():
-			if ctx.Err() != nil {
-				return nil, false, context.Cause(ctx)
-			}
-			return nil, false, nil // the wait bound ran out
-		case <-l.rt.Done():
-			return nil, false, aqs.ErrClosed
-		}
-		timer.Stop()
-	}
+	lease := l.lease(cfg)
+	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
+		Rules: &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), mode: "s", writer: writer},
+		Block: block,
+		Wait:  cfg.Wait,
+		Hold: &acquire.HoldSpec{Key: l.kr, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.RWReadRenew, RenewKeys: []string{l.krn},
+			FetchToken: noToken, Detached: writer != "", Release: l.RUnlock},
+	})
+	return won.Held, ok, err
 }
 
 // ---- inspection ----
@@ -597,20 +580,21 @@ type Info struct {
 	WriteLease time.Duration
 	// Readers is the number of live read holds.
 	Readers int
-	// WaitingWriters is the number of writers recorded as waiting and still live.
-	WaitingWriters int
+	// Waiters is the number of live waiters in the queue, readers and writers.
+	Waiters int
 }
 
-// Info reads the lock's state in one round trip.
+// Info reads the lock's state in one round trip. It is a snapshot: the lock may have changed
+// by the time Info returns.
 func (l *Lock) Info(ctx context.Context) (Info, error) {
 	if err := l.rt.Check(); err != nil {
 		return Info{}, err
 	}
-	res, err := scripts.RWInfo.Run(ctx, l.rt.Redis, []string{l.kw, l.kr, l.kww}).Slice()
+	res, err := scripts.RWInfo.Run(ctx, l.rt.Redis, []string{l.kw, l.kr, l.kd}).Slice()
 	if err != nil {
 		return Info{}, core.RedisError(l.kw, err)
 	}
-	in := Info{Readers: int(toInt(res[4])), WaitingWriters: int(toInt(res[5]))}
+	in := Info{Readers: int(toInt(res[4])), Waiters: int(toInt(res[5]))}
 	if s, ok := res[0].(string); ok {
 		in.Writer = s
 		in.WriteCount = int(toInt(res[1]))
@@ -620,7 +604,7 @@ func (l *Lock) Info(ctx context.Context) (Info, error) {
 	return in, nil
 }
 
-// IsLocked reports whether a writer or any reader holds the lock.
+// IsLocked reports whether a writer or any reader holds the lock (one Info).
 func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 	in, err := l.Info(ctx)
 	if err != nil {
@@ -635,8 +619,7 @@ func toInt(v any) int64 {
 	case int64:
 		return x
 	case string:
-		var n int64
-		_, _ = fmt.Sscan(x, &n)
+		n, _ := strconv.ParseInt(x, 10, 64)
 		return n
 	}
 	return 0

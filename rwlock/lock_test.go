@@ -71,7 +71,7 @@ func TestLastReaderWakesTheWaitingWriter(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		info, err := l.Info(ctx)
-		return err == nil && info.WaitingWriters == 1
+		return err == nil && info.Waiters == 1
 	}, 5*time.Second, time.Millisecond)
 	released := time.Now()
 	require.NoError(t, l.RUnlock(r))
@@ -85,7 +85,7 @@ func TestLastReaderWakesTheWaitingWriter(t *testing.T) {
 	}
 	info, err := l.Info(ctx)
 	require.NoError(t, err)
-	assert.Zero(t, info.WaitingWriters, "the writer's mark went with its acquisition")
+	assert.Zero(t, info.Waiters, "the writer's mark went with its acquisition")
 }
 
 func TestFairModeHoldsNewReadersBehindAWaitingWriter(t *testing.T) {
@@ -109,7 +109,7 @@ func TestFairModeHoldsNewReadersBehindAWaitingWriter(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		info, err := l.Info(ctx)
-		return err == nil && info.WaitingWriters == 1
+		return err == nil && info.Waiters == 1
 	}, 5*time.Second, time.Millisecond)
 	_, ok, err := l.TryRLock(ctx)
 	require.NoError(t, err)
@@ -148,7 +148,7 @@ func TestNonFairModeLetsReadersPassAWaitingWriter(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		info, err := l.Info(ctx)
-		return err == nil && info.WaitingWriters == 1
+		return err == nil && info.Waiters == 1
 	}, 5*time.Second, time.Millisecond)
 	r2, ok, err := l.TryRLock(ctx)
 	require.NoError(t, err)
@@ -158,7 +158,7 @@ func TestNonFairModeLetsReadersPassAWaitingWriter(t *testing.T) {
 	assert.ErrorIs(t, <-done, context.Canceled)
 	info, err := l.Info(ctx)
 	require.NoError(t, err)
-	assert.Zero(t, info.WaitingWriters, "giving up removes the writer's mark")
+	assert.Zero(t, info.Waiters, "giving up removes the writer's mark")
 	require.NoError(t, l.RUnlock(r))
 }
 

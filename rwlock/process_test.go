@@ -159,7 +159,7 @@ func TestKillDashNineOfReaderLetsWaitingWriterInWithinItsLease(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		info, err := l.Info(ctx)
-		return err == nil && info.WaitingWriters == 1
+		return err == nil && info.Waiters == 1
 	}, 5*time.Second, time.Millisecond, "the writer is recorded as waiting")
 	select {
 	case r := <-got:
@@ -193,7 +193,7 @@ func TestKillDashNineOfReaderLetsWaitingWriterInWithinItsLease(t *testing.T) {
 	info, err = l.Info(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, info.Readers, "the dead reader is gone")
-	assert.Zero(t, info.WaitingWriters, "the writer's mark went with its acquisition")
+	assert.Zero(t, info.Waiters, "the writer's mark went with its acquisition")
 	require.NoError(t, l.Unlock(r.held))
 
 	t.Run("LeavesNoKeyWithoutTTL", func(t *testing.T) { redistest.AssertNoKeyWithoutTTL(t, rdb, name, l.Key()) })

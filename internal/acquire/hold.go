@@ -57,7 +57,7 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 	}
 	held := q.rt.Adopt(parent, core.Grant{
 		Key: spec.Key, ID: hold, Token: token, Lease: first, Watchdog: spec.Watchdog,
-		Renew: spec.Renew, FetchToken: spec.FetchToken, SentAt: since,
+		Renew: spec.Renew, RenewKeys: spec.RenewKeys, FetchToken: spec.FetchToken, SentAt: since,
 	})
 	acq := q.rt.Held(held, spec.Key)
 	if acq != nil {

@@ -52,8 +52,10 @@ type HoldSpec struct {
 	// Lease is the hold's lease; Watchdog that the Client's watchdog renews it.
 	Lease    time.Duration
 	Watchdog bool
-	// Renew is the renewal script (KEYS[1] = Key; ARGV hold id, lease ms, 0 to only check).
-	Renew *scripts.Script
+	// Renew is the renewal script (KEYS[1] = Key, then RenewKeys; ARGV hold id, lease ms, 0
+	// to only check).
+	Renew     *scripts.Script
+	RenewKeys []string
 	// FetchToken asks Redis for the hold's fencing token.
 	FetchToken func(context.Context, *core.Hold) (int64, error)
 	// Token: the call asked for the token at acquisition; a hold granted without one fetches

@@ -32,6 +32,7 @@ type Hold struct {
 	Key      string
 	ID       string // the hold id: fresh for every hold
 	renew    *scripts.Script
+	keys     []string // the renewal's KEYS: Key, and the RenewKeys of its Grant
 	fetch    func(context.Context, *Hold) (int64, error)
 	watchdog bool // renewed by the watchdog; otherwise a fixed lease, only checked
 	lease    time.Duration
@@ -69,6 +70,8 @@ type Grant struct {
 	Lease    time.Duration
 	Watchdog bool            // a new hold is renewed by the watchdog
 	Renew    *scripts.Script // renewal script: KEYS[1] = Key; ARGV hold id, lease ms (0 = check)
+	// RenewKeys are keys the renewal script needs after Key (a reader's re-entry counts).
+	RenewKeys []string
 	// FetchToken asks Redis for the hold's fencing token (assigning it on first request).
 	FetchToken func(context.Context, *Hold) (int64, error)
 	SentAt     time.Time // when the acquiring call was sent: the lease started no earlier
@@ -86,7 +89,7 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 	if h == nil {
 		// The deadline is set before the hold is visible to the watchdog, which would take a
 		// zero deadline for an expired lease.
-		h = &Hold{rt: rt, Key: g.Key, ID: g.ID, renew: g.Renew, fetch: g.FetchToken,
+		h = &Hold{rt: rt, Key: g.Key, ID: g.ID, renew: g.Renew, keys: append([]string{g.Key}, g.RenewKeys...), fetch: g.FetchToken,
 			watchdog: g.Watchdog, lease: g.Lease, deadline: g.SentAt.Add(g.Lease)}
 		rt.holds[k] = h
 	}

@@ -163,7 +163,7 @@ func (rt *Runtime) renew(holds []*Hold, timeout time.Duration) bool {
 	sentAt := time.Now()
 	_, _ = rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, h := range holds {
-			queued[i] = h.renew.Queue(ctx, p, []string{h.Key}, h.ID, strconv.FormatInt(leases[i].Milliseconds(), 10))
+			queued[i] = h.renew.Queue(ctx, p, h.keys, h.ID, strconv.FormatInt(leases[i].Milliseconds(), 10))
 		}
 		return nil
 	})

@@ -143,10 +143,10 @@ func (r *rules) leaseDur() time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-func (r *rules) Attempt(ctx context.Context, hold string, _, join bool) (scripts.Attempt, error) {
+func (r *rules) Attempt(ctx context.Context, hold string, first, join bool) (scripts.Attempt, error) {
 	l := r.l
 	v, err := l.rt.RunAcquire(ctx, scripts.LockAcquire, l.keys,
-		[]any{hold, r.lease, l.timeout, flag(join), flag(r.token)}, tookIt,
+		[]any{hold, r.lease, l.timeout, flag(join), flag(r.token), flag(first)}, tookIt,
 		func(ctx context.Context) error { return r.GiveUp(ctx, hold) }).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(l.key, err)

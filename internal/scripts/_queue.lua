@@ -56,40 +56,39 @@ local function pop_live_head(q, d, now)
   end
 end
 
--- join puts member at the tail of the queue with a liveness deadline timeout ms from now, or,
--- when it is queued and live, only renews its deadline (it keeps its place). It returns
--- false, and leaves it out, when its entry is dead: the waiter starts over under a new hold
--- id. fresh says the member never queued (a call's first attempt), which saves looking. The
--- keys live twice the timeout from each join and heartbeat, so an abandoned queue goes away.
+-- keep_queue makes the queue's keys live at least twice the timeout from now (a join's and a
+-- heartbeat's refresh): an abandoned queue goes away on its own, and a live waiter's entry
+-- never does. GT, so that a longer life another waiter gave them is kept.
+local function keep_queue(q, d, timeout)
+  if redis.call('PEXPIRE', q, 2 * timeout, 'GT') == 0 then
+    redis.call('PEXPIRE', q, 2 * timeout, 'NX')
+  end
+  if redis.call('PEXPIRE', d, 2 * timeout, 'GT') == 0 then
+    redis.call('PEXPIRE', d, 2 * timeout, 'NX')
+  end
+end
+
+-- join puts member at the tail of the queue with a liveness deadline timeout ms from now when
+-- fresh (the hold's first attempt: it cannot be queued already), or, for a later attempt,
+-- renews the deadline of its entry (it keeps its place). A later attempt whose entry is dead,
+-- or gone (passed at the head as dead, or granted what it waited for and lost it since), gets
+-- false and is left out: the waiter starts over under a new hold id, so that no hold id is
+-- ever queued twice and a late grant message of the old one grants nothing.
 local function join(q, d, member, now, timeout, fresh)
   local deadline = string.format('%d', now + timeout)
   if not fresh then
     local s = redis.call('ZSCORE', d, member)
-    if s then
-      if tonumber(s) <= now then
-        redis.call('ZREM', d, member) -- dead: its list entry is a ghost now
-        return false
-      end
-      redis.call('ZADD', d, deadline, member)
-      return true
+    if not s or tonumber(s) <= now then
+      redis.call('ZREM', d, member) -- dead: its list entry is a ghost now
+      return false
     end
+    redis.call('ZADD', d, deadline, member)
+    return true
   end
   redis.call('ZADD', d, deadline, member)
-  if redis.call('RPUSH', q, member) == 1 then
-    redis.call('PEXPIRE', q, 2 * timeout)
-    redis.call('PEXPIRE', d, 2 * timeout)
-  else
-    -- The list may hold only ghosts (entries of waiters that left d), and d be new: it gets a
-    -- TTL if it has none (one call; looking first costs as much).
-    redis.call('PEXPIRE', d, 2 * timeout, 'NX')
-  end
+  redis.call('RPUSH', q, member)
+  keep_queue(q, d, timeout)
   return true
-end
-
--- keep_queue makes the queue's keys live twice the timeout from now (a heartbeat's refresh).
-local function keep_queue(q, d, timeout)
-  redis.call('PEXPIRE', q, 2 * timeout)
-  redis.call('PEXPIRE', d, 2 * timeout)
 end
 
 -- leave takes member out of the queue: out of d at once, its list entry dropped as a ghost

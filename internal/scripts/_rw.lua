@@ -15,10 +15,11 @@
 -- The queue is served as Java's AbstractQueuedSynchronizer serves a ReentrantReadWriteLock's:
 -- when no writer holds, the live head is granted what it waits for if it can have it, and a
 -- reader's grant propagates to the readers behind it, up to the next writer (serve). So
--- readers and writers are served in arrival order; a reader waits at most for the writers
--- queued ahead of it, a writer for the holds ahead of it, and neither side starves. In the fair
--- mode a newcomer never passes a live waiter; in the non-fair mode a new reader enters
--- whenever no writer holds, whatever waits (the queue is still served in order).
+-- readers and writers are served in arrival order. In the fair mode a newcomer never passes
+-- a live waiter, so a reader waits at most for the writers queued ahead of it, a writer for the
+-- holds ahead of it, and neither side starves. In the non-fair mode a new reader enters
+-- whenever no writer holds, whatever waits (the queue is still served in order), so a stream
+-- of readers can hold a waiting writer back for as long as it lasts.
 --
 -- Every question is answered by a point lookup or by the first entry of a range, never by a
 -- scan: the cost of an operation does not grow with the number of readers.

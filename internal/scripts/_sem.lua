@@ -67,38 +67,17 @@ local function dispatch(s, q, d, now, total, avail, give, pub, from)
   return avail, mine, false
 end
 
--- join_sem puts member at the tail of the queue with a liveness deadline timeout ms from now, or,
--- when it is queued and live, only renews its deadline (it keeps its place). A dead entry of
--- the same member is taken out first (a rare O(N) LREM): it arrives anew. fresh says the
--- member never queued (its first attempt), which saves looking; gated that s's q flag is set
--- already. The keys' TTL is set when the list is made; after that the waiters' heartbeats keep
--- them (a joiner's own first heartbeat comes within a third of its timeout).
+-- join_sem is join (see _queue.lua) for a semaphore: it also sets s's q flag, unless gated
+-- says it is set already, when a member joins. A later attempt whose entry is dead or gone
+-- gets false and is left out: the waiter starts over under a new hold id.
 local function join_sem(s, q, d, member, now, timeout, fresh, gated)
-  local sc = not fresh and redis.call('ZSCORE', d, member)
-  if sc and tonumber(sc) <= now then
-    redis.call('LREM', q, 0, member)
-    sc = nil
+  if not join(q, d, member, now, timeout, fresh) then
+    return false
   end
-  if not sc then
-    if redis.call('RPUSH', q, member) == 1 then
-      redis.call('PEXPIRE', q, 2 * timeout)
-      redis.call('ZADD', d, string.format('%d', now + timeout), member)
-      redis.call('PEXPIRE', d, 2 * timeout)
-      if not gated then
-        redis.call('HSET', s, 'q', '1')
-      end
-      return
-    end
-    if not gated then
-      redis.call('HSET', s, 'q', '1')
-    end
+  if fresh and not gated then
+    redis.call('HSET', s, 'q', '1')
   end
-  redis.call('ZADD', d, string.format('%d', now + timeout), member)
-  if not sc then
-    -- The list may hold only ghosts (entries of waiters that left d), and d be new: it gets a
-    -- TTL if it has none.
-    redis.call('PEXPIRE', d, 2 * timeout, 'NX')
-  end
+  return true
 end
 
 -- keep_until makes key k live at least until ms from now.

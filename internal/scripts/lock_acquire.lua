@@ -8,6 +8,7 @@
 -- ARGV[3]  waiter timeout in ms: a waiter not heard of for this long is dropped
 -- ARGV[4]  "1" to join the queue (or refresh this waiter's place) on failure, "0" not to
 -- ARGV[5]  "1" to assign the fencing token now (see lock_token.lua), "0" not to
+-- ARGV[6]  "1" for the hold's first attempt (it cannot be queued already), "0" for a later one
 --
 -- The lock is taken only when it is free and no live waiter is ahead: a newcomer never
 -- passes a live waiter. (The reentrant lock's only barging is its local hand-off, which
@@ -21,13 +22,14 @@
 --   {3, ms}     queued: wait at most ms (the holder's remaining lease, or the liveness of the
 --               waiter at the head) before trying again without a message
 --   {4, ms}     not acquired and not queued (ARGV[4] "0"); ms as for 3
---   {5, 0}      this waiter had been dropped as dead (its deadline passed before it was heard
---               of again): it is out of the queue and must start over, under a new hold id
+--   {5, 0}      this waiter is no longer queued (its deadline passed before it was heard of
+--               again, or it was granted the lock and its lease ran out before it knew): it
+--               must start over, under a new hold id (see join in _queue.lua)
 --   error       WRONGTYPE when a key holds a value aqs did not write
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local hold, lease = ARGV[1], ARGV[2]
 local v = redis.call('GET', l)
-if v and ARGV[4] == '1' then
+if v and ARGV[4] == '1' and ARGV[6] == '1' then
   -- A newcomer joining behind a holder that others wait for already (its value records its
   -- lease end: " e<ms>", the last field): the arrival at a contended lock. Written out here,
   -- as the general path below does it, before any definition is made (each costs the server
@@ -40,13 +42,16 @@ if v and ARGV[4] == '1' then
     local wait = tonumber(string.sub(v, i + 2)) - now
     local timeout = tonumber(ARGV[3])
     local member = hold .. ' ' .. lease
-    if wait > 0 and
-        redis.call('ZADD', d, 'NX', string.format('%d', now + timeout), member) == 1 then
+    if wait > 0 then
+      -- As join and keep_queue (in _queue.lua) do it.
+      redis.call('ZADD', d, string.format('%d', now + timeout), member)
       if redis.call('RPUSH', q, member) == 1 then
         redis.call('PEXPIRE', q, 2 * timeout)
-        redis.call('PEXPIRE', d, 2 * timeout)
       else
-        redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d may be new behind ghosts
+        redis.call('PEXPIRE', q, 2 * timeout, 'GT')
+      end
+      if redis.call('PEXPIRE', d, 2 * timeout, 'GT') == 0 then
+        redis.call('PEXPIRE', d, 2 * timeout, 'NX')
       end
       if redis.call('PTTL', l) < wait + timeout then
         redis.call('PEXPIRE', l, wait + 2 * timeout)
@@ -122,7 +127,7 @@ end
 if ARGV[4] ~= '1' then
   return {4, wait}
 end
-if not join(q, d, member, now, timeout, false) then
+if not join(q, d, member, now, timeout, ARGV[6] == '1') then
   return {5, 0}
 end
 if v then

@@ -93,9 +93,11 @@ if ARGV[2] == '1' and v then
       redis.call('ZADD', d, unpack(za))
       if redis.call('RPUSH', q, unpack(ARGV, 7)) == #ARGV - 6 then
         redis.call('PEXPIRE', q, 2 * timeout)
-        redis.call('PEXPIRE', d, 2 * timeout)
       else
-        redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d may be new behind ghosts
+        redis.call('PEXPIRE', q, 2 * timeout, 'GT')
+      end
+      if redis.call('PEXPIRE', d, 2 * timeout, 'GT') == 0 then
+        redis.call('PEXPIRE', d, 2 * timeout, 'NX')
       end
       keep = 2 * timeout
     end

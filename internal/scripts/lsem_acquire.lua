@@ -16,8 +16,9 @@
 -- Replies (DecodeAttempt): {status, hint, hold ids granted to waiters of the caller's Client,
 -- which were not published: the caller tells them...}, with the statuses of every attempt
 -- script: 1 acquired; 2 acquired by a grant made while the hold waited (its message missed);
--- 3 queued; 4 not acquired and not queued; 6 the permits were never set; 7 n is above the
--- total permits (and the hold left the queue). hint, for 3 and 4: ms until the nearest lease
+-- 3 queued; 4 not acquired and not queued; 5 no longer queued (start over under a new hold
+-- id); 6 the permits were never set; 7 n is above the total permits (and the hold left the
+-- queue). hint, for 3 and 4: ms until the nearest lease
 -- end (>= 1), when a waiter that hears nothing looks again; 0 when no permit is leased.
 local s, q, d, p, pn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local hold, n, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -43,13 +44,14 @@ if first and v[3] and ARGV[5] == '1' and n <= total and total - (tonumber(v[2]) 
   end
   local timeout = tonumber(ARGV[4])
   local member = hold .. ' ' .. n .. ' ' .. lease
-  local fresh = redis.call('RPUSH', q, member) == 1
   redis.call('ZADD', d, string.format('%d', now + timeout), member)
-  if fresh then
+  if redis.call('RPUSH', q, member) == 1 then
     redis.call('PEXPIRE', q, 2 * timeout)
-    redis.call('PEXPIRE', d, 2 * timeout)
   else
-    redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d may be new behind ghosts (see join)
+    redis.call('PEXPIRE', q, 2 * timeout, 'GT')
+  end
+  if redis.call('PEXPIRE', d, 2 * timeout, 'GT') == 0 then
+    redis.call('PEXPIRE', d, 2 * timeout, 'NX')
   end
   if nearest_end then
     return {3, math.max(1, nearest_end - now)}
@@ -95,8 +97,11 @@ elseif avail >= n and not flagged then
   add_permit(s, p, pn, hold, n, lease, now)
   status = 1
 elseif ARGV[5] == '1' then
-  join_sem(s, q, d, member, now, tonumber(ARGV[4]), ARGV[7] == '0', flagged)
-  status = 3
+  if join_sem(s, q, d, member, now, tonumber(ARGV[4]), ARGV[7] == '0', flagged) then
+    status = 3
+  else
+    status = 5 -- no longer queued: start over under a new hold id
+  end
 else
   status = 4
 end

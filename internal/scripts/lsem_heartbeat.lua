@@ -32,6 +32,5 @@ if not sc or tonumber(sc) <= now then
   return 0 -- a dead entry stays in d until it reaches the head, so that it never revives
 end
 redis.call('ZADD', d, string.format('%d', now + timeout), member)
-redis.call('PEXPIRE', q, 2 * timeout)
-redis.call('PEXPIRE', d, 2 * timeout)
+keep_queue(q, d, timeout)
 return 1

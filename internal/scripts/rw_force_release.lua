@@ -23,9 +23,12 @@ if hold == '' then
 elseif v and owns(v, hold) then
   redis.call('DEL', w)
   held = true
-elseif redis.call('ZREM', r, hold) == 1 then
-  redis.call('HDEL', rn, hold)
-  held = true
+else
+  local s = redis.call('ZSCORE', r, hold)
+  if s then
+    drop_reader(r, rn, hold)
+    held = tonumber(s) > now
+  end
 end
 if held then
   tell(serve(w, r, q, d, now), w, pub, nil)

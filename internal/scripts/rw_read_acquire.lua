@@ -11,13 +11,17 @@
 -- ARGV[5]  waiter timeout in ms
 -- ARGV[6]  "1" to join the queue (or keep this waiter's place) on failure, "0" not to
 -- ARGV[7]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[8]  "1" for the hold's first attempt (it cannot be queued already), "0" for a later one
 --
 -- Replies: as rw_write_acquire.lua's ({1, 0} acquired, {2, 0} granted while it waited, {3, ms}
--- queued, {4, ms} not acquired, {5, 0} dropped, each followed by the hold ids granted to
--- waiters of the caller's Client). Error WRONGTYPE when w holds a value aqs did not write.
+-- queued, {4, ms} not acquired, {5, 0} no longer queued, start over; each followed by the hold
+-- ids granted to waiters of the caller's Client). A first attempt with nobody queued (or any
+-- attempt in the non-fair mode) while no writer holds takes the short path: a hold that reads
+-- already (granted while it waited) has its lease set anew and is answered as acquired. Error
+-- WRONGTYPE when w holds a value aqs did not write.
 local w, r, q = KEYS[1], KEYS[2], KEYS[4]
 local v = redis.call('GET', w)
-if not v and ARGV[3] == '' and (ARGV[4] == '0' or not redis.call('LINDEX', q, 0)) then
+if not v and ARGV[3] == '' and ARGV[8] == '1' and (ARGV[4] == '0' or not redis.call('LINDEX', q, 0)) then
   -- No writer, and nobody queued (or the non-fair mode): the uncontended path, before any
   -- definition is made (each costs the server a closure on every run).
   local t = redis.call('TIME')
@@ -63,9 +67,8 @@ else
     head = live_head(q, d, now)
   end
   if not head or head == member then
-    if head then
-      redis.call('LPOP', q)
-      redis.call('ZREM', d, member)
+    if ARGV[8] ~= '1' then
+      leave(q, d, member, now) -- it may be queued (the non-fair mode takes it anywhere)
     end
     add_reader(r, hold, lease, now)
     return attempt_reply(1, 0, mine)
@@ -79,7 +82,7 @@ end
 if ARGV[6] ~= '1' then
   return attempt_reply(4, wait, mine)
 end
-if not join(q, d, member, now, tonumber(ARGV[5]), false) then
+if not join(q, d, member, now, tonumber(ARGV[5]), ARGV[8] == '1') then
   return attempt_reply(5, 0, mine)
 end
 return attempt_reply(3, wait, mine)

@@ -1,6 +1,6 @@
 -- rw_read_renew: extend, or only check, one read hold (the watchdog's call).
 --
--- KEYS[1] r (see _rw.lua)
+-- KEYS[1] r, KEYS[2] rn (see _rw.lua)
 -- ARGV[1]  hold id
 -- ARGV[2]  lease in ms, or 0 to check that the hold is still live without extending it
 --
@@ -17,5 +17,6 @@ end
 if lease > 0 then
   redis.call('ZADD', r, 'XX', string.format('%d', now + lease), hold)
   keep_alive(r, lease)
+  keep_alive(KEYS[2], lease) -- its re-entry count, if any, lives as long as the hold
 end
 return 1

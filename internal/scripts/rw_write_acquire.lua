@@ -8,6 +8,7 @@
 -- ARGV[4]  "1" to join the queue (or keep this waiter's place) on failure, "0" not to
 -- ARGV[5]  "1" to assign the fencing token now (see lock_token.lua), "0" not to
 -- ARGV[6]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[7]  "1" for the hold's first attempt (it cannot be queued already), "0" for a later one
 --
 -- The write side is taken only when no writer holds, no reader's lease runs and no live
 -- waiter is queued ahead (writers and readers alike: see _rw.lua). The attempt first serves
@@ -18,7 +19,8 @@
 -- published)...}, with the statuses of lock_acquire.lua: {1, token or 0} acquired; {2, 0}
 -- this hold has the write side already (granted while it waited, or this attempt run twice);
 -- {3, ms} queued, {4, ms} not acquired and not queued, ms being how long to wait at most
--- before trying again without a message; {5, 0} dropped as dead, start over. Error WRONGTYPE
+-- before trying again without a message; {5, 0} no longer queued (dropped as dead, or granted
+-- and its lease ran out before it knew), start over under a new hold id. Error WRONGTYPE
 -- when w holds a value aqs did not write.
 --@include _rw
 local w, r, rn, q, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -72,7 +74,7 @@ end
 if ARGV[4] ~= '1' then
   return attempt_reply(4, wait, mine)
 end
-if not join(q, d, hold .. ' ' .. ARGV[2] .. ' x', now, timeout, false) then
+if not join(q, d, hold .. ' ' .. ARGV[2] .. ' x', now, timeout, ARGV[7] == '1') then
   return attempt_reply(5, 0, mine)
 end
 return attempt_reply(3, wait, mine)

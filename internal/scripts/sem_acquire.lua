@@ -21,8 +21,9 @@
 -- Replies (DecodeAttempt): {status, 0, hold ids granted to waiters of the caller's Client,
 -- which were not published: the caller tells them...}, with the statuses of every attempt
 -- script: 1 acquired; 2 acquired by a grant made while the hold waited (its message missed);
--- 3 queued; 4 not acquired and not queued; 6 the permits were never set; 7 n is above the
--- total permits (and the hold left the queue).
+-- 3 queued; 4 not acquired and not queued; 5 no longer queued (its deadline passed, or it
+-- was granted permits and they were taken back): start over under a new hold id; 6 the
+-- permits were never set; 7 n is above the total permits (and the hold left the queue).
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local once = KEYS[5]
 if once then
@@ -48,13 +49,14 @@ if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
   local now = time[1] * 1000 + math.floor(time[2] / 1000)
   local timeout = tonumber(ARGV[3])
   local member = hold .. ' ' .. n
-  local first = redis.call('RPUSH', q, member) == 1
   redis.call('ZADD', d, string.format('%d', now + timeout), member)
-  if first then
+  if redis.call('RPUSH', q, member) == 1 then
     redis.call('PEXPIRE', q, 2 * timeout)
-    redis.call('PEXPIRE', d, 2 * timeout)
   else
-    redis.call('PEXPIRE', d, 2 * timeout, 'NX') -- d may be new behind ghosts (see join)
+    redis.call('PEXPIRE', q, 2 * timeout, 'GT')
+  end
+  if redis.call('PEXPIRE', d, 2 * timeout, 'GT') == 0 then
+    redis.call('PEXPIRE', d, 2 * timeout, 'NX')
   end
   if once then
     redis.call('SET', once, '3', 'PX', 10000) -- see the end
@@ -102,9 +104,12 @@ else
     c.avail = c.avail - n
     status = 1
   elseif ARGV[4] == '1' then
-    join_sem(s, q, d, member, now, tonumber(ARGV[3]), ARGV[6] == '0', c.gated)
-    c.gated = true
-    status = 3
+    if join_sem(s, q, d, member, now, tonumber(ARGV[3]), ARGV[6] == '0', c.gated) then
+      c.gated = true
+      status = 3
+    else
+      status = 5 -- no longer queued: start over under a new hold id
+    end
   end
 end
 save(s, c)
