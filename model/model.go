@@ -82,3 +82,95 @@ func checkOwner(op, owner string) {
 		panic(fmt.Sprintf("model: %s with empty owner", op))
 	}
 }
+
+// Status is the outcome of one attempt of a queued primitive, numbered as
+// the attempt scripts reply it, so that a test can compare the model's reply
+// with Redis's directly.
+type Status uint8
+
+// The attempt statuses.
+const (
+	// Acquired: the attempt took what it asked for.
+	Acquired Status = 1
+	// Granted: the hold already had what it asks for, granted to it while
+	// it waited (or this attempt is a repeat of one that took it).
+	Granted Status = 2
+	// Queued: the hold waits in the queue.
+	Queued Status = 3
+	// Busy: not acquired and not queued (the attempt did not ask to wait).
+	Busy Status = 4
+	// Dropped: the hold's waiter had died (its liveness deadline passed)
+	// and is out of the queue; the caller starts over under a new hold id.
+	Dropped Status = 5
+)
+
+func (s Status) String() string {
+	switch s {
+	case Acquired:
+		return "acquired"
+	case Granted:
+		return "granted"
+	case Queued:
+		return "queued"
+	case Busy:
+		return "busy"
+	case Dropped:
+		return "dropped"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// BeatStatus is the reply of a waiter's heartbeat, numbered as the
+// heartbeat scripts reply it.
+type BeatStatus uint8
+
+// The heartbeat statuses.
+const (
+	// BeatDropped: the hold is not queued (its deadline passed, it left, or
+	// it never joined) and does not have what it waits for.
+	BeatDropped BeatStatus = 0
+	// BeatQueued: the hold is queued and its deadline was renewed.
+	BeatQueued BeatStatus = 1
+	// BeatGranted: the hold has what it waits for (the heartbeat stands in
+	// for a grant message that was lost).
+	BeatGranted BeatStatus = 2
+)
+
+func (b BeatStatus) String() string {
+	switch b {
+	case BeatDropped:
+		return "dropped"
+	case BeatQueued:
+		return "queued"
+	case BeatGranted:
+		return "granted"
+	}
+	return fmt.Sprintf("beat(%d)", uint8(b))
+}
+
+// GiveUpStatus is the reply of a waiter's give-up, numbered as the give-up
+// scripts reply it.
+type GiveUpStatus uint8
+
+// The give-up statuses.
+const (
+	// GaveUpNothing: the hold was neither a live waiter nor holding.
+	GaveUpNothing GiveUpStatus = 0
+	// LeftQueue: the hold was a live waiter and left the queue.
+	LeftQueue GiveUpStatus = 1
+	// PassedOn: the hold had what it waited for (granted in that instant,
+	// or taken by an attempt whose reply was lost) and gave it up.
+	PassedOn GiveUpStatus = 2
+)
+
+func (g GiveUpStatus) String() string {
+	switch g {
+	case GaveUpNothing:
+		return "nothing"
+	case LeftQueue:
+		return "left queue"
+	case PassedOn:
+		return "passed on"
+	}
+	return fmt.Sprintf("giveup(%d)", uint8(g))
+}
