@@ -1,108 +1,225 @@
 package model
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
 )
 
-// RW is the reference model of one read-write lock (Redisson's
-// RReadWriteLock): any number of readers, or one writer, hold it at a time;
-// the writer may also hold read holds of its own (a downgrade); writers that
-// wait are remembered so that, in fair mode, new readers do not starve them;
-// and every reply tells the caller whom the real lock must wake.
+// RW is the reference model of one read-write lock (the rwlock/ package; the
+// rw_*.lua scripts): any number of readers, or one writer, hold it at a time;
+// the writer may also take read holds of its own (a downgrade; a read hold is
+// never upgraded); and readers and writers that wait form one FIFO queue,
+// served as Java's AbstractQueuedSynchronizer serves a
+// ReentrantReadWriteLock. Every operation is one run of one script, with the
+// same reply.
 //
 // # Holds
 //
 // Every operation names a hold: the id the real lock makes fresh for each
 // Lock or RLock call. One hold id is one attempt to lock and, once it
-// succeeds, one hold; the holder re-enters with [RW.ReadReenter] or
-// [RW.WriteReenter], never with another attempt. A write hold and a read hold
-// are distinct ids. The model keeps the two kinds apart (the writer and the
-// readers are separate tables), so the same string could name both a write
-// hold and a read hold without the two mixing; callers do not do that.
+// succeeds, one hold, re-entered with [RW.WriteReenter] or [RW.ReadReenter].
+// The writer and the readers are separate tables, so the same string could
+// name a write hold and a read hold without the two mixing; callers do not
+// do that. The first 36 characters of a real hold id are its Client's id,
+// which is how the real lock sorts grants by Client; the model never looks
+// inside a hold id.
 //
-// At any time the lock has at most one writer, with a hold count and an
-// expiry, and a set of readers, each with its own hold count and expiry. A
-// hold lasts until it is released or its lease runs out: at now >= its expiry
-// it is gone, as a Redis key or field whose deadline has passed.
+// The lock has at most one writer, with a hold count and an expiry, and any
+// number of readers, each with its own hold count and expiry. A hold lasts
+// until it is released or its lease runs out: at now >= its expiry it is
+// gone everywhere, as a Redis key or a zset score whose deadline has passed.
 //
 // # Exclusion and downgrade
 //
-// A writer is admitted only when there is neither a live writer nor a live
-// reader. A reader is admitted while a live writer holds only if it names
-// that writer's hold as writerHold in [RW.ReadAttempt]: the writer's holder
-// takes a read hold while keeping the write hold (a downgrade, as Redisson
-// allows). Such a read hold records the write hold it was taken under; when
-// the write hold ends (released, expired or forced open) it stays, as an
-// ordinary reader, and keeps new writers out until it ends too. So at every
-// instant, if the writer is live, every live reader is a downgrade of that
-// writer's hold.
+// A write hold is made (by an attempt or a grant) only when no live writer
+// and no live reader holds. A read hold is made while a live writer holds
+// only by a downgrade: a read attempt whose writerHold is that writer's
+// hold. Such a read hold is taken at once, whatever waits; when the write
+// hold ends (released, expired, given up or forced) it stays, as an ordinary
+// reader, and keeps writers out until it ends too. So at every instant, if
+// a writer is live, every live reader was taken under it.
 //
-// # Waiting writers and fairness
+// # The queue
 //
-// A writer whose attempt fails with wait is a waiting writer until its
-// deadline, which that attempt and every [RW.WriterHeartbeat] set to now plus
-// the writer timeout given to [NewRW]. A waiting writer is dead at now >= its
-// deadline: from that instant it is absent everywhere and a late heartbeat
-// does not revive it. Waiting writers form a set, not a queue: a free lock
-// goes to whichever writer attempts first, waiting or not, and a writer that
-// acquires stops waiting.
+// A failed attempt that asks to wait joins the queue, which is the Redis
+// list q and the zset d of _queue.lua, modelled as they are. A queue entry
+// is a member: the hold, the lease it asked for and its mode ([Shared] for
+// a reader, [Exclusive] for a writer), all three together (in Redis the
+// member is the string "<hold> <lease> <s|x>"). The list holds entries in
+// arrival order; the deadline table holds each entry's liveness deadline,
+// now plus the waiter timeout given to [NewRW], set by the attempt that
+// joins and renewed by every later attempt that asks to wait and by every
+// [RW.Heartbeat]. An entry in the list with no deadline is a ghost: the
+// trace of a waiter that gave up, or was told it was dropped, away from the
+// head.
 //
-// In fair mode a reader that is not a downgrade is refused while any live
-// writer waits, even when no writer holds the lock, so a steady stream of
-// readers cannot starve a writer: once the readers that held when the writer
-// began to wait have gone, the writer's next attempt succeeds (unless another
-// writer got in first). In non-fair mode waiting writers never keep readers
-// out; they only decide the wakes below.
+// A waiter is live while now < its deadline and dead from then on. A dead
+// waiter is never granted anything, never counted by [RW.Queue], and never
+// renewed: a heartbeat or a waiting attempt that finds its deadline passed
+// removes the deadline and replies [BeatDropped] or [Dropped], and the real
+// caller starts over under a new hold id. Only the head is ever examined, so
+// dead entries and ghosts leave the list when they reach its head (when the
+// queue is served, or looked at by a fair read attempt). A dead entry that
+// has left that way is forgotten: if its hold attempts again, it is a new
+// arrival at the tail (reply [Queued], not [Dropped]).
 //
-// # Wakes
+// A waiter's place is its first entry in the list. A hold that joins again
+// with the same lease and mode after its deadline was removed while its
+// entry stayed behind as a ghost (after a give-up or a Dropped reply, which
+// the real caller never follows with another attempt of that hold) has its
+// ghost back: it is served from the ghost's place.
 //
-// The model does not notify anyone; instead the replies say whom the real
-// lock publishes a wake to, so that its waiters need not poll:
+// # Serving
 //
-//   - the waiting writers, when the last live reader leaves (or the writer
-//     leaves with no live reader) while no writer holds and a live writer
-//     waits (WakeWriter of [RW.ReadRelease] and [RW.WriteRelease]);
-//   - the waiting readers, when the writer's hold ends, and when the last
-//     live waiting writer gives up while no writer holds (WakeReaders of
-//     [RW.WriteRelease] and [RW.WriterGiveUp]).
+// Serving the queue, when no live writer holds, grants the live head what it
+// waits for while it can have it: a writer only when no live reader holds,
+// and then nobody after it; a reader always, and then the next waiter. So
+// the readers at the head up to the next writer are granted together, and a
+// writer is granted alone, when the readers ahead of it have gone. A grant
+// removes the entry and makes a hold with count 1 whose lease is the lease
+// the waiter asked for, cut at the waiter's liveness deadline: max(1,
+// min(lease, deadline - now)). A waiter that died just before its turn
+// holds no longer than it would have stalled the queue; a live one renews
+// its lease once it learns of the grant. A grant to a hold that is already
+// a live reader (see the non-fair mode) only sets its expiry so.
 //
-// Waiting readers are not tracked one by one: a reader attempt that fails
-// with wait only sets a flag, readersWaiting ([RW.ReadersWaiting]), and a
-// reported wake of the readers clears it. [RW.ForceRelease] clears it too,
-// since the real lock always wakes both readers and writers there.
+// The queue is served by: a write attempt, and a read attempt that does not
+// take the short path (below), when no writer holds, before they decide; the
+// end of a write hold by [RW.WriteRelease] and of a read hold by
+// [RW.ReadRelease]; [RW.Serve]; a [RW.Heartbeat] of a live waiter; every
+// [RW.GiveUp]; and a [RW.ForceRelease] that released something. Nothing is
+// served when a lease runs out: no script runs then. The next of those
+// operations serves the queue, typically the head's heartbeat or its retry
+// when its fallback timer (the Wait of its last attempt) fires.
+//
+// # Fair and non-fair
+//
+// The mode is fixed by NewRW. A write attempt, in either mode, takes the
+// write side only when no writer holds, no reader's lease runs, and no live
+// waiter is left once the queue has been served (so nobody is ahead).
+//
+// In the fair mode a read attempt takes a read hold only when no writer
+// holds and no live waiter other than itself is left at the head once the
+// queue has been served: a newcomer never passes a live waiter, and a
+// reader waits at most for the writers queued ahead of it, a writer for the
+// holds ahead of it.
+//
+// In the non-fair mode a read attempt takes a read hold whenever no writer
+// holds, whatever waits, without serving the queue first; the queue is
+// still served in order by the other operations. A new reader may therefore
+// pass a writer that waits at the head, and a stream of overlapping readers
+// can keep that writer waiting for as long as it lasts.
+//
+// # The read attempt's short path
+//
+// rw_read_acquire.lua first tries a short path: when no writer holds, the
+// attempt names no writerHold, and the lock is non-fair or the queue's list
+// is empty (ghosts and dead entries included), it makes the read hold at
+// once and replies [Acquired]. The short path looks at nothing else, so
+//
+//   - a hold that is already a live reader gets its expiry set to now+lease
+//     (its count unchanged) and [Acquired], where the full path replies
+//     [Granted] and changes nothing;
+//   - in the non-fair mode a reader that is queued keeps its queue entry
+//     after taking its hold; the entry is served in its turn like any
+//     other, which re-grants the hold (its expiry is set to the grant's
+//     lease) or, once the hold has ended, makes it anew, and a heartbeat of
+//     that entry keeps it alive;
+//   - in the non-fair mode the queue is not served; the full path, taken
+//     when writerHold names a write hold that is no longer live, serves it
+//     first and so may grant a writer at the head, which then refuses the
+//     attempt.
+//
+// The model follows both paths exactly.
+//
+// # Replies
+//
+// Every reply that may come with grants lists the holds granted by that
+// call, in the order they were granted, the caller's own included (a write
+// or read attempt whose own grant comes from its serve replies [Granted]).
+// The real lock publishes each grant to the granted hold's Client, or, for
+// the caller's own Client, returns it; a test splits the list by Client id.
+// The wait of a failed attempt, always >= 1, is how long the caller may
+// wait at most before it tries again without a message: the writer's
+// remaining lease when a writer holds, else the time until the nearest
+// reader's lease ends (1 when, in the fair mode, nothing runs out).
+//
+// # What is not modelled
+//
+// The Redis keys other than the writer's (the readers' zset and re-entry
+// hash, the queue's list and zset) carry TTLs that only clean up abandoned
+// keys; the model takes them as never running out while they hold anything
+// that matters. A read hold whose lease ran out is gone at once here,
+// whereas its zset entry stays until a script removes it or the key
+// expires: the model ignores that entry (see ForceRelease). The writer's
+// fencing token is not modelled.
 //
 // # Time and misuse
 //
-// Every method but ReadersWaiting, Fair and WriterTimeout takes the current
-// logical time and panics if it is earlier than a time already passed to
-// this model. Expired holds and dead waiting writers behave as absent
-// everywhere; the model drops them at the first call that observes them,
-// queries included, which never changes a later reply since expiry and death
-// depend on time alone. Misuse that only a buggy caller commits (an empty
-// hold, a non-positive lease, a negative renewal lease, an RW not made by
-// NewRW) panics, and a call that panics changes nothing.
+// Every method but WaiterTimeout and Fair takes the current logical time
+// and panics if it is earlier than a time already passed to this model.
+// Expired holds are dropped at the first call that observes them, queries
+// included, which never changes a later reply since expiry depends on time
+// alone. Misuse that only a buggy caller commits (an empty hold, a
+// non-positive lease where a lease is asked for, a negative renewal lease,
+// an unknown mode, an RW not made by NewRW) panics, and a call that panics
+// changes nothing.
 type RW struct {
 	clock
-	writerTimeout int64 // ms a waiting writer stays live after its latest attempt or heartbeat
-	fair          bool  // a waiting writer keeps new readers out
+	waiterTimeout int64 // ms a waiter stays live after its latest waiting attempt or heartbeat
+	fair          bool
 
 	writer   string // "" when no writer holds
 	wcount   int    // hold count of writer, > 0 while held
 	wExpires Time   // the write hold is gone at this time
 
-	readers        map[string]rwReader // live read holds, after every observe
-	waiting        map[string]Time     // live waiting writers and their deadlines, after every observe
-	readersWaiting bool                // a reader attempt failed with wait since the last wake of the readers
+	readers map[string]rwReader // live read holds, after every at
+
+	queue     []rwMember        // the list q: entries in arrival order, live, dead and ghosts
+	deadlines map[rwMember]Time // the zset d: the liveness deadline of every entry that is not a ghost
+}
+
+// Mode is what a waiter of a read-write lock waits for; its values are the
+// letters of the queue members in Redis.
+type Mode byte
+
+// The modes.
+const (
+	Shared    Mode = 's' // a reader
+	Exclusive Mode = 'x' // a writer
+)
+
+func (md Mode) String() string {
+	switch md {
+	case Shared:
+		return "s"
+	case Exclusive:
+		return "x"
+	}
+	return fmt.Sprintf("mode(%d)", byte(md))
+}
+
+// rwMember is one queue entry: what identifies it in Redis.
+type rwMember struct {
+	hold  string
+	lease int64 // ms asked for
+	mode  Mode
 }
 
 // rwReader is one read hold.
 type rwReader struct {
 	count       int    // > 0
 	expires     Time   // the read hold is gone at this time
-	downgradeOf string // write hold under which it was taken while that writer is live, else ""
+	downgradeOf string // the live write hold it was taken under, else ""
+}
+
+// RWWaiter is one live waiter of the queue, as [RW.Queue] reports it.
+type RWWaiter struct {
+	Hold     string
+	Mode     Mode
+	Lease    int64 // ms asked for; a grant's lease is this, cut at Deadline
+	Deadline Time  // the waiter is dead at now >= Deadline
 }
 
 // ErrNotHeld is returned by [RW.ReadRelease] and [RW.WriteRelease] when the
@@ -112,66 +229,45 @@ type rwReader struct {
 // contract uses, so errors.Is matches either.
 var ErrNotHeld = ErrNotOwner
 
-// AttemptResult is the reply of WriteAttempt and ReadAttempt.
-type AttemptResult struct {
-	// Acquired reports whether the attempt created the caller's hold.
-	Acquired bool
-	// Remaining is, when the attempt fails, the milliseconds (always >= 1)
-	// until the obstacle that refused it is due to go away without anyone
-	// releasing: the writer's remaining lease, the earliest expiry among
-	// the live readers (for a writer), or the latest deadline among the
-	// live waiting writers (for a reader refused in fair mode). A waiter
-	// that hears no wake should attempt again after at most that long. It
-	// is 0 when Acquired.
-	Remaining int64
+// RWAttempt is the reply of [RW.WriteAttempt] and [RW.ReadAttempt].
+type RWAttempt struct {
+	Status Status
+	// Wait is, for Queued and Busy, the milliseconds (>= 1) the caller may
+	// wait at most before it attempts again without a message; 0 otherwise.
+	Wait int64
+	// Grants are the holds the call granted by serving the queue, in order.
+	Grants []string
 }
 
-// ReadReleaseResult is the reply of a successful ReadRelease.
-type ReadReleaseResult struct {
-	// Count is the read hold's count after the call; 0 means the hold
-	// ended.
+// RWRelease is the reply of a successful [RW.WriteRelease] or
+// [RW.ReadRelease].
+type RWRelease struct {
+	// Count is the hold's count after the call; 0 means the hold ended.
 	Count int
-	// WakeWriter reports that the real lock must wake the waiting writers:
-	// the hold ended, it was the last live reader, no writer holds and a
-	// live writer waits.
-	WakeWriter bool
+	// Grants are the holds granted by serving the queue when the hold
+	// ended, in order.
+	Grants []string
 }
 
-// WriteReleaseResult is the reply of a successful WriteRelease.
-type WriteReleaseResult struct {
-	// Count is the write hold's count after the call; 0 means the hold
-	// ended.
-	Count int
-	// WakeReaders reports that the real lock must wake the waiting readers:
-	// the hold ended and a reader attempt had failed with wait since the
-	// last wake of the readers.
-	WakeReaders bool
-	// WakeWriter reports that the real lock must wake the waiting writers:
-	// the hold ended, no live reader is left (no downgrade of it either)
-	// and a live writer waits.
-	WakeWriter bool
-}
-
-// NewRW returns a free read-write lock with no waiting writer, whose waiting
-// writers stay live for writerTimeout milliseconds after their latest
-// WriteAttempt with wait or WriterHeartbeat, and which keeps new readers out
-// while a writer waits if fair is set. It panics if writerTimeout is not
-// positive.
-func NewRW(writerTimeout int64, fair bool) *RW {
-	if writerTimeout <= 0 {
-		panic(fmt.Sprintf("model: NewRW with non-positive writer timeout %d ms", writerTimeout))
+// NewRW returns a free read-write lock with an empty queue whose waiters
+// stay live for waiterTimeout milliseconds after their latest waiting
+// attempt or heartbeat, in the fair mode if fair is set. It panics if
+// waiterTimeout is not positive.
+func NewRW(waiterTimeout int64, fair bool) *RW {
+	if waiterTimeout <= 0 {
+		panic(fmt.Sprintf("model: NewRW with non-positive waiter timeout %d ms", waiterTimeout))
 	}
 	return &RW{
-		writerTimeout: writerTimeout,
+		waiterTimeout: waiterTimeout,
 		fair:          fair,
 		readers:       map[string]rwReader{},
-		waiting:       map[string]Time{},
+		deadlines:     map[rwMember]Time{},
 	}
 }
 
-// WriterTimeout returns the writer timeout given to NewRW, in milliseconds.
-func (m *RW) WriterTimeout() int64 {
-	return m.writerTimeout
+// WaiterTimeout returns the waiter timeout given to NewRW, in milliseconds.
+func (m *RW) WaiterTimeout() int64 {
+	return m.waiterTimeout
 }
 
 // Fair reports whether the lock was made fair by NewRW.
@@ -179,18 +275,17 @@ func (m *RW) Fair() bool {
 	return m.fair
 }
 
-// made panics on an RW not made by NewRW, whose waiting writers would die
-// the instant they began to wait.
+// made panics on an RW not made by NewRW, whose waiters would die the
+// instant they queued.
 func (m *RW) made(op string) {
-	if m.writerTimeout <= 0 {
+	if m.waiterTimeout <= 0 {
 		panic("model: " + op + " on an RW not made by NewRW")
 	}
 }
 
 // at moves the model to time now and applies expiry: an expired write hold
-// ends (its downgrades become ordinary readers), expired read holds are gone
-// and dead waiting writers stop waiting. Called first by every method that
-// takes a time, so the fields describe the lock at the current time.
+// ends (its downgrades become ordinary readers) and expired read holds are
+// gone. The queue is left as it is: its dead entries leave it as in Redis.
 func (m *RW) at(op string, now Time) {
 	m.made(op)
 	m.observe(op, now)
@@ -198,7 +293,6 @@ func (m *RW) at(op string, now Time) {
 		m.endWrite()
 	}
 	maps.DeleteFunc(m.readers, func(_ string, r rwReader) bool { return now >= r.expires })
-	maps.DeleteFunc(m.waiting, func(_ string, deadline Time) bool { return now >= deadline })
 }
 
 // endWrite ends the write hold; the read holds taken under it stay, as
@@ -213,325 +307,550 @@ func (m *RW) endWrite() {
 	m.writer, m.wcount, m.wExpires = "", 0, 0
 }
 
-// remaining returns the milliseconds from now until at, at least 1: the
-// Remaining of a failed attempt.
-func remaining(now, at Time) int64 {
-	return max(int64(at-now), 1)
+// addReader sets hold's read hold to expire at expires (ZADD): a new hold
+// has count 1, a live one keeps its count.
+func (m *RW) addReader(hold string, expires Time, under string) {
+	r, ok := m.readers[hold]
+	if !ok {
+		r.count = 1
+	}
+	r.expires, r.downgradeOf = expires, under
+	m.readers[hold] = r
+}
+
+// firstReadExpiry returns the earliest expiry among the live readers, which
+// must exist (live_first).
+func (m *RW) firstReadExpiry() Time {
+	first := Time(-1)
+	for _, r := range m.readers {
+		if first < 0 || r.expires < first {
+			first = r.expires
+		}
+	}
+	return first
+}
+
+// holdsIt reports whether hold has what mode waits for (holds_it).
+func (m *RW) holdsIt(hold string, mode Mode) bool {
+	if mode == Exclusive {
+		return m.writer == hold
+	}
+	_, ok := m.readers[hold]
+	return ok
+}
+
+// pop removes the head of the list.
+func (m *RW) pop() {
+	m.queue = slices.Delete(m.queue, 0, 1)
+}
+
+// liveHead drops dead entries and ghosts at the head of the list and
+// returns the live head and its deadline, which stays queued (live_head).
+func (m *RW) liveHead(now Time) (rwMember, Time, bool) {
+	for len(m.queue) > 0 {
+		x := m.queue[0]
+		if d, ok := m.deadlines[x]; ok && d > now {
+			return x, d, true
+		}
+		m.pop()
+		delete(m.deadlines, x)
+	}
+	return rwMember{}, 0, false
+}
+
+// join puts x at the tail with deadline until, or renews the deadline of a
+// live x in its place; it reports false, and removes x's deadline, when x's
+// entry is dead (join).
+func (m *RW) join(x rwMember, now, until Time) bool {
+	if d, ok := m.deadlines[x]; ok {
+		if d <= now {
+			delete(m.deadlines, x)
+			return false
+		}
+		m.deadlines[x] = until
+		return true
+	}
+	m.deadlines[x] = until
+	m.queue = append(m.queue, x)
+	return true
+}
+
+// leave removes x's deadline, and x's entry if it is the head, and reports
+// whether x was a live waiter (leave).
+func (m *RW) leave(x rwMember, now Time) bool {
+	d, ok := m.deadlines[x]
+	if !ok {
+		return false
+	}
+	delete(m.deadlines, x)
+	if len(m.queue) > 0 && m.queue[0] == x {
+		m.pop()
+	}
+	return d > now
+}
+
+// serve grants the live head what it waits for while it can have it, and
+// returns the holds granted in order (serve in _rw.lua; see the type's doc).
+func (m *RW) serve(now Time) []string {
+	if len(m.queue) == 0 || m.writer != "" {
+		return nil
+	}
+	readers := len(m.readers) > 0
+	var granted []string
+	for {
+		x, d, ok := m.liveHead(now)
+		if !ok || (x.mode == Exclusive && readers) {
+			return granted
+		}
+		m.pop()
+		delete(m.deadlines, x)
+		until := now + Time(max(1, min(x.lease, int64(d-now))))
+		granted = append(granted, x.hold)
+		if x.mode == Exclusive {
+			m.writer, m.wcount, m.wExpires = x.hold, 1, until
+			return granted
+		}
+		m.addReader(x.hold, until, "")
+		readers = true
+	}
+}
+
+// failed ends a failed attempt by x: Busy without join, else x joins (or
+// renews its place) or, its entry being dead, is Dropped.
+func (m *RW) failed(now Time, x rwMember, wait int64, join bool, grants []string) RWAttempt {
+	switch {
+	case !join:
+		return RWAttempt{Status: Busy, Wait: max(wait, 1), Grants: grants}
+	case !m.join(x, now, now+Time(m.waiterTimeout)):
+		return RWAttempt{Status: Dropped, Grants: grants}
+	}
+	return RWAttempt{Status: Queued, Wait: max(wait, 1), Grants: grants}
 }
 
 // WriteAttempt makes one attempt by hold to take the write side for lease
-// milliseconds: what one run of the write-acquire script does on the server.
+// milliseconds, joining the queue on failure if join is set: one run of
+// rw_write_acquire.lua.
 //
-//   - If a live writer holds the lock, whatever its hold (hold's own
-//     included: an attempt never re-enters, that is WriteReenter's job), the
-//     attempt fails with Remaining the writer's remaining lease.
-//   - Otherwise, if any live reader holds, it fails with Remaining the time
-//     until the earliest live read hold expires. Waiting writers, in either
-//     mode, are no obstacle to a writer.
-//   - Otherwise hold becomes the writer with count 1 and expiry now+lease,
-//     and stops waiting if it was a waiting writer.
+//   - If hold is the live writer (granted while it waited, or this attempt
+//     is a repeat), the reply is Granted and nothing changes: an attempt
+//     never re-enters.
+//   - Otherwise, when no writer holds, the queue is served first. If that
+//     grants hold (it was the live head), the reply is Granted.
+//   - Then the attempt fails if a writer holds (Wait is its remaining
+//     lease) or a reader's lease runs (Wait is the time until the nearest
+//     reader's lease ends). Otherwise nobody is ahead: hold becomes the
+//     writer with count 1 and expiry now+lease, its own queue entry loses
+//     its deadline if it had one, and the reply is Acquired.
 //
-// A failed attempt with wait makes hold a waiting writer, or keeps it one,
-// with its deadline now plus the writer timeout. A failed attempt without
-// wait (TryLock) changes nothing, not even the deadline of a hold that
-// waits.
+// A failed attempt without join replies Busy and changes nothing more. With
+// join, hold joins the tail of the queue as an Exclusive waiter with this
+// lease, or, if that entry is live, renews its deadline in its place; the
+// deadline becomes now plus the waiter timeout, and the reply is Queued.
+// If that entry is dead, its deadline is removed and the reply is Dropped.
 //
 // WriteAttempt panics if hold is empty or lease is not positive.
-func (m *RW) WriteAttempt(now Time, hold string, lease int64, wait bool) AttemptResult {
+func (m *RW) WriteAttempt(now Time, hold string, lease int64, join bool) RWAttempt {
 	const op = "RW.WriteAttempt"
 	checkOwner(op, hold)
 	m.made(op)
-	at := deadline(op, now, lease)
-	var waitUntil Time
-	if wait {
-		waitUntil = deadline(op, now, m.writerTimeout)
+	until := deadline(op, now, lease)
+	if join {
+		deadline(op, now, m.waiterTimeout) // the join's deadline must not overflow either
 	}
 	m.at(op, now)
 
-	var r AttemptResult
+	if m.writer == hold {
+		return RWAttempt{Status: Granted}
+	}
+	var grants []string
+	if m.writer == "" {
+		grants = m.serve(now)
+		if slices.Contains(grants, hold) {
+			return RWAttempt{Status: Granted, Grants: grants}
+		}
+	}
+	x := rwMember{hold, lease, Exclusive}
 	switch {
 	case m.writer != "":
-		r.Remaining = remaining(now, m.wExpires)
+		return m.failed(now, x, int64(m.wExpires-now), join, grants)
 	case len(m.readers) > 0:
-		first := slices.MinFunc(slices.Collect(maps.Values(m.readers)), func(a, b rwReader) int { return cmp.Compare(a.expires, b.expires) })
-		r.Remaining = remaining(now, first.expires)
-	default:
-		m.writer, m.wcount, m.wExpires = hold, 1, at
-		delete(m.waiting, hold)
-		return AttemptResult{Acquired: true}
+		return m.failed(now, x, int64(m.firstReadExpiry()-now), join, grants)
 	}
-	if wait {
-		m.waiting[hold] = waitUntil
-	}
-	return r
+	delete(m.deadlines, x)
+	m.writer, m.wcount, m.wExpires = hold, 1, until
+	return RWAttempt{Status: Acquired, Grants: grants}
 }
 
 // ReadAttempt makes one attempt by hold to take a read hold for lease
-// milliseconds: what one run of the read-acquire script does on the server.
-// writerHold is the write hold the caller holds, if any (its context's), ""
-// otherwise.
+// milliseconds, joining the queue on failure if join is set: one run of
+// rw_read_acquire.lua. writerHold is the write hold of the caller's context
+// (a downgrade), or "".
 //
-//   - If a live writer holds the lock and writerHold is not its hold (or is
-//     ""), the attempt fails with Remaining the writer's remaining lease.
-//   - If a live writer holds the lock and writerHold is its hold, hold gets a
-//     read hold taken under that write hold (a downgrade). Fairness does not
-//     apply: the writer's holder never waits for writers that wait for it.
-//   - If no writer holds, the lock is fair and some live writer waits, the
-//     attempt fails with Remaining the time until the latest deadline among
-//     the live waiting writers (after which, if none of them heartbeats or
-//     acquires, none waits any more).
-//   - Otherwise hold gets an ordinary read hold. With no live writer,
-//     writerHold is ignored: naming a write hold that ended or expired
-//     neither bypasses fairness nor marks the hold as a downgrade.
+//   - The short path: if no writer holds, writerHold is "", and the lock is
+//     non-fair or the queue's list is empty, hold's read hold is set to
+//     expire at now+lease (a new one with count 1, a live one keeping its
+//     count) and the reply is Acquired. See the type's doc.
+//   - A downgrade: if writerHold is the live writer's hold, hold's read hold
+//     is set so at once, whatever waits, and the reply is Acquired.
+//   - If hold is a live reader, the reply is Granted and nothing changes.
+//   - Otherwise, when no writer holds, the queue is served. If that grants
+//     hold, the reply is Granted.
+//   - Then the attempt fails if a writer holds (Wait is its remaining
+//     lease). Otherwise, in the fair mode, it fails if the live head of the
+//     queue (dead entries and ghosts before it leave the list) is another
+//     entry than hold's with this lease: Wait is the time until the nearest
+//     reader's lease ends, 1 if none. Otherwise hold's read hold is set to
+//     expire at now+lease, its entry leaves the queue if it was the head,
+//     and the reply is Acquired.
 //
-// A new read hold has count 1 and expiry now+lease. An attempt never
-// re-enters (that is ReadReenter's job): if hold already is a live reader,
-// a successful attempt replaces its hold by the new one, count and expiry
-// included. A failed attempt with wait sets the readers-waiting flag; one
-// without wait (TryRLock) changes nothing. A successful attempt leaves the
-// flag alone.
+// A failed attempt ends as [RW.WriteAttempt]'s does: Busy without join;
+// with join, Queued, joining or keeping its place as a Shared waiter, or
+// Dropped when its entry is dead.
 //
 // ReadAttempt panics if hold is empty or lease is not positive.
-func (m *RW) ReadAttempt(now Time, hold string, lease int64, writerHold string, wait bool) AttemptResult {
+func (m *RW) ReadAttempt(now Time, hold string, lease int64, writerHold string, join bool) RWAttempt {
 	const op = "RW.ReadAttempt"
 	checkOwner(op, hold)
 	m.made(op)
-	at := deadline(op, now, lease)
+	until := deadline(op, now, lease)
+	if join {
+		deadline(op, now, m.waiterTimeout) // the join's deadline must not overflow either
+	}
 	m.at(op, now)
 
-	var r AttemptResult
-	switch {
-	case m.writer != "" && m.writer != writerHold:
-		r.Remaining = remaining(now, m.wExpires)
-	case m.writer != "":
-		m.readers[hold] = rwReader{count: 1, expires: at, downgradeOf: m.writer}
-		return AttemptResult{Acquired: true}
-	case m.fair && len(m.waiting) > 0:
-		r.Remaining = remaining(now, slices.Max(slices.Collect(maps.Values(m.waiting))))
-	default:
-		m.readers[hold] = rwReader{count: 1, expires: at}
-		return AttemptResult{Acquired: true}
+	if m.writer == "" && writerHold == "" && (!m.fair || len(m.queue) == 0) {
+		m.addReader(hold, until, "")
+		return RWAttempt{Status: Acquired}
 	}
-	if wait {
-		m.readersWaiting = true
+	if m.writer != "" && m.writer == writerHold {
+		m.addReader(hold, until, m.writer)
+		return RWAttempt{Status: Acquired}
 	}
-	return r
+	if _, ok := m.readers[hold]; ok {
+		return RWAttempt{Status: Granted}
+	}
+	var grants []string
+	if m.writer == "" {
+		grants = m.serve(now)
+		if slices.Contains(grants, hold) {
+			return RWAttempt{Status: Granted, Grants: grants}
+		}
+	}
+	x := rwMember{hold, lease, Shared}
+	if m.writer != "" {
+		return m.failed(now, x, int64(m.wExpires-now), join, grants)
+	}
+	var head rwMember
+	var queued bool
+	if m.fair {
+		head, _, queued = m.liveHead(now)
+	}
+	if queued && head != x {
+		wait := int64(1)
+		if len(m.readers) > 0 {
+			wait = int64(m.firstReadExpiry() - now)
+		}
+		return m.failed(now, x, wait, join, grants)
+	}
+	if queued {
+		m.pop()
+		delete(m.deadlines, x)
+	}
+	m.addReader(hold, until, "")
+	return RWAttempt{Status: Acquired, Grants: grants}
 }
 
-// ReadReenter re-enters hold's read hold: if hold is a live reader its count
-// goes up by one and ReadReenter reports true; the expiry does not change
-// (renewal is ReadRenew's job). Otherwise it reports false and changes
-// nothing. Re-entry looks neither at the writer nor at waiting writers: a
-// reader that holds may always re-enter, in fair mode too.
+// WriteRelease gives up one acquisition of hold's write hold, or, with end,
+// the whole hold whatever its count: one run of rw_write_release.lua.
 //
-// ReadReenter panics if hold is empty.
-func (m *RW) ReadReenter(now Time, hold string) bool {
+//   - Without end, a count above 1 goes down by one; at count 1 nothing
+//     changes (only a release with end ends a hold). Count reports the
+//     count left. The expiry never changes.
+//   - With end, the write hold ends, read holds taken under it stay as
+//     ordinary readers, and the queue is served: Count is 0 and Grants
+//     lists the holds granted.
+//
+// If hold is not the live writer WriteRelease returns ErrNotHeld and changes
+// nothing; in particular a lease that ran out grants nobody.
+//
+// WriteRelease panics if hold is empty.
+func (m *RW) WriteRelease(now Time, hold string, end bool) (RWRelease, error) {
+	const op = "RW.WriteRelease"
+	checkOwner(op, hold)
+	m.at(op, now)
+	if m.writer != hold {
+		return RWRelease{}, ErrNotHeld
+	}
+	if !end {
+		if m.wcount > 1 {
+			m.wcount--
+		}
+		return RWRelease{Count: m.wcount}, nil
+	}
+	m.endWrite()
+	return RWRelease{Grants: m.serve(now)}, nil
+}
+
+// ReadRelease gives up one acquisition of hold's read hold, or, with end,
+// the whole hold whatever its count: one run of rw_read_release.lua.
+//
+//   - Without end, a count above 1 goes down by one; at count 1 nothing
+//     changes. Count reports the count left. The expiry never changes.
+//   - With end, the read hold ends and the queue is served (ending the last
+//     live read hold grants the writer at the head): Count is 0 and Grants
+//     lists the holds granted.
+//
+// If hold is not a live reader ReadRelease returns ErrNotHeld and changes
+// nothing.
+//
+// The script has a short path for a release with end whose caller knows
+// the lease still runs (ARGV[5]); it gives this reply whenever that claim
+// is true, and the model has no such flag.
+//
+// ReadRelease panics if hold is empty.
+func (m *RW) ReadRelease(now Time, hold string, end bool) (RWRelease, error) {
+	const op = "RW.ReadRelease"
+	checkOwner(op, hold)
+	m.at(op, now)
+	r, ok := m.readers[hold]
+	if !ok {
+		return RWRelease{}, ErrNotHeld
+	}
+	if !end {
+		if r.count > 1 {
+			r.count--
+			m.readers[hold] = r
+		}
+		return RWRelease{Count: r.count}, nil
+	}
+	delete(m.readers, hold)
+	return RWRelease{Grants: m.serve(now)}, nil
+}
+
+// Serve serves the queue (see the type's doc) and returns the holds granted,
+// in order: one run of rw_serve.lua, which the real reader's release sends
+// when its plain commands found the queue not empty.
+func (m *RW) Serve(now Time) []string {
+	m.at("RW.Serve", now)
+	return m.serve(now)
+}
+
+// Heartbeat keeps a waiter alive: one run of rw_heartbeat.lua for the entry
+// of hold with this lease and mode.
+//
+//   - If that entry is dead, its deadline is removed and the reply is
+//     BeatDropped, whatever hold has: a dead waiter is never revived.
+//   - If it is live, its deadline becomes now plus the waiter timeout, in
+//     its place, and the queue is served.
+//   - Then the reply is BeatGranted if hold has what mode waits for (the
+//     write side, or a live read hold), else BeatQueued if the entry was
+//     live, else BeatDropped.
+//
+// Grants lists the holds granted by serving.
+//
+// Heartbeat panics if hold is empty, lease is not positive or mode is
+// neither Shared nor Exclusive.
+func (m *RW) Heartbeat(now Time, hold string, lease int64, mode Mode) (BeatStatus, []string) {
+	const op = "RW.Heartbeat"
+	checkOwner(op, hold)
+	checkMember(op, lease, mode)
+	m.made(op)
+	until := deadline(op, now, m.waiterTimeout)
+	m.at(op, now)
+
+	x := rwMember{hold, lease, mode}
+	d, queued := m.deadlines[x]
+	var grants []string
+	if queued {
+		if d <= now {
+			delete(m.deadlines, x)
+			return BeatDropped, nil
+		}
+		m.deadlines[x] = until
+		grants = m.serve(now)
+	}
+	switch {
+	case m.holdsIt(hold, mode):
+		return BeatGranted, grants
+	case queued:
+		return BeatQueued, grants
+	}
+	return BeatDropped, grants
+}
+
+// GiveUp is a waiter's clean-up when it stops waiting, or the undoing of an
+// attempt whose reply was lost: one run of rw_give_up.lua for hold, with the
+// lease and mode of its queue entry. It leaves nothing behind:
+//
+//   - hold's entry loses its deadline (and leaves the list if it is the
+//     head; elsewhere it stays behind as a ghost);
+//   - with Exclusive, if hold is the live writer, its write hold ends
+//     whatever its count (read holds taken under it stay); with Shared, if
+//     hold is a live reader, its read hold ends;
+//   - the queue is served, since hold may have held back those behind it.
+//
+// The reply is PassedOn if hold had a hold, else LeftQueue if it was a live
+// waiter, else GaveUpNothing; Grants lists the holds granted.
+//
+// GiveUp panics if hold is empty, lease is not positive or mode is neither
+// Shared nor Exclusive.
+func (m *RW) GiveUp(now Time, hold string, lease int64, mode Mode) (GiveUpStatus, []string) {
+	const op = "RW.GiveUp"
+	checkOwner(op, hold)
+	checkMember(op, lease, mode)
+	m.at(op, now)
+
+	left := m.leave(rwMember{hold, lease, mode}, now)
+	had := false
+	switch {
+	case mode == Exclusive && m.writer == hold:
+		m.endWrite()
+		had = true
+	case mode == Shared:
+		if _, ok := m.readers[hold]; ok {
+			delete(m.readers, hold)
+			had = true
+		}
+	}
+	grants := m.serve(now)
+	switch {
+	case had:
+		return PassedOn, grants
+	case left:
+		return LeftQueue, grants
+	}
+	return GaveUpNothing, grants
+}
+
+// ForceRelease frees the lock whoever holds it, with hold "", or only what
+// hold has, and then, if something was released, serves the queue: one run
+// of rw_force_release.lua.
+//
+//   - With hold "", the writer's hold and every read hold end, whatever
+//     their counts; held reports whether any of them was live.
+//   - Otherwise, if hold is the live writer, its write hold ends (read holds
+//     taken under it stay); else, if hold is a live reader, its read hold
+//     ends; held reports whether either was so.
+//
+// Grants lists the holds granted. The queue itself is never touched:
+// waiters leave it only by being granted, giving up or dying.
+//
+// For a read hold whose lease ran out but whose zset entry is still there,
+// the script reports held and serves (rw_force_release.lua, ZREM of the
+// entry); the model, in which that hold is gone, reports not held.
+func (m *RW) ForceRelease(now Time, hold string) (held bool, grants []string) {
+	m.at("RW.ForceRelease", now)
+	switch {
+	case hold == "":
+		held = m.writer != "" || len(m.readers) > 0
+		m.writer, m.wcount, m.wExpires = "", 0, 0
+		clear(m.readers)
+	case m.writer == hold:
+		m.endWrite()
+		held = true
+	default:
+		if _, ok := m.readers[hold]; ok {
+			delete(m.readers, hold)
+			held = true
+		}
+	}
+	if !held {
+		return false, nil
+	}
+	return true, m.serve(now)
+}
+
+// WriteReenter re-enters hold's write hold: one run of lock_reenter.lua on
+// the write side. If hold is the live writer its count goes up by one, its
+// expiry becomes now+lease if that is later (lease 0 leaves it alone; a
+// re-entry never shortens a lease), and WriteReenter reports true.
+// Otherwise it reports false and changes nothing. Re-entry never looks at
+// the queue.
+//
+// WriteReenter panics if hold is empty or lease is negative.
+func (m *RW) WriteReenter(now Time, hold string, lease int64) bool {
+	const op = "RW.WriteReenter"
+	checkOwner(op, hold)
+	until := renewal(op, now, lease)
+	m.at(op, now)
+	if m.writer != hold {
+		return false
+	}
+	m.wcount++
+	if until > m.wExpires {
+		m.wExpires = until
+	}
+	return true
+}
+
+// ReadReenter re-enters hold's read hold: one run of rw_read_reenter.lua. If
+// hold is a live reader its count goes up by one, its expiry becomes
+// now+lease if that is later (lease 0 leaves it alone), and ReadReenter
+// reports true. Otherwise it reports false and changes nothing. Re-entry
+// looks neither at the writer nor at the queue: a reader that holds may
+// always re-enter, in the fair mode too.
+//
+// ReadReenter panics if hold is empty or lease is negative.
+func (m *RW) ReadReenter(now Time, hold string, lease int64) bool {
 	const op = "RW.ReadReenter"
 	checkOwner(op, hold)
+	until := renewal(op, now, lease)
 	m.at(op, now)
 	r, ok := m.readers[hold]
 	if !ok {
 		return false
 	}
 	r.count++
+	if until > r.expires {
+		r.expires = until
+	}
 	m.readers[hold] = r
 	return true
 }
 
-// WriteReenter re-enters hold's write hold: if hold is the live writer its
-// count goes up by one and WriteReenter reports true; the expiry does not
-// change. Otherwise it reports false and changes nothing.
-//
-// WriteReenter panics if hold is empty.
-func (m *RW) WriteReenter(now Time, hold string) bool {
-	const op = "RW.WriteReenter"
-	checkOwner(op, hold)
-	m.at(op, now)
-	if m.writer != hold {
-		return false
-	}
-	m.wcount++
-	return true
-}
-
-// ReadRelease gives up one acquisition of hold's read hold, or, with last,
-// the whole hold whatever its count. The caller says last when its own
-// bookkeeping says this is its last acquisition.
-//
-//   - Without last, a count above 1 goes down by one and Count reports it.
-//     At count 1 nothing changes and Count is 1: only a release with last
-//     ends a hold. The expiry never changes.
-//   - With last, the hold ends and Count is 0. WakeWriter reports whether
-//     the waiting writers must be woken: no live reader is left, no writer
-//     holds (the hold was not a downgrade of a live writer) and a live
-//     writer waits.
-//
-// If hold is not a live reader (it never acquired, it ended, or its lease
-// ran out) ReadRelease returns ErrNotHeld and changes nothing; in particular
-// an expiry wakes nobody.
-//
-// ReadRelease panics if hold is empty.
-func (m *RW) ReadRelease(now Time, hold string, last bool) (ReadReleaseResult, error) {
-	const op = "RW.ReadRelease"
-	checkOwner(op, hold)
-	m.at(op, now)
-	r, ok := m.readers[hold]
-	if !ok {
-		return ReadReleaseResult{}, ErrNotHeld
-	}
-	if !last {
-		if r.count > 1 {
-			r.count--
-			m.readers[hold] = r
-		}
-		return ReadReleaseResult{Count: r.count}, nil
-	}
-	delete(m.readers, hold)
-	return ReadReleaseResult{WakeWriter: len(m.readers) == 0 && m.writer == "" && len(m.waiting) > 0}, nil
-}
-
-// WriteRelease gives up one acquisition of hold's write hold, or, with last,
-// the whole hold whatever its count.
-//
-//   - Without last, a count above 1 goes down by one and Count reports it.
-//     At count 1 nothing changes and Count is 1. The expiry never changes.
-//   - With last, the write hold ends and Count is 0. Read holds taken under
-//     it (downgrades) stay, as ordinary readers. WakeReaders reports the
-//     readers-waiting flag, which is then cleared; WakeWriter reports
-//     whether no live reader is left and a live writer waits.
-//
-// If hold is not the live writer WriteRelease returns ErrNotHeld and
-// changes nothing.
-//
-// WriteRelease panics if hold is empty.
-func (m *RW) WriteRelease(now Time, hold string, last bool) (WriteReleaseResult, error) {
-	const op = "RW.WriteRelease"
-	checkOwner(op, hold)
-	m.at(op, now)
-	if m.writer != hold {
-		return WriteReleaseResult{}, ErrNotHeld
-	}
-	if !last {
-		if m.wcount > 1 {
-			m.wcount--
-		}
-		return WriteReleaseResult{Count: m.wcount}, nil
-	}
-	m.endWrite()
-	r := WriteReleaseResult{
-		WakeReaders: m.readersWaiting,
-		WakeWriter:  len(m.readers) == 0 && len(m.waiting) > 0,
-	}
-	m.readersWaiting = false
-	return r, nil
-}
-
-// WriterGiveUp is a waiting writer's cleanup when it stops waiting (its
-// context ended or its wait bound passed): hold stops waiting, whether it
-// was a live waiting writer or not. Nothing else about hold changes; a
-// writer that holds the lock keeps it.
-//
-// It reports whether the waiting readers must be woken, which clears the
-// readers-waiting flag: that is so when the flag is set, no writer holds and
-// no live writer waits any more (in fair mode, the last writer that kept
-// readers out has just left). The reply does not depend on whether hold
-// itself was waiting.
-//
-// WriterGiveUp panics if hold is empty.
-func (m *RW) WriterGiveUp(now Time, hold string) (wakeReaders bool) {
-	const op = "RW.WriterGiveUp"
-	checkOwner(op, hold)
-	m.at(op, now)
-	delete(m.waiting, hold)
-	wakeReaders = m.readersWaiting && m.writer == "" && len(m.waiting) == 0
-	if wakeReaders {
-		m.readersWaiting = false
-	}
-	return wakeReaders
-}
-
-// WriterHeartbeat keeps a waiting writer alive: if hold is a live waiting
-// writer, its deadline becomes now plus the writer timeout and
-// WriterHeartbeat reports true. Otherwise it reports false and changes
-// nothing: hold never waited, gave up, acquired, or its deadline passed (a
-// dead waiting writer is not revived; its hold must attempt again).
-//
-// WriterHeartbeat panics if hold is empty.
-func (m *RW) WriterHeartbeat(now Time, hold string) bool {
-	const op = "RW.WriterHeartbeat"
-	checkOwner(op, hold)
-	m.made(op)
-	at := deadline(op, now, m.writerTimeout)
-	m.at(op, now)
-	if _, ok := m.waiting[hold]; !ok {
-		return false
-	}
-	m.waiting[hold] = at
-	return true
-}
-
-// ReadRenew sets the expiry of hold's read hold to now+lease and reports
-// true, if hold is a live reader; the count does not change. A lease of 0
-// only checks. A renewal may shorten the lease; the latest lease asked for
-// wins. If hold is not a live reader ReadRenew reports false and changes
-// nothing: a lost hold is never revived.
-//
-// ReadRenew panics if hold is empty or lease is negative.
-func (m *RW) ReadRenew(now Time, hold string, lease int64) bool {
-	const op = "RW.ReadRenew"
-	checkOwner(op, hold)
-	var at Time
-	if lease != 0 {
-		at = deadline(op, now, lease)
-	}
-	m.at(op, now)
-	r, ok := m.readers[hold]
-	if !ok {
-		return false
-	}
-	if lease != 0 {
-		r.expires = at
-		m.readers[hold] = r
-	}
-	return true
-}
-
 // WriteRenew sets the expiry of hold's write hold to now+lease and reports
-// true, if hold is the live writer; the count does not change, nor do the
-// expiries of read holds taken under it. A lease of 0 only checks. A renewal
-// may shorten the lease. If hold is not the live writer WriteRenew reports
-// false and changes nothing.
+// true, if hold is the live writer: one run of lock_renew.lua on the write
+// side. A lease of 0 only checks. A renewal may shorten the lease. The count
+// does not change, nor do the read holds taken under it. If hold is not the
+// live writer WriteRenew reports false and changes nothing: a lost hold is
+// never revived.
 //
 // WriteRenew panics if hold is empty or lease is negative.
 func (m *RW) WriteRenew(now Time, hold string, lease int64) bool {
 	const op = "RW.WriteRenew"
 	checkOwner(op, hold)
-	var at Time
-	if lease != 0 {
-		at = deadline(op, now, lease)
-	}
+	until := renewal(op, now, lease)
 	m.at(op, now)
 	if m.writer != hold {
 		return false
 	}
-	if lease != 0 {
-		m.wExpires = at
+	if lease > 0 {
+		m.wExpires = until
 	}
 	return true
 }
 
-// ForceRelease ends every hold, the writer's and all readers', whatever
-// their counts, and reports whether the lock was held by anyone (expired
-// holds do not count). It clears the readers-waiting flag whether or not
-// the lock was held, since the real lock always publishes a wake of the
-// readers and of the writers here. Waiting writers keep waiting.
-func (m *RW) ForceRelease(now Time) (held bool) {
-	m.at("RW.ForceRelease", now)
-	held = m.writer != "" || len(m.readers) > 0
-	m.writer, m.wcount, m.wExpires = "", 0, 0
-	clear(m.readers)
-	m.readersWaiting = false
-	return held
+// ReadRenew sets the expiry of hold's read hold to now+lease and reports
+// true, if hold is a live reader: one run of rw_read_renew.lua. A lease of
+// 0 only checks. A renewal may shorten the lease; each reader's lease is its
+// own. If hold is not a live reader ReadRenew reports false and changes
+// nothing.
+//
+// ReadRenew panics if hold is empty or lease is negative.
+func (m *RW) ReadRenew(now Time, hold string, lease int64) bool {
+	const op = "RW.ReadRenew"
+	checkOwner(op, hold)
+	until := renewal(op, now, lease)
+	m.at(op, now)
+	r, ok := m.readers[hold]
+	if !ok {
+		return false
+	}
+	if lease > 0 {
+		r.expires = until
+		m.readers[hold] = r
+	}
+	return true
 }
 
 // Writer returns the live writer's hold and count; ok is false, with "" and
@@ -539,6 +858,16 @@ func (m *RW) ForceRelease(now Time) (held bool) {
 func (m *RW) Writer(now Time) (hold string, count int, ok bool) {
 	m.at("RW.Writer", now)
 	return m.writer, m.wcount, m.writer != ""
+}
+
+// RemainingWrite returns the milliseconds until the write hold expires
+// (always >= 1); ok is false, with 0, when no writer holds.
+func (m *RW) RemainingWrite(now Time) (ms int64, ok bool) {
+	m.at("RW.RemainingWrite", now)
+	if m.writer == "" {
+		return 0, false
+	}
+	return int64(m.wExpires - now), true
 }
 
 // Readers returns the live read holds, downgrades included, sorted; a new
@@ -558,28 +887,52 @@ func (m *RW) ReaderCount(now Time, hold string) int {
 	return m.readers[hold].count
 }
 
-// WaitingWriters returns the live waiting writers, sorted; a new slice on
-// every call, empty (nil) when no writer waits.
-func (m *RW) WaitingWriters(now Time) []string {
-	m.at("RW.WaitingWriters", now)
-	if len(m.waiting) == 0 {
-		return nil
-	}
-	return slices.Sorted(maps.Keys(m.waiting))
-}
-
-// ReadersWaiting reports the readers-waiting flag: a reader attempt failed
-// with wait since the readers were last woken. It does not depend on time.
-func (m *RW) ReadersWaiting() bool {
-	return m.readersWaiting
-}
-
-// RemainingWrite returns the milliseconds until the write hold expires
-// (always >= 1); ok is false, with 0, when no writer holds.
-func (m *RW) RemainingWrite(now Time) (ms int64, ok bool) {
-	m.at("RW.RemainingWrite", now)
-	if m.writer == "" {
+// RemainingRead returns the milliseconds until hold's read hold expires
+// (always >= 1); ok is false, with 0, when hold is not a live reader.
+func (m *RW) RemainingRead(now Time, hold string) (ms int64, ok bool) {
+	m.at("RW.RemainingRead", now)
+	r, ok := m.readers[hold]
+	if !ok {
 		return 0, false
 	}
-	return int64(m.wExpires - now), true
+	return int64(r.expires - now), true
+}
+
+// Queue returns the live waiters in the order they are served, head first:
+// each live entry once, at its first place in the list. A new slice on
+// every call, empty (nil) when nobody waits.
+func (m *RW) Queue(now Time) []RWWaiter {
+	m.at("RW.Queue", now)
+	var ws []RWWaiter
+	seen := map[rwMember]bool{}
+	for _, x := range m.queue {
+		if d, ok := m.deadlines[x]; ok && d > now && !seen[x] {
+			seen[x] = true
+			ws = append(ws, RWWaiter{Hold: x.hold, Mode: x.mode, Lease: x.lease, Deadline: d})
+		}
+	}
+	return ws
+}
+
+// checkMember panics on a queue member that no caller can have: a
+// non-positive lease or an unknown mode.
+func checkMember(op string, lease int64, mode Mode) {
+	if lease <= 0 {
+		panic(fmt.Sprintf("model: %s with non-positive lease %d ms", op, lease))
+	}
+	if mode != Shared && mode != Exclusive {
+		panic(fmt.Sprintf("model: %s with unknown mode %v", op, mode))
+	}
+}
+
+// renewal returns the expiry a renewal or re-entry with lease asks for, 0
+// for lease 0, panicking on a negative lease or an overflow.
+func renewal(op string, now Time, lease int64) Time {
+	if lease < 0 {
+		panic(fmt.Sprintf("model: %s with negative lease %d ms", op, lease))
+	}
+	if lease == 0 {
+		return 0
+	}
+	return deadline(op, now, lease)
 }

@@ -4,159 +4,190 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
 )
 
-// The property tests below drive an RW model with random operations by
-// several read and write holds at random logical times, in fair and
-// non-fair mode, and check each reply against a shadow that applies the
-// rules of the contract (the reply, then the state change) with its own
-// code. Every action asserts the property its reply proves (the failure
-// message starts with the property's name); the "" check compares every
-// query, and the model's hidden state, with the shadow after each step, and
-// checks exclusion on the model's own state.
+// The property tests below drive an RW model the way real callers do: every
+// call makes a fresh hold, a waiting call retries and heartbeats until it
+// learns of its grant (from the grant message, which may be late or lost, or
+// from a retry or a heartbeat), a holder re-enters, renews and releases, and
+// time moves at random. Beside the model each run keeps a shadow of what the
+// replies told (who waits, in which order, until when; who was granted what),
+// and every action asserts the properties its reply proves, the failure
+// message starting with the property's name; the "" check asserts the
+// invariants after each step.
 //
-// Each TestRW… machine test runs the same machine with the subset of actions
-// that exercises its property most densely; the properties that need a
-// scenario (hold counts, downgrade, no writer starvation) have their own
-// rapid tests, and the edges have example-based tests at the end.
+// The shadow does not re-implement the scripts: it checks what a user relies
+// on. Exclusion; FIFO (each call's grants are the head of the queue, in
+// order, and nobody else acquires ahead of a live waiter, except a new reader
+// in the non-fair mode and the writer's own downgrade); leases of grants;
+// liveness deadlines; wait hints; and that a grant is never lost by its
+// waiter. TestRWEveryWaiterIsEventuallyGranted proves the absence of
+// starvation under schedules that keep their obligations.
 
 const (
-	rwWriterTimeout = 50  // ms a waiting writer stays live after its latest attempt or heartbeat
-	rwMaxLease      = 100 // ms; leases are drawn from [1, rwMaxLease]
-	rwMaxAdvance    = 40  // ms; a time step is drawn from [0, rwMaxAdvance]
+	rwTimeout    = 50  // ms a waiter stays live after its latest waiting attempt or heartbeat
+	rwMaxLease   = 100 // ms; leases are drawn from [1, rwMaxLease]
+	rwMaxAdvance = 40  // ms; a time step is drawn from [0, rwMaxAdvance]
 )
 
-// Read and write holds are distinct ids, as the contract requires.
-var (
-	rwReadHolds  = []string{"r1", "r2", "r3", "r4"}
-	rwWriteHolds = []string{"w1", "w2", "w3"}
+// rwPhase is where a call stands, as its client sees it.
+type rwPhase int
+
+const (
+	rwWaiting rwPhase = iota // queued, or about to retry; its hold may have been granted already
+	rwHolding                // the client knows it holds
+	rwDone                   // the call ended: released, gave up, busy, dropped or lost
 )
 
-// rwShadowRead is the shadow of one live read hold.
-type rwShadowRead struct {
-	count   int
-	expires Time
-	under   string // the live write hold it was taken under, "" for an ordinary reader
+// rwCall is one call of a client, under one hold id.
+type rwCall struct {
+	hold       string
+	mode       Mode
+	lease      int64
+	writerHold string // a reader's context write hold ("" for none)
+	phase      rwPhase
+
+	granted     bool // some reply made it a holder (it may have expired or been forced since)
+	knew        bool // its client learned that it held
+	downgrade   bool // its read hold was taken under a write hold
+	queuedUntil Time // the deadline of its queue entry as the replies set it; 0 when not queued
 }
 
-// rwMachine is one rapid run: the model under test and its shadow.
+// rwMachine is one rapid run.
 type rwMachine struct {
 	m    *RW
 	now  Time
 	fair bool
+	seq  int
 
-	// Shadow of the lock at time now; writer is "" when no writer holds.
-	writer   string
-	wcount   int
-	wExpires Time
-
-	readers        map[string]*rwShadowRead // live read holds
-	waiting        map[string]Time          // live waiting writers and their deadlines
-	readersWaiting bool
+	calls map[string]*rwCall
+	order []string // the holds of queued calls, in arrival order, live or not
 }
 
 func newRWMachine(fair bool) *rwMachine {
-	return &rwMachine{
-		m:       NewRW(rwWriterTimeout, fair),
-		fair:    fair,
-		readers: map[string]*rwShadowRead{},
-		waiting: map[string]Time{},
-	}
+	return &rwMachine{m: NewRW(rwTimeout, fair), fair: fair, calls: map[string]*rwCall{}}
 }
 
-// settle applies expiry to the shadow: a hold is gone at now >= its expiry
-// and a waiting writer is dead at now >= its deadline.
-func (s *rwMachine) settle() {
-	if s.writer != "" && s.now >= s.wExpires {
-		s.endWrite()
-	}
-	for h, r := range s.readers {
-		if s.now >= r.expires {
-			delete(s.readers, h)
+// queue returns the shadow's live waiters in order.
+func (s *rwMachine) queue() []string {
+	var q []string
+	for _, h := range s.order {
+		if s.calls[h].queuedUntil > s.now {
+			q = append(q, h)
 		}
 	}
-	for h, d := range s.waiting {
-		if s.now >= d {
-			delete(s.waiting, h)
+	return q
+}
+
+func (s *rwMachine) unqueue(c *rwCall) {
+	c.queuedUntil = 0
+	s.order = slices.DeleteFunc(s.order, func(h string) bool { return h == c.hold })
+}
+
+// holds reports whether c's hold has what it asked for in the model.
+func (s *rwMachine) holds(c *rwCall) bool {
+	if c.mode == Exclusive {
+		w, _, _ := s.m.Writer(s.now)
+		return w == c.hold
+	}
+	return s.m.ReaderCount(s.now, c.hold) > 0
+}
+
+// remaining returns c's hold's remaining lease in the model, 0 if it holds nothing.
+func (s *rwMachine) remaining(c *rwCall) int64 {
+	if c.mode == Exclusive {
+		if w, _, _ := s.m.Writer(s.now); w != c.hold {
+			return 0
+		}
+		ms, _ := s.m.RemainingWrite(s.now)
+		return ms
+	}
+	ms, _ := s.m.RemainingRead(s.now, c.hold)
+	return ms
+}
+
+// pick draws a call in one of phases, or nil when there is none.
+func (s *rwMachine) pick(t *rapid.T, label string, ok func(*rwCall) bool) *rwCall {
+	var hs []string
+	for _, h := range slices.Sorted(maps.Keys(s.calls)) {
+		if ok(s.calls[h]) {
+			hs = append(hs, h)
 		}
 	}
-}
-
-// endWrite ends the shadow's write hold; its downgrades become ordinary.
-func (s *rwMachine) endWrite() {
-	for _, r := range s.readers {
-		if r.under == s.writer {
-			r.under = ""
-		}
+	if len(hs) == 0 {
+		return nil
 	}
-	s.writer, s.wcount, s.wExpires = "", 0, 0
+	return s.calls[rapid.SampledFrom(hs).Draw(t, label)]
 }
 
-// firstReadExpiry returns the earliest expiry among the live read holds.
-func (s *rwMachine) firstReadExpiry() Time {
-	first := Time(-1)
-	for _, r := range s.readers {
-		if first < 0 || r.expires < first {
-			first = r.expires
-		}
-	}
-	return first
-}
+func (s *rwMachine) waiting(c *rwCall) bool { return c.phase == rwWaiting }
 
-// lastWaitingDeadline returns the latest deadline among the live waiting
-// writers.
-func (s *rwMachine) lastWaitingDeadline() Time {
-	last := Time(-1)
-	for _, d := range s.waiting {
-		last = max(last, d)
-	}
-	return last
-}
+// learn records that c's client knows it holds.
+func (s *rwMachine) learn(c *rwCall)        { c.phase, c.knew = rwHolding, true }
+func (s *rwMachine) holding(c *rwCall) bool { return c.phase == rwHolding }
 
-// drawRead returns a live reader or any read hold.
-func (s *rwMachine) drawRead(t *rapid.T) string {
-	if len(s.readers) > 0 && rapid.Bool().Draw(t, "asReader") {
-		return rapid.SampledFrom(slices.Sorted(maps.Keys(s.readers))).Draw(t, "reader")
-	}
-	return rapid.SampledFrom(rwReadHolds).Draw(t, "readHold")
-}
-
-// drawWrite returns the writer, a waiting writer or any write hold, so that
-// writer and waiter operations are not rare.
-func (s *rwMachine) drawWrite(t *rapid.T) string {
-	switch rapid.IntRange(0, 2).Draw(t, "who") {
-	case 0:
-		if s.writer != "" {
-			return s.writer
-		}
-	case 1:
-		if len(s.waiting) > 0 {
-			return rapid.SampledFrom(slices.Sorted(maps.Keys(s.waiting))).Draw(t, "waiter")
-		}
-	}
-	return rapid.SampledFrom(rwWriteHolds).Draw(t, "writeHold")
-}
-
-// state is the model's whole state at now, for operations that must change
-// nothing.
-func (s *rwMachine) state() RW {
-	s.m.Writer(s.now) // apply expiry at now, as the operation will
-	c := *s.m
-	c.readers = maps.Clone(c.readers)
-	c.waiting = maps.Clone(c.waiting)
-	return c
-}
-
-func (s *rwMachine) unchanged(t *rapid.T, property string, before RW) {
+// served checks the grants of one call that served the queue: they are the
+// head of the live queue before the call (after the caller left it, for a
+// give-up), in order; either readers only or one writer; each hold's lease
+// is the one it asked for cut at its deadline; and they leave the queue.
+// want is the queue the grants must be a prefix of; didServe says the call
+// served the queue (not every attempt does).
+func (s *rwMachine) served(t *rapid.T, op string, want []string, grants []string, didServe bool) {
 	t.Helper()
-	if after := s.state(); !reflect.DeepEqual(after, before) {
-		t.Fatalf("%s: state changed from %+v to %+v", property, before, after)
+	if len(grants) > len(want) || !slices.Equal(grants, want[:len(grants)]) {
+		t.Fatalf("FIFO: %s at %d granted %v, but the live queue was %v", op, s.now, grants, want)
+	}
+	for i, g := range grants {
+		c := s.calls[g]
+		if c.mode == Exclusive && (i > 0 || len(grants) > 1) {
+			t.Fatalf("exclusion: %s granted a writer with others: %v", op, grants)
+		}
+		if c.mode == Exclusive && len(s.m.Readers(s.now)) > 0 {
+			t.Fatalf("exclusion: %s granted writer %s while readers %v hold", op, g, s.m.Readers(s.now))
+		}
+		if got, want := s.remaining(c), max(1, min(c.lease, int64(c.queuedUntil-s.now))); got != want {
+			t.Fatalf("grant lease: %s granted %s (lease %d, deadline %d) at %d a lease of %d ms, want %d",
+				op, g, c.lease, c.queuedUntil, s.now, got, want)
+		}
+		c.granted = true
+		s.unqueue(c)
+	}
+	if didServe {
+		s.isServed(t, op)
+	}
+}
+
+// isServed checks that after a call that served, the queue is served: a
+// writer holds, or nobody waits, or a writer waits at the head for live
+// readers.
+func (s *rwMachine) isServed(t *rapid.T, op string) {
+	t.Helper()
+	q := s.m.Queue(s.now)
+	if _, _, w := s.m.Writer(s.now); w || len(q) == 0 {
+		return
+	}
+	if q[0].Mode != Exclusive || len(s.m.Readers(s.now)) == 0 {
+		t.Fatalf("serving: after %s at %d the live head %+v could be granted (readers %v)", op, s.now, q[0], s.m.Readers(s.now))
+	}
+}
+
+// acquiredAhead checks that a hold that acquired without a grant passed no
+// live waiter: every live waiter that was ahead of it (all of them, for a
+// hold that was not queued) was granted in the same call.
+func (s *rwMachine) acquiredAhead(t *rapid.T, c *rwCall, before, grants []string) {
+	t.Helper()
+	ahead := before
+	if i := slices.Index(before, c.hold); i >= 0 {
+		ahead = before[:i]
+	}
+	for _, h := range ahead {
+		if !slices.Contains(grants, h) {
+			t.Fatalf("FIFO: %s acquired at %d while %s waited ahead of it (queue %v, grants %v)", c.hold, s.now, h, before, grants)
+		}
 	}
 }
 
@@ -164,16 +195,16 @@ func (s *rwMachine) actions() map[string]func(*rapid.T) {
 	return map[string]func(*rapid.T){
 		"advance":           s.advance,
 		"advanceToDeadline": s.advanceToDeadline,
-		"writeAttempt":      s.writeAttempt,
-		"readAttempt":       s.readAttempt,
-		"readReenter":       s.readReenter,
-		"writeReenter":      s.writeReenter,
-		"readRelease":       s.readRelease,
-		"writeRelease":      s.writeRelease,
-		"writerGiveUp":      s.writerGiveUp,
-		"writerHeartbeat":   s.writerHeartbeat,
-		"readRenew":         s.readRenew,
-		"writeRenew":        s.writeRenew,
+		"newWriter":         func(t *rapid.T) { s.newCall(t, Exclusive) },
+		"newReader":         func(t *rapid.T) { s.newCall(t, Shared) },
+		"retry":             s.retry,
+		"deliver":           s.deliver,
+		"heartbeat":         s.heartbeat,
+		"giveUp":            s.giveUp,
+		"release":           s.release,
+		"reenter":           s.reenter,
+		"renew":             s.renew,
+		"serve":             s.serve,
 		"forceRelease":      s.forceRelease,
 		"":                  s.check,
 	}
@@ -181,398 +212,444 @@ func (s *rwMachine) actions() map[string]func(*rapid.T) {
 
 func (s *rwMachine) advance(t *rapid.T) {
 	s.now += Time(rapid.Int64Range(0, rwMaxAdvance).Draw(t, "dt"))
-	s.settle()
 }
 
-// advanceToDeadline jumps to just before, exactly at, or just after an
-// expiry or a waiting writer's deadline, where off-by-one errors in the
-// expiry and liveness rules would show.
+// advanceToDeadline jumps to just before, exactly at, or just after a
+// lease's end or a waiter's deadline, where off-by-one errors would show.
 func (s *rwMachine) advanceToDeadline(t *rapid.T) {
 	var at []Time
-	if s.writer != "" {
-		at = append(at, s.wExpires)
+	if ms, ok := s.m.RemainingWrite(s.now); ok {
+		at = append(at, s.now+Time(ms))
 	}
-	for _, h := range slices.Sorted(maps.Keys(s.readers)) {
-		at = append(at, s.readers[h].expires)
+	for _, h := range s.m.Readers(s.now) {
+		ms, _ := s.m.RemainingRead(s.now, h)
+		at = append(at, s.now+Time(ms))
 	}
-	for _, h := range slices.Sorted(maps.Keys(s.waiting)) {
-		at = append(at, s.waiting[h])
+	for _, w := range s.m.Queue(s.now) {
+		at = append(at, w.Deadline)
 	}
 	if len(at) == 0 {
-		t.Skip("no deadline ahead")
+		t.Skip("nothing runs out")
 	}
-	to := rapid.SampledFrom(at).Draw(t, "deadline") + Time(rapid.IntRange(-1, 1).Draw(t, "offset"))
-	if to > s.now {
-		s.now = to
+	to := rapid.SampledFrom(at).Draw(t, "deadline") + Time(rapid.IntRange(-1, 1).Draw(t, "off"))
+	if to < s.now {
+		t.Skip("already passed")
 	}
-	s.settle()
+	s.now = to
 }
 
-func (s *rwMachine) writeAttempt(t *rapid.T) {
-	hold := s.drawWrite(t)
-	lease := rapid.Int64Range(1, rwMaxLease).Draw(t, "lease")
-	wait := rapid.IntRange(0, 3).Draw(t, "wait") > 0 // mostly Lock, sometimes TryLock
-	before := s.state()
-	got := s.m.WriteAttempt(s.now, hold, lease, wait)
-
-	if got.Acquired && len(s.readers) > 0 {
-		t.Fatalf("exclusion: writer %s admitted at %d while readers %v live", hold, s.now, slices.Sorted(maps.Keys(s.readers)))
-	}
-	if got.Acquired && s.writer != "" {
-		t.Fatalf("exclusion: writer %s admitted at %d while %s writes until %d", hold, s.now, s.writer, s.wExpires)
-	}
-	var want AttemptResult
-	switch {
-	case s.writer != "":
-		want.Remaining = int64(s.wExpires - s.now)
-	case len(s.readers) > 0:
-		want.Remaining = int64(s.firstReadExpiry() - s.now)
-	default:
-		want.Acquired = true
-	}
-	if got != want {
-		t.Fatalf("write attempt by %s at %d (writer %q, readers %v, waiting %v, fair %v): got %+v, want %+v",
-			hold, s.now, s.writer, slices.Sorted(maps.Keys(s.readers)), s.waiting, s.fair, got, want)
-	}
-	if want.Acquired {
-		s.writer, s.wcount, s.wExpires = hold, 1, s.now+Time(lease)
-		delete(s.waiting, hold)
-		if ms, ok := s.m.RemainingWrite(s.now); !ok || ms != lease {
-			t.Fatalf("write lease: %s acquired at %d for %d ms: RemainingWrite = (%d, %v)", hold, s.now, lease, ms, ok)
+// newCall starts a call: a fresh hold that makes its first attempt.
+func (s *rwMachine) newCall(t *rapid.T, mode Mode) {
+	s.seq++
+	c := &rwCall{hold: fmt.Sprintf("%c%d", map[Mode]byte{Shared: 'r', Exclusive: 'w'}[mode], s.seq), mode: mode,
+		lease: rapid.Int64Range(1, rwMaxLease).Draw(t, "lease")}
+	if mode == Shared {
+		switch rapid.IntRange(0, 3).Draw(t, "context") {
+		case 0: // the caller holds the write lock: a downgrade
+			if w, _, ok := s.m.Writer(s.now); ok {
+				c.writerHold = w
+			}
+		case 1: // the caller's context carries a write hold that ended, for good
+			if old := s.pick(t, "oldWriter", func(o *rwCall) bool {
+				return o.mode == Exclusive && o.knew && o.phase == rwDone && !s.holds(o) && o.queuedUntil <= s.now
+			}); old != nil {
+				c.writerHold = old.hold
+			}
 		}
-		return
 	}
-	if want.Remaining < 1 {
-		t.Fatalf("failed write attempt: fallback wait %d ms is not positive", want.Remaining)
-	}
-	if !wait {
-		s.unchanged(t, "a failed write attempt without wait changes nothing", before)
-		return
-	}
-	s.waiting[hold] = s.now + rwWriterTimeout
+	s.calls[c.hold] = c
+	s.attempt(t, c, rapid.Bool().Draw(t, "join"))
 }
 
-func (s *rwMachine) readAttempt(t *rapid.T) {
-	hold := s.drawRead(t)
-	lease := rapid.Int64Range(1, rwMaxLease).Draw(t, "lease")
-	var writerHold string
-	switch rapid.IntRange(0, 3).Draw(t, "writerHold") {
-	case 2:
-		writerHold = s.writer // a downgrade when a writer holds
-	case 3:
-		writerHold = rapid.SampledFrom(rwWriteHolds).Draw(t, "claimedWriter")
+// retry is a waiting call's next attempt (its fallback timer, or a wakeup):
+// it always asks to wait.
+func (s *rwMachine) retry(t *rapid.T) {
+	c := s.pick(t, "waiter", s.waiting)
+	if c == nil {
+		t.Skip("nobody waits")
 	}
-	wait := rapid.IntRange(0, 3).Draw(t, "wait") > 0
-	before := s.state()
-	got := s.m.ReadAttempt(s.now, hold, lease, writerHold, wait)
+	s.attempt(t, c, true)
+}
 
-	downgrade := s.writer != "" && writerHold == s.writer
-	if got.Acquired && s.writer != "" && !downgrade {
-		t.Fatalf("exclusion: reader %s (writerHold %q) admitted at %d while %s writes", hold, writerHold, s.now, s.writer)
+// attempt makes one attempt by c and checks its reply.
+func (s *rwMachine) attempt(t *rapid.T, c *rwCall, join bool) {
+	before := s.queue()
+	wasQueued := c.queuedUntil > s.now
+	wasDead := c.queuedUntil != 0 && c.queuedUntil <= s.now
+	writer, _, _ := s.m.Writer(s.now)
+	downgrade := c.mode == Shared && c.writerHold != "" && c.writerHold == writer
+	heldBefore := s.holds(c) && c.granted
+	shortPath := c.mode == Shared && writer == "" && c.writerHold == "" && (!s.fair || len(s.m.queue) == 0)
+	didServe := writer == "" && !shortPath && !(c.mode == Shared && s.holds(c))
+
+	var r RWAttempt
+	if c.mode == Exclusive {
+		r = s.m.WriteAttempt(s.now, c.hold, c.lease, join)
+	} else {
+		r = s.m.ReadAttempt(s.now, c.hold, c.lease, c.writerHold, join)
 	}
-	if got.Acquired && s.fair && writerHold == "" && len(s.waiting) > 0 {
-		t.Fatalf("no writer starvation: reader %s admitted at %d while writers %v wait", hold, s.now, s.waiting)
+	name := fmt.Sprintf("%v attempt by %s (join %v)", c.mode, c.hold, join)
+
+	// Wait hints.
+	if failed := r.Status == Queued || r.Status == Busy; failed != (r.Wait >= 1) || (!failed && r.Wait != 0) {
+		t.Fatalf("wait hint: %s at %d replied %+v", name, s.now, r)
 	}
-	var want AttemptResult
-	switch {
-	case s.writer != "" && !downgrade:
-		want.Remaining = int64(s.wExpires - s.now)
-	case s.writer != "":
-		want.Acquired = true
-	case s.fair && len(s.waiting) > 0:
-		want.Remaining = int64(s.lastWaitingDeadline() - s.now)
-	default:
-		want.Acquired = true
+	if r.Status == Queued || r.Status == Busy {
+		s.checkWait(t, name, c, r.Wait)
 	}
-	if got != want {
-		t.Fatalf("read attempt by %s (writerHold %q) at %d (writer %q, waiting %v, fair %v): got %+v, want %+v",
-			hold, writerHold, s.now, s.writer, s.waiting, s.fair, got, want)
-	}
-	if want.Acquired {
-		r := &rwShadowRead{count: 1, expires: s.now + Time(lease)}
-		if downgrade {
-			r.under = s.writer
+	s.served(t, name, before, r.Grants, didServe)
+
+	switch r.Status {
+	case Acquired:
+		if got := s.remaining(c); got != c.lease {
+			t.Fatalf("acquire: %s at %d holds for %d ms, want its lease %d", name, s.now, got, c.lease)
 		}
-		s.readers[hold] = r
-		return
+		// FIFO: nobody passes a live waiter, but the writer's own downgrade
+		// and, in the non-fair mode, a reader.
+		if !downgrade && (c.mode == Exclusive || s.fair) {
+			s.acquiredAhead(t, c, before, r.Grants)
+			s.unqueue(c)
+		}
+		c.granted, c.downgrade = true, downgrade
+		s.learn(c)
+	case Granted:
+		if !s.holds(c) || !(heldBefore || slices.Contains(r.Grants, c.hold)) {
+			t.Fatalf("grant: %s at %d replied Granted, but it held nothing granted to it", name, s.now)
+		}
+		s.learn(c)
+	case Queued:
+		if !join {
+			t.Fatalf("join: %s at %d queued without asking to", name, s.now)
+		}
+		q := s.m.Queue(s.now)
+		i := slices.IndexFunc(q, func(w RWWaiter) bool { return w.Hold == c.hold })
+		if i < 0 || q[i].Deadline != s.now+rwTimeout {
+			t.Fatalf("join: %s at %d replied Queued, but the queue is %+v", name, s.now, q)
+		}
+		if !wasQueued {
+			if i != len(q)-1 {
+				t.Fatalf("FIFO: %s joined at %d at place %d of %+v, not at the tail", name, s.now, i, q)
+			}
+			s.unqueue(c)
+			s.order = append(s.order, c.hold)
+		}
+		c.queuedUntil = s.now + rwTimeout
+	case Busy:
+		if join {
+			t.Fatalf("join: %s at %d asked to wait and replied Busy", name, s.now)
+		}
+		c.phase = rwDone
+	case Dropped:
+		if !join || !wasDead {
+			t.Fatalf("liveness deadline: %s at %d replied Dropped, but its entry was live or absent (until %d)", name, s.now, c.queuedUntil)
+		}
+		s.unqueue(c)
+		c.phase = rwDone // the client starts over under a new hold id
 	}
-	if want.Remaining < 1 {
-		t.Fatalf("failed read attempt: fallback wait %d ms is not positive", want.Remaining)
+	if wasQueued && r.Status == Dropped {
+		t.Fatalf("liveness deadline: %s at %d was dropped while live until %d", name, s.now, c.queuedUntil)
 	}
-	if !wait {
-		s.unchanged(t, "a failed read attempt without wait changes nothing", before)
-		return
-	}
-	s.readersWaiting = true
 }
 
-func (s *rwMachine) readReenter(t *rapid.T) {
-	hold := s.drawRead(t)
-	before := s.state()
-	r := s.readers[hold]
-	if ok := s.m.ReadReenter(s.now, hold); ok != (r != nil) {
-		t.Fatalf("hold counts: ReadReenter by %s at %d = %v, live reader %v", hold, s.now, ok, r != nil)
+// checkWait checks a failed attempt's wait hint: the writer's remaining
+// lease, or else the nearest reader's, or else 1.
+func (s *rwMachine) checkWait(t *rapid.T, name string, c *rwCall, wait int64) {
+	t.Helper()
+	want := int64(1)
+	if ms, ok := s.m.RemainingWrite(s.now); ok {
+		want = ms
+	} else if rs := s.m.Readers(s.now); len(rs) > 0 {
+		want = -1
+		for _, h := range rs {
+			ms, _ := s.m.RemainingRead(s.now, h)
+			if want < 0 || ms < want {
+				want = ms
+			}
+		}
+	} else if c.mode == Exclusive {
+		t.Fatalf("wait hint: %s at %d failed with no holder", name, s.now)
 	}
-	if r == nil {
-		s.unchanged(t, "a refused read re-entry changes nothing", before)
-		return
+	if wait != want {
+		t.Fatalf("wait hint: %s at %d replied wait %d, want %d", name, s.now, wait, want)
 	}
-	r.count++
 }
 
-func (s *rwMachine) writeReenter(t *rapid.T) {
-	hold := s.drawWrite(t)
-	before := s.state()
-	if ok := s.m.WriteReenter(s.now, hold); ok != (hold == s.writer) {
-		t.Fatalf("hold counts: WriteReenter by %s at %d (writer %q) = %v", hold, s.now, s.writer, ok)
+// deliver is the grant message reaching a waiting call.
+func (s *rwMachine) deliver(t *rapid.T) {
+	c := s.pick(t, "granted", func(c *rwCall) bool { return c.phase == rwWaiting && c.granted })
+	if c == nil {
+		t.Skip("no grant on its way")
 	}
-	if hold != s.writer {
-		s.unchanged(t, "a refused write re-entry changes nothing", before)
-		return
-	}
-	s.wcount++
+	s.learn(c)
 }
 
-// drawLast mostly says last exactly when the caller's count is 1, as the
-// real lock does, and sometimes says anything.
-func drawLast(t *rapid.T, count int) bool {
-	if rapid.IntRange(0, 3).Draw(t, "anyLast") == 0 {
-		return rapid.Bool().Draw(t, "last")
+func (s *rwMachine) heartbeat(t *rapid.T) {
+	c := s.pick(t, "waiter", s.waiting)
+	if c == nil {
+		t.Skip("nobody waits")
 	}
-	return count == 1
+	before := s.queue()
+	live, dead := c.queuedUntil > s.now, c.queuedUntil != 0 && c.queuedUntil <= s.now
+	b, grants := s.m.Heartbeat(s.now, c.hold, c.lease, c.mode)
+	name := fmt.Sprintf("heartbeat of %s", c.hold)
+	if live {
+		c.queuedUntil = s.now + rwTimeout // renewed before serving: a grant's lease runs to it
+	}
+	s.served(t, name, before, grants, live)
+	switch {
+	case dead && (b != BeatDropped || grants != nil):
+		t.Fatalf("liveness deadline: %s dead since %d replied %v at %d, granting %v", name, c.queuedUntil, b, s.now, grants)
+	case live && b == BeatDropped:
+		t.Fatalf("liveness deadline: %s live until %d was dropped at %d", name, c.queuedUntil, s.now)
+	case b == BeatGranted && !s.holds(c):
+		t.Fatalf("grant: %s replied granted at %d, but it holds nothing", name, s.now)
+	case b != BeatGranted && s.holds(c):
+		t.Fatalf("grant: %s holds, yet its heartbeat replied %v at %d", name, b, s.now)
+	case b == BeatQueued && !live:
+		t.Fatalf("liveness deadline: %s replied queued at %d, but it was not a live waiter", name, s.now)
+	}
+	switch b {
+	case BeatGranted:
+		s.learn(c)
+	case BeatDropped:
+		s.unqueue(c)
+		c.phase = rwDone // the client starts over under a new hold id
+	}
 }
 
-func (s *rwMachine) readRelease(t *rapid.T) {
-	hold := s.drawRead(t)
-	r := s.readers[hold]
+func (s *rwMachine) giveUp(t *rapid.T) {
+	c := s.pick(t, "quitter", func(c *rwCall) bool { return c.phase != rwDone })
+	if c == nil {
+		t.Skip("nobody to give up")
+	}
+	had, live := s.holds(c), c.queuedUntil > s.now
+	before := slices.DeleteFunc(s.queue(), func(h string) bool { return h == c.hold })
+	st, grants := s.m.GiveUp(s.now, c.hold, c.lease, c.mode)
+	name := fmt.Sprintf("give-up of %s", c.hold)
+	want := GaveUpNothing
+	switch {
+	case had:
+		want = PassedOn
+	case live:
+		want = LeftQueue
+	}
+	if st != want {
+		t.Fatalf("give-up: %s at %d replied %v, want %v (held %v, queued %v)", name, s.now, st, want, had, live)
+	}
+	s.unqueue(c)
+	s.served(t, name, before, grants, true)
+	if s.holds(c) || slices.ContainsFunc(s.m.Queue(s.now), func(w RWWaiter) bool { return w.Hold == c.hold }) {
+		t.Fatalf("give-up leaves nothing behind: %s still holds or waits at %d", name, s.now)
+	}
+	c.phase = rwDone
+}
+
+func (s *rwMachine) release(t *rapid.T) {
+	c := s.pick(t, "holder", s.holding)
+	if c == nil {
+		t.Skip("nobody holds")
+	}
+	end := rapid.Bool().Draw(t, "end")
+	held := s.holds(c)
 	var count int
-	if r != nil {
-		count = r.count
-	}
-	last := drawLast(t, count)
-	before := s.state()
-	got, err := s.m.ReadRelease(s.now, hold, last)
-
-	if r == nil {
-		if !errors.Is(err, ErrNotHeld) || got != (ReadReleaseResult{}) {
-			t.Fatalf("release by a non-reader: %s at %d: got (%+v, %v), want ErrNotHeld", hold, s.now, got, err)
-		}
-		s.unchanged(t, "a release by a non-reader changes nothing", before)
-		return
-	}
-	if err != nil {
-		t.Fatalf("release by reader %s: %v", hold, err)
-	}
-	var want ReadReleaseResult
-	if !last {
-		if r.count > 1 {
-			r.count--
-		}
-		want.Count = r.count
+	if c.mode == Exclusive {
+		_, count, _ = s.m.Writer(s.now)
 	} else {
-		delete(s.readers, hold)
-		want.WakeWriter = len(s.readers) == 0 && s.writer == "" && len(s.waiting) > 0
+		count = s.m.ReaderCount(s.now, c.hold)
 	}
-	if got != want {
-		t.Fatalf("hold counts and wakes: ReadRelease(%s, last %v) at count %d at %d (readers left %v, writer %q, waiting %v): got %+v, want %+v",
-			hold, last, count, s.now, slices.Sorted(maps.Keys(s.readers)), s.writer, s.waiting, got, want)
-	}
-	if !last && count == 1 {
-		s.unchanged(t, "a release without last at count 1 changes nothing", before)
-	}
-}
-
-func (s *rwMachine) writeRelease(t *rapid.T) {
-	hold := s.drawWrite(t)
-	last := drawLast(t, s.wcount)
-	before := s.state()
-	got, err := s.m.WriteRelease(s.now, hold, last)
-
-	if hold != s.writer {
-		if !errors.Is(err, ErrNotHeld) || got != (WriteReleaseResult{}) {
-			t.Fatalf("release by a non-writer: %s at %d (writer %q): got (%+v, %v), want ErrNotHeld", hold, s.now, s.writer, got, err)
-		}
-		s.unchanged(t, "a release by a non-writer changes nothing", before)
-		return
-	}
-	if err != nil {
-		t.Fatalf("release by writer %s: %v", hold, err)
-	}
-	count := s.wcount
-	var want WriteReleaseResult
-	if !last {
-		if s.wcount > 1 {
-			s.wcount--
-		}
-		want.Count = s.wcount
+	before := s.queue()
+	var r RWRelease
+	var err error
+	if c.mode == Exclusive {
+		r, err = s.m.WriteRelease(s.now, c.hold, end)
 	} else {
-		s.endWrite()
-		want.WakeReaders = s.readersWaiting
-		want.WakeWriter = len(s.readers) == 0 && len(s.waiting) > 0
-		s.readersWaiting = false
+		r, err = s.m.ReadRelease(s.now, c.hold, end)
 	}
-	if got != want {
-		t.Fatalf("hold counts and wakes: WriteRelease(%s, last %v) at count %d at %d (readers %v, waiting %v): got %+v, want %+v",
-			hold, last, count, s.now, slices.Sorted(maps.Keys(s.readers)), s.waiting, got, want)
-	}
-	if !last && count == 1 {
-		s.unchanged(t, "a release without last at count 1 changes nothing", before)
-	}
-}
-
-func (s *rwMachine) writerGiveUp(t *rapid.T) {
-	hold := s.drawWrite(t)
-	got := s.m.WriterGiveUp(s.now, hold)
-	delete(s.waiting, hold)
-	want := s.readersWaiting && s.writer == "" && len(s.waiting) == 0
-	if want {
-		s.readersWaiting = false
-	}
-	if got != want {
-		t.Fatalf("wakes: WriterGiveUp by %s at %d (writer %q, still waiting %v): got %v, want %v",
-			hold, s.now, s.writer, s.waiting, got, want)
-	}
-	if slices.Contains(s.m.WaitingWriters(s.now), hold) {
-		t.Fatalf("give-up leaves no residue: %s still waits", hold)
-	}
-}
-
-func (s *rwMachine) writerHeartbeat(t *rapid.T) {
-	hold := s.drawWrite(t)
-	before := s.state()
-	_, live := s.waiting[hold]
-	if got := s.m.WriterHeartbeat(s.now, hold); got != live {
-		t.Fatalf("waiting writers: heartbeat of %s at %d = %v, live waiting writer %v", hold, s.now, got, live)
-	}
-	if !live {
-		s.unchanged(t, "a refused heartbeat changes nothing", before)
+	name := fmt.Sprintf("%v release of %s (end %v)", c.mode, c.hold, end)
+	switch {
+	case !held:
+		if !errors.Is(err, ErrNotHeld) || r.Count != 0 || r.Grants != nil {
+			t.Fatalf("release: %s at %d of a hold that is gone replied %+v, %v", name, s.now, r, err)
+		}
+		c.phase = rwDone
+		return
+	case err != nil:
+		t.Fatalf("release: %s at %d failed: %v", name, s.now, err)
+	case !end:
+		if want := max(count-1, 1); r.Count != want || r.Grants != nil {
+			t.Fatalf("hold count: %s at %d replied %+v, want count %d", name, s.now, r, want)
+		}
 		return
 	}
-	s.waiting[hold] = s.now + rwWriterTimeout
+	// A release with end lets the hold go, except in the non-fair mode for a
+	// reader that took its hold on the short path while it was queued: its
+	// entry stayed and may be its own release's grant (see RW's doc).
+	if regrant := !s.fair && c.mode == Shared && slices.Contains(r.Grants, c.hold); r.Count != 0 || (s.holds(c) && !regrant) {
+		t.Fatalf("release: %s at %d replied %+v and holds: %v", name, s.now, r, s.holds(c))
+	}
+	s.served(t, name, before, r.Grants, true)
+	c.phase = rwDone
 }
 
-func (s *rwMachine) readRenew(t *rapid.T) {
-	hold := s.drawRead(t)
+func (s *rwMachine) reenter(t *rapid.T) {
+	c := s.pick(t, "holder", s.holding)
+	if c == nil {
+		t.Skip("nobody holds")
+	}
 	lease := rapid.Int64Range(0, rwMaxLease).Draw(t, "lease")
-	before := s.state()
-	r := s.readers[hold]
-	if ok := s.m.ReadRenew(s.now, hold, lease); ok != (r != nil) {
-		t.Fatalf("renew: ReadRenew by %s at %d = %v, live reader %v", hold, s.now, ok, r != nil)
+	held, rem := s.holds(c), s.remaining(c)
+	var count int
+	var ok bool
+	if c.mode == Exclusive {
+		_, count, _ = s.m.Writer(s.now)
+		ok = s.m.WriteReenter(s.now, c.hold, lease)
+	} else {
+		count = s.m.ReaderCount(s.now, c.hold)
+		ok = s.m.ReadReenter(s.now, c.hold, lease)
 	}
-	if r == nil || lease == 0 {
-		s.unchanged(t, "a refused or check-only read renewal changes nothing", before)
+	if ok != held {
+		t.Fatalf("re-entry: %v re-entry of %s at %d replied %v, held %v", c.mode, c.hold, s.now, ok, held)
+	}
+	if !ok {
 		return
 	}
-	r.expires = s.now + Time(lease)
+	got := s.m.ReaderCount(s.now, c.hold)
+	if c.mode == Exclusive {
+		_, got, _ = s.m.Writer(s.now)
+	}
+	if got != count+1 || s.remaining(c) != max(rem, lease) {
+		t.Fatalf("re-entry: %v re-entry of %s at %d: count %d -> %d, lease %d -> %d (asked %d)",
+			c.mode, c.hold, s.now, count, got, rem, s.remaining(c), lease)
+	}
 }
 
-func (s *rwMachine) writeRenew(t *rapid.T) {
-	hold := s.drawWrite(t)
+func (s *rwMachine) renew(t *rapid.T) {
+	c := s.pick(t, "holder", s.holding)
+	if c == nil {
+		t.Skip("nobody holds")
+	}
 	lease := rapid.Int64Range(0, rwMaxLease).Draw(t, "lease")
-	before := s.state()
-	if ok := s.m.WriteRenew(s.now, hold, lease); ok != (hold == s.writer) {
-		t.Fatalf("renew: WriteRenew by %s at %d (writer %q) = %v", hold, s.now, s.writer, ok)
+	held, rem := s.holds(c), s.remaining(c)
+	var ok bool
+	if c.mode == Exclusive {
+		ok = s.m.WriteRenew(s.now, c.hold, lease)
+	} else {
+		ok = s.m.ReadRenew(s.now, c.hold, lease)
 	}
-	if hold != s.writer || lease == 0 {
-		s.unchanged(t, "a refused or check-only write renewal changes nothing", before)
-		return
+	want := rem
+	if lease > 0 {
+		want = lease
 	}
-	s.wExpires = s.now + Time(lease)
+	if ok != held || (ok && s.remaining(c) != want) {
+		t.Fatalf("renewal: %v renewal of %s by %d at %d replied %v (held %v), lease %d -> %d",
+			c.mode, c.hold, lease, s.now, ok, held, rem, s.remaining(c))
+	}
+}
+
+func (s *rwMachine) serve(t *rapid.T) {
+	before := s.queue()
+	grants := s.m.Serve(s.now)
+	s.served(t, "serve", before, grants, true)
+	if again := s.m.Serve(s.now); again != nil {
+		t.Fatalf("serving: a second serve at %d granted %v", s.now, again)
+	}
 }
 
 func (s *rwMachine) forceRelease(t *rapid.T) {
-	want := s.writer != "" || len(s.readers) > 0
-	if got := s.m.ForceRelease(s.now); got != want {
-		t.Fatalf("force release at %d (writer %q, readers %v): got %v, want %v",
-			s.now, s.writer, slices.Sorted(maps.Keys(s.readers)), got, want)
+	hold := ""
+	if c := s.pick(t, "victim", func(c *rwCall) bool { return c.granted }); c != nil && rapid.Bool().Draw(t, "one") {
+		hold = c.hold
 	}
-	s.writer, s.wcount, s.wExpires = "", 0, 0
-	clear(s.readers)
-	s.readersWaiting = false
+	w, _, wok := s.m.Writer(s.now)
+	want := wok || len(s.m.Readers(s.now)) > 0
+	if hold != "" {
+		want = w == hold || s.m.ReaderCount(s.now, hold) > 0
+	}
+	before := s.queue()
+	held, grants := s.m.ForceRelease(s.now, hold)
+	if held != want {
+		t.Fatalf("forced release of %q at %d replied %v, want %v", hold, s.now, held, want)
+	}
+	if !held && grants != nil {
+		t.Fatalf("forced release of %q at %d released nothing but granted %v", hold, s.now, grants)
+	}
+	// What is left holding was granted by this very call.
+	if w2, _, ok := s.m.Writer(s.now); ok && (hold == "" || w2 == hold) && !slices.Contains(grants, w2) {
+		t.Fatalf("forced release of %q at %d left writer %s", hold, s.now, w2)
+	}
+	for _, r := range s.m.Readers(s.now) {
+		if (hold == "" || r == hold) && !slices.Contains(grants, r) {
+			t.Fatalf("forced release of %q at %d left reader %s", hold, s.now, r)
+		}
+	}
+	s.served(t, fmt.Sprintf("forced release of %q", hold), before, grants, held)
 }
 
-// check compares every query and the model's hidden state with the shadow,
-// after every step, and checks exclusion on the model's own state.
+// check asserts the invariants after every step.
 func (s *rwMachine) check(t *rapid.T) {
-	writer, wcount, ok := s.m.Writer(s.now) // applies expiry at now
+	w, wcount, wok := s.m.Writer(s.now)
+	readers := s.m.Readers(s.now)
 
-	// Exclusion: while a writer is live every live reader is a downgrade
-	// of its hold; with no writer, no reader is marked as a downgrade.
-	for h, r := range s.m.readers {
-		if r.downgradeOf != writer {
-			t.Fatalf("exclusion: at %d reader %s is a downgrade of %q while the writer is %q", s.now, h, r.downgradeOf, writer)
+	// Exclusion: while a writer holds, every reader is a downgrade taken
+	// under it; a hold holds only what some reply gave it.
+	if wok {
+		if c := s.calls[w]; c == nil || !c.granted || c.mode != Exclusive || wcount < 1 {
+			t.Fatalf("exclusion: writer %s (count %d) at %d was never given the write side", w, wcount, s.now)
+		}
+		for _, r := range readers {
+			if c := s.calls[r]; !c.downgrade || c.writerHold != w || s.m.readers[r].downgradeOf != w {
+				t.Fatalf("exclusion: reader %s holds at %d with writer %s, and is not its downgrade", r, s.now, w)
+			}
+		}
+		if ms, _ := s.m.RemainingWrite(s.now); ms < 1 {
+			t.Fatalf("lease: the writer's remaining lease is %d at %d", ms, s.now)
+		}
+	}
+	for _, r := range readers {
+		if c := s.calls[r]; c == nil || !c.granted || c.mode != Shared || s.m.ReaderCount(s.now, r) < 1 {
+			t.Fatalf("exclusion: reader %s at %d was never given the read side", r, s.now)
+		}
+		if ms, _ := s.m.RemainingRead(s.now, r); ms < 1 {
+			t.Fatalf("lease: reader %s's remaining lease is %d at %d", r, ms, s.now)
 		}
 	}
 
-	if writer != s.writer || wcount != s.wcount || ok != (s.writer != "") {
-		t.Fatalf("writer at %d: model says (%q, %d, %v), want (%q, %d)", s.now, writer, wcount, ok, s.writer, s.wcount)
-	}
-	ms, rok := s.m.RemainingWrite(s.now)
-	if rok != ok || (ok && (ms != int64(s.wExpires-s.now) || ms < 1)) || (!ok && ms != 0) {
-		t.Fatalf("write lease: RemainingWrite = (%d, %v) at %d, want hold until %d (held %v)", ms, rok, s.now, s.wExpires, ok)
-	}
-	var readers []string
-	if len(s.readers) > 0 {
-		readers = slices.Sorted(maps.Keys(s.readers))
-	}
-	if got := s.m.Readers(s.now); !slices.Equal(got, readers) {
-		t.Fatalf("readers at %d: model says %v, want %v", s.now, got, readers)
-	}
-	for _, h := range rwReadHolds {
-		want := 0
-		if r := s.readers[h]; r != nil {
-			want = r.count
+	// FIFO and liveness deadlines: the queue is the live waiters, in arrival
+	// order, with the deadlines the replies set.
+	var got []string
+	for _, q := range s.m.Queue(s.now) {
+		c := s.calls[q.Hold]
+		if c == nil || c.queuedUntil != q.Deadline || q.Deadline <= s.now || q.Mode != c.mode || q.Lease != c.lease {
+			t.Fatalf("queue: waiter %+v at %d, shadow %+v", q, s.now, c)
 		}
-		if got := s.m.ReaderCount(s.now, h); got != want {
-			t.Fatalf("hold counts: ReaderCount(%s) at %d = %d, want %d", h, s.now, got, want)
-		}
+		got = append(got, q.Hold)
 	}
-	var waiting []string
-	if len(s.waiting) > 0 {
-		waiting = slices.Sorted(maps.Keys(s.waiting))
-	}
-	if got := s.m.WaitingWriters(s.now); !slices.Equal(got, waiting) {
-		t.Fatalf("waiting writers at %d: model says %v, want %v", s.now, got, waiting)
-	}
-	if got := s.m.ReadersWaiting(); got != s.readersWaiting {
-		t.Fatalf("wakes: readers-waiting flag at %d is %v, want %v", s.now, got, s.readersWaiting)
+	if want := s.queue(); !slices.Equal(got, want) {
+		t.Fatalf("FIFO: the queue at %d is %v, want %v", s.now, got, want)
 	}
 
-	// Hidden state: expiries, deadlines and downgrade marks, which later
-	// replies depend on.
-	wantReaders := map[string]rwReader{}
-	for h, r := range s.readers {
-		wantReaders[h] = rwReader{count: r.count, expires: r.expires, downgradeOf: r.under}
-	}
-	if !maps.Equal(s.m.readers, wantReaders) {
-		t.Fatalf("read holds at %d: model has %+v, want %+v", s.now, s.m.readers, wantReaders)
-	}
-	if !maps.Equal(s.m.waiting, s.waiting) {
-		t.Fatalf("waiting writers at %d: model has %v, want %v", s.now, s.m.waiting, s.waiting)
-	}
-	if ok && s.m.wExpires != s.wExpires {
-		t.Fatalf("write lease at %d: model expires at %d, want %d", s.now, s.m.wExpires, s.wExpires)
+	// A grant is never lost by its waiter: a waiting call whose hold was
+	// granted and still holds is told so by its next retry or heartbeat (the
+	// actions check that); and in the fair mode nobody both holds and waits.
+	if s.fair {
+		for _, h := range got {
+			if s.holds(s.calls[h]) {
+				t.Fatalf("queue: %s waits at %d for what it holds", h, s.now)
+			}
+		}
 	}
 }
-
-// rwMode chooses the fairness of the lock in a machine run.
-type rwMode int
-
-const (
-	rwEitherMode rwMode = iota // drawn per run
-	rwFairMode
-	rwNonFairMode
-)
 
 // rwMachineWith returns a rapid property that runs the state machine with
-// only the named actions (and the invariant check).
-func rwMachineWith(mode rwMode, names ...string) func(*rapid.T) {
+// only the named actions (and the invariant check), in the fair mode, the
+// non-fair mode, or either.
+func rwMachineWith(fair *bool, names ...string) func(*rapid.T) {
 	return func(t *rapid.T) {
-		fair := mode == rwFairMode
-		if mode == rwEitherMode {
-			fair = rapid.Bool().Draw(t, "fair")
+		f := rapid.Bool().Draw(t, "fair")
+		if fair != nil {
+			f = *fair
 		}
-		s := newRWMachine(fair)
+		s := newRWMachine(f)
 		all := s.actions()
 		actions := map[string]func(*rapid.T){"": all[""]}
 		for _, name := range names {
@@ -586,667 +663,223 @@ func rwMachineWith(mode rwMode, names ...string) func(*rapid.T) {
 	}
 }
 
-func TestRWAgreesWithShadowUnderAllOperations(t *testing.T) {
-	rapid.Check(t, rwMachineWith(rwEitherMode, "advance", "advanceToDeadline", "writeAttempt", "readAttempt",
-		"readReenter", "writeReenter", "readRelease", "writeRelease", "writerGiveUp", "writerHeartbeat",
-		"readRenew", "writeRenew", "forceRelease"))
+var (
+	rwFair    = func() *bool { b := true; return &b }()
+	rwNonFair = func() *bool { b := false; return &b }()
+)
+
+var rwAllActions = []string{"advance", "advanceToDeadline", "newWriter", "newReader", "retry", "deliver",
+	"heartbeat", "giveUp", "release", "reenter", "renew", "serve", "forceRelease"}
+
+func TestRWPropertiesHoldUnderAllOperations(t *testing.T) {
+	rapid.Check(t, rwMachineWith(nil, rwAllActions...))
 }
 
-// TestRWExclusion: a writer is admitted only with no live reader and no
-// live writer, a reader that is not a downgrade only with no live writer,
-// and at every step the live readers beside a live writer are its own
-// downgrades.
-func TestRWExclusion(t *testing.T) {
-	rapid.Check(t, rwMachineWith(rwEitherMode, "advance", "advanceToDeadline", "writeAttempt", "readAttempt",
-		"readRelease", "writeRelease", "readRenew", "writeRenew"))
+func TestRWFairNewcomerNeverPassesALiveWaiter(t *testing.T) {
+	rapid.Check(t, rwMachineWith(rwFair, "advance", "advanceToDeadline", "newWriter", "newReader", "retry",
+		"heartbeat", "release", "deliver"))
 }
 
-// TestRWFairReadersNeverPassALiveWaitingWriter: in fair mode no reader that
-// is not a downgrade is admitted while a live writer waits, whatever the
-// waiting writers do (heartbeat, give up, die, acquire).
-func TestRWFairReadersNeverPassALiveWaitingWriter(t *testing.T) {
-	rapid.Check(t, rwMachineWith(rwFairMode, "advance", "advanceToDeadline", "writeAttempt", "readAttempt",
-		"readRelease", "writeRelease", "writerGiveUp", "writerHeartbeat"))
+func TestRWNonFairGrantsStillFollowTheQueue(t *testing.T) {
+	rapid.Check(t, rwMachineWith(rwNonFair, "advance", "advanceToDeadline", "newWriter", "newReader", "retry",
+		"heartbeat", "release", "deliver", "serve"))
 }
 
-// TestRWWakes: every wake in a reply is exactly the contract's, and the
-// readers-waiting flag is set and cleared as it says.
-func TestRWWakes(t *testing.T) {
-	rapid.Check(t, rwMachineWith(rwEitherMode, "advance", "advanceToDeadline", "writeAttempt", "readAttempt",
-		"readRelease", "writeRelease", "writerGiveUp", "writerHeartbeat", "forceRelease"))
+// Without heartbeats waiters die at their last attempt plus the timeout, so
+// dead entries at the head, Dropped replies and skipped grants are frequent.
+func TestRWDeadWaitersAreSkippedAndNeverRevived(t *testing.T) {
+	rapid.Check(t, rwMachineWith(nil, "advance", "advanceToDeadline", "newWriter", "newReader", "retry",
+		"release", "giveUp", "serve", "deliver"))
 }
 
-// TestRWHoldCountsAreAcquisitionsMinusReleases re-enters and releases one
-// read or write hold at random, saying last exactly when its own count of
-// acquisitions minus releases is 1, and sometimes releasing without last at
-// count 1 (which must change nothing). The model's count is always
-// acquisitions minus releases, and the hold ends exactly at the last
-// release.
-func TestRWHoldCountsAreAcquisitionsMinusReleases(t *testing.T) {
+func TestRWGiveUpLeavesNothingBehind(t *testing.T) {
+	rapid.Check(t, rwMachineWith(nil, "advance", "newWriter", "newReader", "retry", "heartbeat", "giveUp",
+		"release", "deliver"))
+}
+
+func TestRWCountsAndLeasesOfHolders(t *testing.T) {
+	rapid.Check(t, rwMachineWith(nil, "advance", "newWriter", "newReader", "retry", "deliver", "reenter",
+		"renew", "release", "forceRelease"))
+}
+
+// TestRWEveryWaiterIsEventuallyGranted proves that nobody starves under any
+// schedule that keeps its obligations: every holder releases within a bound
+// of learning of its hold, every waiter heartbeats at least every half
+// waiter timeout and retries when its wait hint runs out, and grant messages
+// arrive late or never (the heartbeat then tells the waiter). Calls arrive
+// at random times; the adversary chooses everything else. Every call is
+// granted, and no call is passed: in the fair mode nobody acquires ahead of
+// a live waiter unless it was queued ahead of it; in the non-fair mode only
+// new readers do, so a reader queued behind k writers is granted after at
+// most k write holds.
+func TestRWEveryWaiterIsEventuallyGranted(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		const lease = 1 << 40 // nothing expires during a run
-		m := NewRW(rwWriterTimeout, rapid.Bool().Draw(t, "fair"))
-		now := Time(0)
-		write := rapid.Bool().Draw(t, "write")
-		hold := "r"
-		if write {
-			hold = "w"
-		}
-		count := func() int {
-			if write {
-				if h, n, _ := m.Writer(now); h == hold {
-					return n
-				}
-				return 0
-			}
-			return m.ReaderCount(now, hold)
-		}
-		reenter := func() bool {
-			if write {
-				return m.WriteReenter(now, hold)
-			}
-			return m.ReadReenter(now, hold)
-		}
-		release := func(last bool) (int, error) {
-			if write {
-				r, err := m.WriteRelease(now, hold, last)
-				return r.Count, err
-			}
-			r, err := m.ReadRelease(now, hold, last)
-			return r.Count, err
-		}
-
-		var acquired bool
-		if write {
-			acquired = m.WriteAttempt(now, hold, lease, false).Acquired
-		} else {
-			acquired = m.ReadAttempt(now, hold, lease, "", false).Acquired
-		}
-		if !acquired {
-			t.Fatal("first attempt on a free lock failed")
-		}
-		acquisitions, releases := 1, 0
-		steps := rapid.IntRange(0, 40).Draw(t, "steps")
-		for i := 0; acquisitions > releases; i++ {
-			now += Time(rapid.Int64Range(0, 10).Draw(t, "dt"))
-			held := acquisitions - releases
-			op := 1 // after the drawn steps, only releases: the run ends
-			if i < steps {
-				op = rapid.IntRange(0, 2).Draw(t, "op")
-			}
-			switch op {
-			case 0:
-				if !reenter() {
-					t.Fatalf("re-entry of a live hold at count %d refused", held)
-				}
-				acquisitions++
-			case 1:
-				n, err := release(held == 1)
-				if err != nil {
-					t.Fatalf("release at count %d: %v", held, err)
-				}
-				releases++
-				if n != held-1 {
-					t.Fatalf("release at count %d reported count %d, want %d", held, n, held-1)
-				}
-			case 2:
-				if held > 1 {
-					continue // an ordinary release; case 1 covers it
-				}
-				if n, err := release(false); err != nil || n != 1 {
-					t.Fatalf("release without last at count 1 = (%d, %v), want (1, nil)", n, err)
-				}
-			}
-			if got, want := count(), acquisitions-releases; got != want {
-				t.Fatalf("count after %d acquisitions and %d releases is %d, want %d", acquisitions, releases, got, want)
-			}
-		}
-		// The last release ended the hold: it is gone from every query and
-		// refuses further releases and re-entries.
-		if w, _, ok := m.Writer(now); ok {
-			t.Fatalf("writer %s still holds after the last release", w)
-		}
-		if r := m.Readers(now); r != nil {
-			t.Fatalf("readers %v still hold after the last release", r)
-		}
-		if _, err := release(true); !errors.Is(err, ErrNotHeld) {
-			t.Fatalf("release after the last one: %v, want ErrNotHeld", err)
-		}
-		if reenter() {
-			t.Fatal("re-entry after the last release accepted")
-		}
-	})
-}
-
-// TestRWDowngradeOutlivesTheWriteHold: writer w takes read hold r under its
-// write hold, in either mode and whoever waits; after w's last release r is
-// a live ordinary reader, another writer's attempt fails while r lives, the
-// release reports the readers-waiting flag, and r's own last release wakes a
-// waiting writer.
-func TestRWDowngradeOutlivesTheWriteHold(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+		const timeout = 30
 		fair := rapid.Bool().Draw(t, "fair")
-		m := NewRW(rwWriterTimeout, fair)
+		m := NewRW(timeout, fair)
 		now := Time(0)
-		const w, r, q, w2 = "w", "r", "q", "w2"
-		lease := func() int64 { return rapid.Int64Range(1, rwMaxLease).Draw(t, "lease") }
 
-		if !m.WriteAttempt(now, w, 1000, false).Acquired {
-			t.Fatal("w could not take a free lock")
+		type call struct {
+			hold       string
+			mode       Mode
+			lease      int64 // >= timeout: a grant outlives the next heartbeat
+			arrive     Time
+			holdFor    Time // how long it holds once it knows
+			deliverIn  Time // when its grant message arrives; -1 never
+			joined     bool
+			grantedAt  Time
+			granted    bool // the model made it a holder
+			knows      bool
+			releaseAt  Time
+			released   bool
+			lastBeat   Time
+			retryAt    Time
+			ahead      map[string]bool // holds queued ahead of it when it joined
+			writesSeen int             // write holds granted to others while it waited
+			writersAt  int             // writers queued ahead of it when it joined
 		}
-		reentries := rapid.IntRange(0, 3).Draw(t, "reentries")
-		for range reentries {
-			if !m.WriteReenter(now, w) {
-				t.Fatal("w could not re-enter")
+		n := rapid.IntRange(2, 8).Draw(t, "calls")
+		calls := make([]*call, n)
+		byHold := map[string]*call{}
+		for i := range calls {
+			mode := Shared
+			if rapid.Bool().Draw(t, "writer") {
+				mode = Exclusive
+			}
+			c := &call{hold: fmt.Sprintf("c%d", i), mode: mode,
+				lease:     rapid.Int64Range(timeout, 2*timeout).Draw(t, "lease"),
+				arrive:    Time(rapid.Int64Range(0, 100).Draw(t, "arrive")),
+				holdFor:   Time(rapid.Int64Range(0, 20).Draw(t, "holdFor")),
+				deliverIn: Time(rapid.Int64Range(-1, 10).Draw(t, "deliverIn"))}
+			calls[i], byHold[c.hold] = c, c
+		}
+		// acquired records that c got its hold at now, and checks that it
+		// passed no live waiter.
+		acquired := func(c *call, how string, newReader bool) {
+			c.granted, c.grantedAt = true, now
+			for _, o := range calls {
+				if o == c || !o.joined || o.granted {
+					continue // o does not wait
+				}
+				if c.mode == Exclusive {
+					o.writesSeen++
+				}
+				if !o.ahead[c.hold] && !(newReader && !fair) {
+					t.Fatalf("FIFO: %s %s at %d although %s waited and it was not queued ahead of it", c.hold, how, now, o.hold)
+				}
 			}
 		}
-		readerWaits := rapid.Bool().Draw(t, "readerWaits")
-		if readerWaits {
-			if got := m.ReadAttempt(now, q, lease(), "", true); got != (AttemptResult{Remaining: 1000}) {
-				t.Fatalf("exclusion: q's read attempt while w writes = %+v, want refused for 1000 ms", got)
+		learn := func(c *call) {
+			c.knows, c.releaseAt = true, now+c.holdFor
+			if c.mode == Exclusive {
+				m.WriteRenew(now, c.hold, c.lease)
+			} else {
+				m.ReadRenew(now, c.hold, c.lease)
 			}
 		}
-		writerWaits := rapid.Bool().Draw(t, "writerWaits")
-		if writerWaits {
-			if m.WriteAttempt(now, w2, lease(), true).Acquired {
-				t.Fatal("exclusion: w2 admitted while w writes")
+		grant := func(gs []string) {
+			for _, g := range gs {
+				acquired(byHold[g], "granted", false)
 			}
 		}
-
-		rLease := lease()
-		if got := m.ReadAttempt(now, r, rLease, w, false); got != (AttemptResult{Acquired: true}) {
-			t.Fatalf("downgrade: w's holder taking read hold r = %+v (fair %v, writer waits %v)", got, fair, writerWaits)
-		}
-		rExpires := now + Time(rLease)
-		if m.readers[r].downgradeOf != w {
-			t.Fatalf("downgrade: r is marked as a downgrade of %q, want %q", m.readers[r].downgradeOf, w)
-		}
-		if m.ReadAttempt(now, "x", lease(), w2, false).Acquired {
-			t.Fatal("exclusion: a reader naming another writer hold admitted while w writes")
-		}
-
-		now += Time(rapid.Int64Range(0, min(rLease, rwWriterTimeout)-1).Draw(t, "dt")) // r and w2 still live
-		for i := range reentries {
-			if got, err := m.WriteRelease(now, w, false); err != nil || got.Count != reentries-i {
-				t.Fatalf("w's release %d = (%+v, %v), want count %d", i, got, err, reentries-i)
+		attempt := func(c *call) {
+			var r RWAttempt
+			if c.mode == Exclusive {
+				r = m.WriteAttempt(now, c.hold, c.lease, true)
+			} else {
+				r = m.ReadAttempt(now, c.hold, c.lease, "", true)
 			}
-		}
-		got, err := m.WriteRelease(now, w, true)
-		if want := (WriteReleaseResult{WakeReaders: readerWaits}); err != nil || got != want {
-			t.Fatalf("downgrade: w's last release = (%+v, %v), want %+v (r still reads, so no writer wake)", got, err, want)
-		}
-		if m.ReadersWaiting() {
-			t.Fatal("wakes: the readers-waiting flag outlived the wake of the readers")
-		}
-
-		if rd := m.Readers(now); !slices.Equal(rd, []string{r}) || m.ReaderCount(now, r) != 1 {
-			t.Fatalf("downgrade: after w's release readers are %v (r count %d), want [r] with count 1", rd, m.ReaderCount(now, r))
-		}
-		if m.readers[r].downgradeOf != "" {
-			t.Fatalf("downgrade: r still marked as a downgrade of %q after w's release", m.readers[r].downgradeOf)
-		}
-		if got := m.WriteAttempt(now, "w3", lease(), false); got != (AttemptResult{Remaining: int64(rExpires - now)}) {
-			t.Fatalf("exclusion: another writer's attempt while r reads = %+v, want refused for %d ms", got, rExpires-now)
-		}
-
-		// A new reader joins r in non-fair mode, and in fair mode unless w2
-		// waits; if it joins, it leaves before r.
-		joined := m.ReadAttempt(now, q, lease(), "", false).Acquired
-		if want := !fair || !writerWaits; joined != want {
-			t.Fatalf("fairness: q's read attempt beside the former downgrade = %v, want %v (fair %v, writer waits %v)",
-				joined, want, fair, writerWaits)
-		}
-		if joined {
-			if got, err := m.ReadRelease(now, q, true); err != nil || got != (ReadReleaseResult{}) {
-				t.Fatalf("wakes: q leaving before r = (%+v, %v), want no wake", got, err)
+			grant(r.Grants)
+			switch r.Status {
+			case Acquired:
+				acquired(c, "acquired", c.mode == Shared)
+				c.knows, c.releaseAt = true, now+c.holdFor
+			case Granted:
+				learn(c)
+			case Queued:
+				if !c.joined {
+					c.joined, c.lastBeat, c.ahead = true, now, map[string]bool{}
+					for _, w := range m.Queue(now) {
+						if w.Hold == c.hold {
+							break
+						}
+						c.ahead[w.Hold] = true
+						if w.Mode == Exclusive {
+							c.writersAt++
+						}
+					}
+				}
+				c.lastBeat, c.retryAt = now, now+Time(r.Wait)
+			default:
+				t.Fatalf("liveness: %s's attempt at %d replied %v", c.hold, now, r.Status)
 			}
-		}
-		if got, err := m.ReadRelease(now, r, true); err != nil || got != (ReadReleaseResult{WakeWriter: writerWaits}) {
-			t.Fatalf("wakes: r, the last reader, leaving = (%+v, %v), want WakeWriter %v", got, err, writerWaits)
-		}
-	})
-}
-
-// TestRWFairWaitingWriterGetsInOnceEarlierReadersLeave: in fair mode, a
-// writer w that waits (and heartbeats) while readers hold sees no new
-// reader admitted, whatever newcomers, the earlier readers and another
-// writer do, and its next attempt succeeds as soon as the readers that held
-// when it began to wait have released or expired, unless another writer got
-// in first, whose release then wakes w.
-func TestRWFairWaitingWriterGetsInOnceEarlierReadersLeave(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		m := NewRW(rwWriterTimeout, true)
-		now := Time(0)
-		const w, w2 = "w", "w2"
-		newcomers := []string{"n1", "n2"}
-		lease := func() int64 { return rapid.Int64Range(1, 3*rwMaxLease).Draw(t, "lease") } // may outlast several writer timeouts
-
-		holding := map[string]Time{} // the earlier readers still live, and their expiries
-		readersWait := false         // a newcomer's attempt with wait set the flag
-		for _, r := range rwReadHolds[:rapid.IntRange(1, len(rwReadHolds)).Draw(t, "readers")] {
-			l := lease()
-			if !m.ReadAttempt(now, r, l, "", false).Acquired {
-				t.Fatalf("reader %s refused on a lock with no writer", r)
-			}
-			holding[r] = now + Time(l)
-		}
-		if m.WriteAttempt(now, w, rwMaxLease, true).Acquired {
-			t.Fatal("exclusion: w admitted while readers hold")
 		}
 
-		steps := rapid.IntRange(0, 40).Draw(t, "steps")
-		for i := 0; ; i++ {
-			now += Time(rapid.Int64Range(0, rwWriterTimeout-1).Draw(t, "dt"))
-			maps.DeleteFunc(holding, func(_ string, expires Time) bool { return now >= expires })
-			if !m.WriterHeartbeat(now, w) {
-				t.Fatalf("waiting writers: w's heartbeat at %d refused", now)
+		for step := 0; ; step++ {
+			if step > 5000 || now > 2000 {
+				t.Fatalf("starvation: not every call was granted by %d", now)
 			}
-			var want []string
-			if len(holding) > 0 {
-				want = slices.Sorted(maps.Keys(holding))
+			pending := false
+			for _, c := range calls {
+				if !c.released {
+					pending = true
+				}
 			}
-			if got := m.Readers(now); !slices.Equal(got, want) {
-				t.Fatalf("no writer starvation: readers at %d are %v, want only the earlier ones still live, %v", now, got, want)
-			}
-			if len(holding) == 0 {
+			if !pending {
 				break
 			}
-			if i >= steps { // the earlier readers release
-				r := slices.Sorted(maps.Keys(holding))[0]
-				delete(holding, r)
-				if got, err := m.ReadRelease(now, r, true); err != nil || got.WakeWriter != (len(holding) == 0) {
-					t.Fatalf("wakes: release by %s at %d = (%+v, %v), want WakeWriter %v", r, now, got, err, len(holding) == 0)
+			// Obligations due now, in an order the adversary picks.
+			var due []func()
+			for _, c := range calls {
+				switch {
+				case c.released:
+				case !c.joined && !c.granted && now >= c.arrive:
+					due = append(due, func() { attempt(c) })
+				case c.knows && now >= c.releaseAt:
+					due = append(due, func() {
+						var err error
+						var r RWRelease
+						if c.mode == Exclusive {
+							r, err = m.WriteRelease(now, c.hold, true)
+						} else {
+							r, err = m.ReadRelease(now, c.hold, true)
+						}
+						if err != nil {
+							t.Fatalf("liveness: %s lost its hold before releasing at %d", c.hold, now)
+						}
+						grant(r.Grants)
+						c.released = true
+					})
+				case c.granted && !c.knows && c.deliverIn >= 0 && now >= c.grantedAt+c.deliverIn:
+					due = append(due, func() { learn(c) })
+				case c.joined && !c.knows && now >= c.lastBeat+timeout/2:
+					due = append(due, func() {
+						b, gs := m.Heartbeat(now, c.hold, c.lease, c.mode)
+						grant(gs)
+						switch b {
+						case BeatQueued:
+							c.lastBeat = now
+						case BeatGranted:
+							learn(c)
+						default:
+							t.Fatalf("liveness deadline: %s heartbeating in time was dropped at %d", c.hold, now)
+						}
+					})
+				case c.joined && !c.knows && now >= c.retryAt:
+					due = append(due, func() { attempt(c) })
 				}
+			}
+			if len(due) == 0 {
+				now += Time(rapid.Int64Range(1, 5).Draw(t, "dt"))
 				continue
 			}
-			earlier := rapid.SampledFrom(slices.Sorted(maps.Keys(holding))).Draw(t, "earlier")
-			switch rapid.IntRange(0, 4).Draw(t, "activity") {
-			case 0:
-				n := rapid.SampledFrom(newcomers).Draw(t, "newcomer")
-				wait := rapid.Bool().Draw(t, "wait")
-				if got := m.ReadAttempt(now, n, lease(), "", wait); got.Acquired {
-					t.Fatalf("no writer starvation: newcomer %s admitted at %d while w waits", n, now)
-				}
-				readersWait = readersWait || wait
-			case 1:
-				delete(holding, earlier)
-				if got, err := m.ReadRelease(now, earlier, true); err != nil || got.WakeWriter != (len(holding) == 0) {
-					t.Fatalf("wakes: release by %s at %d = (%+v, %v), want WakeWriter %v", earlier, now, got, err, len(holding) == 0)
-				}
-			case 2:
-				if !m.ReadReenter(now, earlier) {
-					t.Fatalf("a reader that holds could not re-enter at %d while w waits", now)
-				}
-			case 3:
-				l := lease()
-				if !m.ReadRenew(now, earlier, l) {
-					t.Fatalf("a reader that holds could not renew at %d", now)
-				}
-				holding[earlier] = now + Time(l)
-			case 4:
-				if m.WriteAttempt(now, w2, lease(), false).Acquired {
-					t.Fatalf("exclusion: w2 admitted at %d while readers hold", now)
-				}
-			}
+			due[rapid.IntRange(0, len(due)-1).Draw(t, "which")]()
 		}
-
-		// The earlier readers are gone. Another writer may get in first.
-		if rapid.Bool().Draw(t, "w2First") {
-			if !m.WriteAttempt(now, w2, rwMaxLease, false).Acquired {
-				t.Fatalf("w2 refused at %d on a lock with no reader and no writer", now)
+		for _, c := range calls {
+			if c.mode == Shared && c.joined && c.writesSeen > c.writersAt {
+				t.Fatalf("bounded wait: reader %s queued behind %d writers saw %d write holds before its grant",
+					c.hold, c.writersAt, c.writesSeen)
 			}
-			if got := m.WriteAttempt(now, w, rwMaxLease, true); got != (AttemptResult{Remaining: rwMaxLease}) {
-				t.Fatalf("exclusion: w's attempt while w2 writes = %+v", got)
-			}
-			now += Time(rapid.Int64Range(0, rwWriterTimeout-1).Draw(t, "dt"))
-			want := WriteReleaseResult{WakeReaders: readersWait, WakeWriter: true}
-			if got, err := m.WriteRelease(now, w2, true); err != nil || got != want {
-				t.Fatalf("wakes: w2's release while w waits = (%+v, %v), want %+v", got, err, want)
-			}
-		}
-		if got := m.WriteAttempt(now, w, rwMaxLease, true); !got.Acquired {
-			t.Fatalf("no writer starvation: w refused at %d once the earlier readers left: %+v", now, got)
-		}
-		if ww := m.WaitingWriters(now); ww != nil {
-			t.Fatalf("w still waits after acquiring: %v", ww)
 		}
 	})
-}
-
-// Example-based tests of the edges.
-
-func TestRWHoldsAndWaitersEndExactlyAtTheirDeadline(t *testing.T) {
-	m := NewRW(50, false)
-	m.ReadAttempt(0, "r", 100, "", false)
-	if got := m.WriteAttempt(10, "w", 100, true); got != (AttemptResult{Remaining: 90}) {
-		t.Fatalf("w behind r = %+v, want refused for 90 ms", got)
-	}
-	if got := m.WaitingWriters(59); !slices.Equal(got, []string{"w"}) {
-		t.Fatalf("one ms before its deadline the waiting writers are %v", got)
-	}
-	if got := m.WaitingWriters(60); got != nil {
-		t.Fatalf("at its deadline the waiting writers are %v, want none", got)
-	}
-	if m.WriterHeartbeat(60, "w") {
-		t.Fatal("a heartbeat at the deadline revived a dead waiting writer")
-	}
-	if n := m.ReaderCount(99, "r"); n != 1 {
-		t.Fatalf("one ms before its expiry r has count %d", n)
-	}
-	if got, err := m.ReadRelease(100, "r", true); !errors.Is(err, ErrNotHeld) || got != (ReadReleaseResult{}) {
-		t.Fatalf("release of an expired read hold = (%+v, %v), want ErrNotHeld", got, err)
-	}
-	if !m.WriteAttempt(100, "w", 30, false).Acquired {
-		t.Fatal("w refused once r expired")
-	}
-	if ms, ok := m.RemainingWrite(129); ms != 1 || !ok {
-		t.Fatalf("RemainingWrite one ms before expiry = (%d, %v)", ms, ok)
-	}
-	if h, n, ok := m.Writer(130); h != "" || n != 0 || ok {
-		t.Fatalf("Writer at its expiry = (%q, %d, %v)", h, n, ok)
-	}
-	if _, err := m.WriteRelease(130, "w", true); !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrNotOwner) {
-		t.Fatalf("release of an expired write hold: %v, want ErrNotHeld (which is ErrNotOwner)", err)
-	}
-}
-
-func TestRWFailedAttemptsReportRemaining(t *testing.T) {
-	m := NewRW(50, true)
-	m.ReadAttempt(0, "r1", 80, "", false)
-	m.ReadAttempt(0, "r2", 30, "", false)
-	if got := m.WriteAttempt(10, "w1", 100, true); got != (AttemptResult{Remaining: 20}) {
-		t.Fatalf("writer behind readers = %+v, want the earliest read expiry, 20 ms", got)
-	}
-	if got := m.WriteAttempt(20, "w2", 100, true); got != (AttemptResult{Remaining: 10}) {
-		t.Fatalf("second writer behind readers = %+v, want 10 ms", got)
-	}
-	// Fair: a reader waits for the waiting writers, until the latest
-	// deadline among them (w2's, at 70).
-	if got := m.ReadAttempt(25, "r3", 100, "", true); got != (AttemptResult{Remaining: 45}) {
-		t.Fatalf("reader behind waiting writers = %+v, want 45 ms", got)
-	}
-	if !m.ReadersWaiting() {
-		t.Fatal("a failed reader attempt with wait did not set the flag")
-	}
-	// The readers go; w1 takes the lock; readers now wait for its lease.
-	if !m.WriteAttempt(80, "w1", 100, false).Acquired {
-		t.Fatal("w1 refused once the readers expired")
-	}
-	if got := m.WaitingWriters(80); !slices.Equal(got, nil) {
-		t.Fatalf("waiting writers at 80 = %v: w1 acquired and w2 died at 70", got)
-	}
-	if got := m.ReadAttempt(90, "r3", 100, "", false); got != (AttemptResult{Remaining: 90}) {
-		t.Fatalf("reader behind the writer = %+v, want 90 ms", got)
-	}
-}
-
-func TestRWNonFairReadersPassAWaitingWriter(t *testing.T) {
-	for _, fair := range []bool{false, true} {
-		m := NewRW(50, fair)
-		m.ReadAttempt(0, "r1", 100, "", false)
-		if m.WriteAttempt(0, "w", 100, true).Acquired {
-			t.Fatal("w admitted beside a reader")
-		}
-		joined := m.ReadAttempt(10, "r2", 100, "", false).Acquired
-		if joined == fair {
-			t.Fatalf("fair %v: r2 admitted while w waits = %v", fair, joined)
-		}
-		if !fair {
-			// r1 leaves, r2 still reads: no wake; r2 leaves: w is woken.
-			if got, _ := m.ReadRelease(20, "r1", true); got.WakeWriter {
-				t.Fatal("non-fair: writer woken while r2 still reads")
-			}
-			if got, _ := m.ReadRelease(30, "r2", true); !got.WakeWriter {
-				t.Fatal("non-fair: last reader left without waking the waiting writer")
-			}
-		} else if got, _ := m.ReadRelease(30, "r1", true); !got.WakeWriter {
-			t.Fatal("fair: last reader left without waking the waiting writer")
-		}
-		if !m.WriteAttempt(30, "w", 100, true).Acquired {
-			t.Fatalf("fair %v: w refused once the readers left", fair)
-		}
-	}
-}
-
-func TestRWAttemptNeverReenters(t *testing.T) {
-	m := NewRW(50, false)
-	m.WriteAttempt(0, "w", 100, false)
-	if got := m.WriteAttempt(10, "w", 100, true); got != (AttemptResult{Remaining: 90}) {
-		t.Fatalf("the writer's own second attempt = %+v, want refused like any other", got)
-	}
-	if _, n, _ := m.Writer(10); n != 1 {
-		t.Fatalf("the writer's failed attempt changed its count to %d", n)
-	}
-	if got := m.WaitingWriters(10); !slices.Equal(got, []string{"w"}) {
-		t.Fatalf("the writer's failed attempt with wait: waiting writers %v, want [w]", got)
-	}
-	m.WriteRelease(10, "w", true)
-
-	// A read attempt by a live reader replaces its hold: count 1, new lease.
-	m.ReadAttempt(20, "r", 100, "", false)
-	m.ReadReenter(20, "r")
-	if !m.ReadAttempt(30, "r", 10, "", false).Acquired {
-		t.Fatal("second read attempt by r refused")
-	}
-	if n := m.ReaderCount(30, "r"); n != 1 {
-		t.Fatalf("after a second attempt r has count %d, want 1 (a fresh hold)", n)
-	}
-	if n := m.ReaderCount(40, "r"); n != 0 {
-		t.Fatalf("r's fresh hold of 10 ms still holds at 40 with count %d", n)
-	}
-}
-
-func TestRWReleaseWithoutLastAtCountOneKeepsHold(t *testing.T) {
-	m := NewRW(50, false)
-	m.ReadAttempt(0, "r", 100, "", false)
-	if got, err := m.ReadRelease(0, "r", false); err != nil || got != (ReadReleaseResult{Count: 1}) {
-		t.Fatalf("read release without last at count 1 = (%+v, %v)", got, err)
-	}
-	if n := m.ReaderCount(0, "r"); n != 1 {
-		t.Fatalf("read hold count %d after a release without last at count 1", n)
-	}
-	m.ReadReenter(0, "r")
-	m.ReadReenter(0, "r")
-	if got, err := m.ReadRelease(0, "r", true); err != nil || got != (ReadReleaseResult{}) {
-		t.Fatalf("last read release at count 3 = (%+v, %v), want the hold ended", got, err)
-	}
-
-	m.WriteAttempt(0, "w", 100, false)
-	if got, err := m.WriteRelease(0, "w", false); err != nil || got != (WriteReleaseResult{Count: 1}) {
-		t.Fatalf("write release without last at count 1 = (%+v, %v)", got, err)
-	}
-	m.WriteReenter(0, "w")
-	if got, err := m.WriteRelease(0, "w", false); err != nil || got != (WriteReleaseResult{Count: 1}) {
-		t.Fatalf("write release without last at count 2 = (%+v, %v)", got, err)
-	}
-	if got, err := m.WriteRelease(0, "w", true); err != nil || got != (WriteReleaseResult{}) {
-		t.Fatalf("last write release = (%+v, %v)", got, err)
-	}
-}
-
-func TestRWWriterGiveUpWakesReadersWhenTheLastWaitingWriterLeaves(t *testing.T) {
-	m := NewRW(50, true)
-	m.ReadAttempt(0, "r1", 1000, "", false)
-	m.WriteAttempt(0, "w1", 100, true)
-	m.WriteAttempt(0, "w2", 100, true)
-	if m.ReadAttempt(0, "r2", 100, "", true).Acquired {
-		t.Fatal("fair: r2 admitted while writers wait")
-	}
-	if m.WriterGiveUp(10, "w1") {
-		t.Fatal("readers woken while w2 still waits")
-	}
-	if !m.WriterGiveUp(10, "w2") {
-		t.Fatal("readers not woken when the last waiting writer gave up")
-	}
-	if m.ReadersWaiting() {
-		t.Fatal("the flag outlived the wake")
-	}
-	if m.WriterGiveUp(10, "w2") {
-		t.Fatal("a second give-up woke readers again")
-	}
-	if !m.ReadAttempt(10, "r2", 100, "", false).Acquired {
-		t.Fatal("r2 refused once no writer waits")
-	}
-
-	// While a writer holds, a give-up wakes nobody: the readers wait for
-	// its release, which wakes them.
-	m = NewRW(50, true)
-	m.WriteAttempt(0, "w1", 100, false)
-	m.WriteAttempt(0, "w2", 100, true)
-	m.ReadAttempt(0, "r", 100, "", true)
-	if m.WriterGiveUp(10, "w2") {
-		t.Fatal("readers woken while w1 writes")
-	}
-	if got, _ := m.WriteRelease(20, "w1", true); got != (WriteReleaseResult{WakeReaders: true}) {
-		t.Fatalf("w1's release = %+v, want only the readers woken", got)
-	}
-}
-
-func TestRWDeadWaitingWriterNoLongerKeepsReadersOut(t *testing.T) {
-	m := NewRW(50, true)
-	m.ReadAttempt(0, "r1", 1000, "", false)
-	m.WriteAttempt(0, "w", 100, true)
-	if m.ReadAttempt(49, "r2", 100, "", false).Acquired {
-		t.Fatal("fair: r2 admitted while w is live")
-	}
-	if !m.ReadAttempt(50, "r2", 100, "", false).Acquired {
-		t.Fatal("fair: r2 refused after w died")
-	}
-	if got, _ := m.ReadRelease(60, "r2", true); got.WakeWriter {
-		t.Fatal("a writer woken while r1 still reads")
-	}
-	if got, err := m.ReadRelease(60, "r1", true); err != nil || got.WakeWriter {
-		t.Fatalf("the last reader's release = (%+v, %v): a dead waiting writer was woken", got, err)
-	}
-}
-
-func TestRWDowngradeBecomesOrdinaryWhenTheWriteHoldExpires(t *testing.T) {
-	m := NewRW(50, false)
-	m.WriteAttempt(0, "w", 10, false)
-	if !m.ReadAttempt(0, "r", 100, "w", false).Acquired {
-		t.Fatal("downgrade refused")
-	}
-	m.WriteRenew(5, "w", 20) // the write lease moves; the read lease does not
-	if got := m.Readers(25); !slices.Equal(got, []string{"r"}) || m.readers["r"].downgradeOf != "" {
-		t.Fatalf("after w expired: readers %v, r marked %+v", got, m.readers["r"])
-	}
-	if got := m.WriteAttempt(25, "w", 10, false); got != (AttemptResult{Remaining: 75}) {
-		t.Fatalf("w's new attempt beside its former downgrade = %+v, want refused for 75 ms", got)
-	}
-	if !m.ReadAttempt(25, "r2", 10, "w", false).Acquired {
-		t.Fatal("naming an expired writer hold keeps an ordinary reader out")
-	}
-	if m.readers["r2"].downgradeOf != "" {
-		t.Fatal("a reader naming an expired writer hold was marked as a downgrade")
-	}
-}
-
-func TestRWForceRelease(t *testing.T) {
-	m := NewRW(50, true)
-	m.WriteAttempt(0, "w", 100, false)
-	m.ReadAttempt(0, "d", 100, "w", false)
-	m.WriteAttempt(0, "w2", 100, true)
-	m.ReadAttempt(0, "r", 100, "", true)
-	if !m.ForceRelease(10) {
-		t.Fatal("force release of a held lock reported not held")
-	}
-	if h, _, ok := m.Writer(10); ok || m.Readers(10) != nil || m.ReadersWaiting() {
-		t.Fatalf("after a force release: writer %q, readers %v, flag %v", h, m.Readers(10), m.ReadersWaiting())
-	}
-	if got := m.WaitingWriters(10); !slices.Equal(got, []string{"w2"}) {
-		t.Fatalf("force release touched the waiting writers: %v", got)
-	}
-	// Not held, but the flag is still cleared.
-	m.ReadAttempt(10, "r", 100, "", true) // fair: w2 waits
-	if m.ForceRelease(20) {
-		t.Fatal("force release of a free lock reported held")
-	}
-	if m.ReadersWaiting() {
-		t.Fatal("force release of a free lock left the flag set")
-	}
-}
-
-func TestRWQueriesOnFreeLock(t *testing.T) {
-	m := NewRW(50, true)
-	if h, n, ok := m.Writer(0); h != "" || n != 0 || ok {
-		t.Fatalf("Writer = (%q, %d, %v)", h, n, ok)
-	}
-	if ms, ok := m.RemainingWrite(0); ms != 0 || ok {
-		t.Fatalf("RemainingWrite = (%d, %v)", ms, ok)
-	}
-	if r, w := m.Readers(0), m.WaitingWriters(0); r != nil || w != nil {
-		t.Fatalf("Readers = %v, WaitingWriters = %v", r, w)
-	}
-	if m.ReaderCount(0, "r") != 0 || m.ReaderCount(0, "") != 0 || m.ReadersWaiting() {
-		t.Fatal("free lock reports a reader or waiting readers")
-	}
-	if !m.Fair() || m.WriterTimeout() != 50 || NewRW(7, false).Fair() {
-		t.Fatal("Fair or WriterTimeout do not report what NewRW was given")
-	}
-	if m.ReadReenter(0, "r") || m.WriteReenter(0, "w") || m.ReadRenew(0, "r", 10) || m.WriteRenew(0, "w", 10) ||
-		m.WriterHeartbeat(0, "w") || m.WriterGiveUp(0, "w") || m.ForceRelease(0) {
-		t.Fatal("an operation on a free lock reported a hold")
-	}
-}
-
-func TestRWMisusePanics(t *testing.T) {
-	held := func() *RW {
-		m := NewRW(50, true)
-		m.WriteAttempt(10, "w", 10, false)
-		m.ReadAttempt(10, "d", 10, "w", false)
-		m.WriteAttempt(10, "w2", 10, true)
-		return m
-	}
-	for _, tc := range []struct {
-		name string
-		want string
-		call func(m *RW)
-	}{
-		{"time goes backwards in an operation", "before the already observed time", func(m *RW) { m.WriterHeartbeat(9, "w2") }},
-		{"time goes backwards in a query", "before the already observed time", func(m *RW) { m.Readers(9) }},
-		{"empty write hold", "empty owner", func(m *RW) { m.WriteAttempt(10, "", 10, true) }},
-		{"empty read hold", "empty owner", func(m *RW) { m.ReadAttempt(10, "", 10, "w", false) }},
-		{"empty hold in ReadRelease", "empty owner", func(m *RW) { m.ReadRelease(10, "", true) }},
-		{"empty hold in WriteRelease", "empty owner", func(m *RW) { m.WriteRelease(10, "", true) }},
-		{"empty hold in ReadReenter", "empty owner", func(m *RW) { m.ReadReenter(10, "") }},
-		{"empty hold in WriteReenter", "empty owner", func(m *RW) { m.WriteReenter(10, "") }},
-		{"empty hold in WriterGiveUp", "empty owner", func(m *RW) { m.WriterGiveUp(10, "") }},
-		{"empty hold in WriterHeartbeat", "empty owner", func(m *RW) { m.WriterHeartbeat(10, "") }},
-		{"empty hold in ReadRenew", "empty owner", func(m *RW) { m.ReadRenew(10, "", 10) }},
-		{"empty hold in WriteRenew", "empty owner", func(m *RW) { m.WriteRenew(10, "", 10) }},
-		{"zero write lease", "non-positive lease", func(m *RW) { m.WriteAttempt(10, "w3", 0, false) }},
-		{"zero read lease", "non-positive lease", func(m *RW) { m.ReadAttempt(10, "r", 0, "", false) }},
-		{"negative read renew lease", "non-positive lease", func(m *RW) { m.ReadRenew(10, "d", -1) }},
-		{"negative write renew lease", "non-positive lease", func(m *RW) { m.WriteRenew(10, "w", -1) }},
-		{"lease overflows time", "overflows", func(m *RW) { m.ReadAttempt(10, "r", 1<<63-1, "w", false) }},
-		{"zero RW", "not made by NewRW", func(m *RW) { (&RW{}).WriteAttempt(10, "w3", 10, true) }},
-		{"zero RW query", "not made by NewRW", func(m *RW) { (&RW{}).Writer(10) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := held()
-			before := *m
-			before.readers, before.waiting = maps.Clone(m.readers), maps.Clone(m.waiting)
-			msg := func() (msg string) {
-				defer func() { msg = fmt.Sprint(recover()) }()
-				tc.call(m)
-				return "no panic"
-			}()
-			if !strings.Contains(msg, tc.want) {
-				t.Fatalf("panic = %q, want one containing %q", msg, tc.want)
-			}
-			if !reflect.DeepEqual(*m, before) {
-				t.Fatalf("a rejected call changed the model: %+v, was %+v", *m, before)
-			}
-		})
-	}
-	for _, timeout := range []int64{0, -1} {
-		msg := func() (msg string) {
-			defer func() { msg = fmt.Sprint(recover()) }()
-			NewRW(timeout, false)
-			return "no panic"
-		}()
-		if !strings.Contains(msg, "non-positive writer timeout") {
-			t.Fatalf("NewRW(%d): panic = %q", timeout, msg)
-		}
-	}
 }
