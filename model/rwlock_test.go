@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -882,4 +884,228 @@ func TestRWEveryWaiterIsEventuallyGranted(t *testing.T) {
 			}
 		}
 	})
+}
+
+// mustAttempt fails t unless r has status want.
+func mustAttempt(t *testing.T, what string, r RWAttempt, want Status) RWAttempt {
+	t.Helper()
+	if r.Status != want {
+		t.Fatalf("%s: %+v, want %v", what, r, want)
+	}
+	return r
+}
+
+func mustRelease(t *testing.T, what string, r RWRelease, err error, grants ...string) {
+	t.Helper()
+	if err != nil || r.Count != 0 || !slices.Equal(r.Grants, grants) {
+		t.Fatalf("%s: %+v, %v; want the hold ended and grants %v", what, r, err, grants)
+	}
+}
+
+func queueHolds(m *RW, now Time) []string {
+	var hs []string
+	for _, w := range m.Queue(now) {
+		hs = append(hs, w.Hold)
+	}
+	return hs
+}
+
+// The readers at the head are granted together, up to the next writer; a
+// writer is granted alone, once the readers ahead of it are gone; and a
+// reader queued behind a writer waits for it.
+func TestRWReadersAtTheHeadAreGrantedTogetherAndAWriterAlone(t *testing.T) {
+	for _, fair := range []bool{true, false} {
+		m := NewRW(1000, fair)
+		mustAttempt(t, "w1", m.WriteAttempt(0, "w1", 100, true), Acquired)
+		mustAttempt(t, "r1", m.ReadAttempt(1, "r1", 100, "", true), Queued)
+		mustAttempt(t, "r2", m.ReadAttempt(2, "r2", 100, "", true), Queued)
+		mustAttempt(t, "w2", m.WriteAttempt(3, "w2", 100, true), Queued)
+		mustAttempt(t, "r3", m.ReadAttempt(4, "r3", 100, "", true), Queued)
+
+		r, err := m.WriteRelease(10, "w1", true)
+		mustRelease(t, "w1's release", r, err, "r1", "r2")
+		r, err = m.ReadRelease(11, "r1", true)
+		mustRelease(t, "r1's release", r, err)
+		r, err = m.ReadRelease(12, "r2", true)
+		mustRelease(t, "the last reader's release", r, err, "w2")
+		r, err = m.WriteRelease(13, "w2", true)
+		mustRelease(t, "w2's release", r, err, "r3")
+	}
+}
+
+// In the fair mode a new reader queues behind a waiting writer even while
+// only readers hold; in the non-fair mode it enters, and so can keep the
+// writer waiting as long as readers overlap.
+func TestRWNewReaderAndAWaitingWriterByMode(t *testing.T) {
+	for _, fair := range []bool{true, false} {
+		m := NewRW(1000, fair)
+		mustAttempt(t, "r0", m.ReadAttempt(0, "r0", 100, "", false), Acquired)
+		w := mustAttempt(t, "w", m.WriteAttempt(1, "w", 100, true), Queued)
+		if w.Wait != 99 {
+			t.Fatalf("a writer waiting for a reader is told the reader's remaining lease: %+v", w)
+		}
+		want := Queued
+		if !fair {
+			want = Acquired
+		}
+		mustAttempt(t, fmt.Sprintf("a new reader in the fair=%v mode", fair), m.ReadAttempt(2, "r1", 100, "", true), want)
+	}
+}
+
+// A grant's lease is the one asked for, cut at the waiter's liveness
+// deadline; the waiter renews it once it hears of the grant.
+func TestRWGrantLeaseIsCutAtTheWaitersDeadline(t *testing.T) {
+	m := NewRW(50, true)
+	mustAttempt(t, "w1", m.WriteAttempt(0, "w1", 100, false), Acquired)
+	mustAttempt(t, "w2", m.WriteAttempt(0, "w2", 100, true), Queued) // live until 50
+	r, err := m.WriteRelease(30, "w1", true)
+	mustRelease(t, "w1's release", r, err, "w2")
+	if ms, _ := m.RemainingWrite(30); ms != 20 {
+		t.Fatalf("w2's grant runs %d ms, want 20 (to its deadline)", ms)
+	}
+	if !m.WriteRenew(31, "w2", 100) {
+		t.Fatal("the granted waiter cannot renew")
+	}
+}
+
+// A waiter that misses its deadline is never granted and never revived: its
+// heartbeat or its attempt tells it it was dropped, or, once a serve has
+// passed its entry at the head, its attempt is a new arrival at the tail.
+func TestRWDeadWaiterIsSkippedAndNotRevived(t *testing.T) {
+	m := NewRW(50, true)
+	mustAttempt(t, "w1", m.WriteAttempt(0, "w1", 200, false), Acquired)
+	mustAttempt(t, "a", m.WriteAttempt(0, "a", 100, true), Queued) // dies at 50
+	mustAttempt(t, "b", m.WriteAttempt(0, "b", 100, true), Queued) // dies at 50
+	mustAttempt(t, "c", m.WriteAttempt(40, "c", 100, true), Queued)
+	if b, _ := m.Heartbeat(50, "a", 100, Exclusive); b != BeatDropped {
+		t.Fatalf("a's heartbeat at its deadline: %v", b)
+	}
+	if b, _ := m.Heartbeat(51, "a", 100, Exclusive); b != BeatDropped {
+		t.Fatalf("a's heartbeat after it was dropped: %v", b)
+	}
+	mustAttempt(t, "b's attempt after its deadline", m.WriteAttempt(55, "b", 100, true), Dropped)
+	if q := queueHolds(m, 55); !slices.Equal(q, []string{"c"}) {
+		t.Fatalf("queue %v, want [c]", q)
+	}
+	r, err := m.WriteRelease(60, "w1", true)
+	mustRelease(t, "w1's release skips the dead", r, err, "c")
+
+	m = NewRW(50, true)
+	mustAttempt(t, "w1", m.WriteAttempt(0, "w1", 200, false), Acquired)
+	mustAttempt(t, "d", m.WriteAttempt(0, "d", 100, true), Queued) // dies at 50
+	mustAttempt(t, "e", m.WriteAttempt(30, "e", 100, true), Queued)
+	r, err = m.WriteRelease(60, "w1", true) // passes d's dead entry at the head
+	mustRelease(t, "w1's release", r, err, "e")
+	mustAttempt(t, "d after its entry was passed", m.WriteAttempt(61, "d", 100, true), Queued)
+	if q := queueHolds(m, 61); !slices.Equal(q, []string{"d"}) {
+		t.Fatalf("queue %v, want [d] as a new arrival", q)
+	}
+}
+
+// The writer takes read holds of its own at once, whatever waits, and they
+// keep writers out after its write hold ends.
+func TestRWDowngradeIsTakenAtOnceAndOutlivesTheWriteHold(t *testing.T) {
+	m := NewRW(1000, true)
+	mustAttempt(t, "w", m.WriteAttempt(0, "w", 100, false), Acquired)
+	mustAttempt(t, "w2", m.WriteAttempt(1, "w2", 100, true), Queued)
+	mustAttempt(t, "r by another", m.ReadAttempt(2, "r", 100, "", false), Busy)
+	mustAttempt(t, "the downgrade", m.ReadAttempt(3, "d", 100, "w", false), Acquired)
+	r, err := m.WriteRelease(4, "w", true)
+	mustRelease(t, "w's release", r, err) // w2 waits for the downgrade
+	r, err = m.ReadRelease(5, "d", true)
+	mustRelease(t, "the downgrade's release", r, err, "w2")
+}
+
+// rw_read_acquire.lua's short path takes a read hold without looking at
+// who holds one: a reader whose grant message was lost and that attempts
+// again while the queue's list is empty (or in the non-fair mode) is told
+// Acquired and has its lease set anew; with a list that is not empty (in the
+// fair mode) the full path tells it Granted and changes nothing.
+func TestRWLiveReadersAttemptTakesTheShortPathWhenTheListIsEmpty(t *testing.T) {
+	m := NewRW(1000, true)
+	mustAttempt(t, "w", m.WriteAttempt(0, "w", 100, false), Acquired)
+	mustAttempt(t, "r", m.ReadAttempt(0, "r", 300, "", true), Queued)
+	r, err := m.WriteRelease(10, "w", true)
+	mustRelease(t, "w's release", r, err, "r")
+	mustAttempt(t, "r again, empty list", m.ReadAttempt(20, "r", 300, "", true), Acquired)
+	if ms, _ := m.RemainingRead(20, "r"); ms != 300 {
+		t.Fatalf("r's lease after the short path: %d ms, want 300", ms)
+	}
+
+	mustAttempt(t, "w2", m.WriteAttempt(30, "w2", 100, true), Queued)
+	mustAttempt(t, "r again, w2 queued", m.ReadAttempt(40, "r", 300, "", true), Granted)
+	if ms, _ := m.RemainingRead(40, "r"); ms != 280 {
+		t.Fatalf("r's lease after the full path: %d ms, want 280", ms)
+	}
+}
+
+// In the non-fair mode a queued reader that takes its hold by a later
+// attempt keeps its queue entry, which is served in its turn: after its own
+// release, the reader is granted a read hold again.
+func TestRWNonFairQueuedReaderThatTakesItsHoldKeepsItsQueueEntry(t *testing.T) {
+	m := NewRW(1000, false)
+	mustAttempt(t, "w", m.WriteAttempt(0, "w", 10, false), Acquired)
+	mustAttempt(t, "r", m.ReadAttempt(1, "r", 100, "", true), Queued)
+	// w's lease runs out at 10; nothing serves the queue.
+	mustAttempt(t, "r's retry", m.ReadAttempt(20, "r", 100, "", true), Acquired)
+	if q := queueHolds(m, 20); !slices.Equal(q, []string{"r"}) {
+		t.Fatalf("queue %v, want r still in it", q)
+	}
+	r, err := m.ReadRelease(30, "r", true)
+	mustRelease(t, "r's release", r, err, "r")
+	if m.ReaderCount(30, "r") != 1 {
+		t.Fatal("r's entry was not granted again")
+	}
+}
+
+// A hold that joins again under the same hold id, lease and mode after its
+// entry lost its deadline away from the head (a give-up, a Dropped reply:
+// the real client never does this) is served from the old entry's place.
+func TestRWSameMemberRejoiningTakesItsGhostsPlace(t *testing.T) {
+	m := NewRW(1000, true)
+	mustAttempt(t, "w", m.WriteAttempt(0, "w", 100, false), Acquired)
+	mustAttempt(t, "a", m.WriteAttempt(1, "a", 100, true), Queued)
+	mustAttempt(t, "b", m.WriteAttempt(2, "b", 100, true), Queued)
+	mustAttempt(t, "c", m.WriteAttempt(3, "c", 100, true), Queued)
+	if st, _ := m.GiveUp(4, "b", 100, Exclusive); st != LeftQueue {
+		t.Fatalf("b's give-up: %v", st)
+	}
+	mustAttempt(t, "b again", m.WriteAttempt(5, "b", 100, true), Queued)
+	if q := queueHolds(m, 5); !slices.Equal(q, []string{"a", "b", "c"}) {
+		t.Fatalf("queue %v, want [a b c]", q)
+	}
+}
+
+func TestRWMisusePanicsAndChangesNothing(t *testing.T) {
+	m := NewRW(50, true)
+	m.WriteAttempt(10, "w", 100, false)
+	m.ReadAttempt(10, "r", 100, "", true)
+	before := *m
+	before.readers, before.deadlines, before.queue = maps.Clone(m.readers), maps.Clone(m.deadlines), slices.Clone(m.queue)
+	for name, f := range map[string]func(){
+		"empty hold":           func() { m.WriteAttempt(10, "", 100, true) },
+		"zero lease":           func() { m.ReadAttempt(10, "x", 0, "", true) },
+		"time going back":      func() { m.Serve(9) },
+		"negative renewal":     func() { m.ReadRenew(10, "r", -1) },
+		"negative re-entry":    func() { m.WriteReenter(10, "w", -1) },
+		"unknown mode":         func() { m.Heartbeat(10, "r", 100, 'z') },
+		"zero member lease":    func() { m.GiveUp(10, "r", 0, Shared) },
+		"overflowing lease":    func() { m.WriteAttempt(10, "x", 1<<63-1, false) },
+		"RW not made by NewRW": func() { new(RW).Serve(0) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+		if !reflect.DeepEqual(*m, before) {
+			t.Fatalf("%s changed the model: %+v, was %+v", name, *m, before)
+		}
+	}
+	if strings.Contains(fmt.Sprint(Shared, Exclusive), "mode(") {
+		t.Fatal("modes print as their letters")
+	}
 }
