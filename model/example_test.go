@@ -81,3 +81,29 @@ func ExampleFair() {
 	// bob heartbeats at 170, still waiting: false
 	// holder: bob
 }
+
+// Readers and writers wait in one queue and are served in arrival order:
+// the readers at the head together, a writer alone once the readers ahead
+// of it are gone; in the fair mode a newcomer queues behind them.
+func ExampleRW() {
+	m := model.NewRW(50, true) // fair; waiters stay live 50 ms after their last attempt or heartbeat
+
+	fmt.Println("r1:", m.ReadAttempt(0, "r1", 100, "", true).Status)
+	fmt.Println("w1:", m.WriteAttempt(1, "w1", 100, true).Status)
+	fmt.Println("r2:", m.ReadAttempt(2, "r2", 100, "", true).Status) // behind w1, though only readers hold
+
+	r, _ := m.ReadRelease(10, "r1", true)
+	fmt.Println("r1 releases, granted:", r.Grants)
+	ms, _ := m.RemainingWrite(10)
+	fmt.Println("w1's grant lasts until its liveness deadline:", ms, "ms")
+
+	r, _ = m.WriteRelease(20, "w1", true)
+	fmt.Println("w1 releases, granted:", r.Grants)
+	// Output:
+	// r1: acquired
+	// w1: queued
+	// r2: queued
+	// r1 releases, granted: [w1]
+	// w1's grant lasts until its liveness deadline: 41 ms
+	// w1 releases, granted: [r2]
+}
