@@ -152,7 +152,10 @@ import (
 // keys; the model takes them as never running out while they hold anything
 // that matters. A read hold whose lease ran out is gone at once here,
 // whereas its zset entry stays until a script removes it or the key
-// expires: the model ignores that entry (see ForceRelease). The writer's
+// expires: the model ignores that entry (see ForceRelease). Likewise its
+// re-entries stay in the hash until a release or a give-up removes them: a
+// hold id that is made a reader again (a grant of a queue entry it still
+// had) has count 1 here, 1 plus those re-entries in Redis. The writer's
 // fencing token is not modelled.
 //
 // # Time and misuse
