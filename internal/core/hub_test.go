@@ -40,7 +40,8 @@ func runtimeOf(t *testing.T, c *aqs.Client) *core.Runtime {
 }
 
 // channelOf is the channel the lock's waiters subscribe to.
-func channelOf(l *reentrant.Lock) string { return l.Key() + ":ch" }
+// channelOf is the channel on which c's waiters of l hear of grants.
+func channelOf(c *aqs.Client, l *reentrant.Lock) string { return l.Key() + ":c:" + c.ID() }
 
 // serverOf returns the server that serves channel's subscribers: the master of its slot on a
 // cluster (sharded pub/sub), the one server otherwise.
@@ -129,7 +130,7 @@ func TestLocalWaitersShareOneSubscriptionThatEndsAfterTheLinger(t *testing.T) {
 		require.Equal(t, core.DefaultConfig().Linger, rt.Cfg.Linger)
 		l, err := reentrant.New(c, redistest.Name(t))
 		require.NoError(t, err)
-		channel := channelOf(l)
+		channel := channelOf(c, l)
 
 		held, err := l.Lock(ctx)
 		require.NoError(t, err)
@@ -319,7 +320,7 @@ func TestParkedWaitersAcquireAfterTheirPubSubConnectionIsKilled(t *testing.T) {
 				rt := runtimeOf(t, c)
 				l, err := reentrant.New(c, redistest.Name(t))
 				require.NoError(t, err)
-				channel := channelOf(l)
+				channel := channelOf(c, l)
 
 				const lease = time.Minute
 				held, err := l.Lock(ctx, aqs.WithLease(lease))
@@ -416,7 +417,7 @@ func TestWaiterIsWokenAfterItsSlotMovesToAnotherMaster(t *testing.T) {
 		}()
 	}
 	lockOnce(waiterLock)
-	channel := channelOf(waiterLock)
+	channel := channelOf(waiterClient, waiterLock)
 	require.Eventually(t, func() bool { return subscribers(rdb, channel) == 1 }, 5*time.Second, time.Millisecond)
 
 	slot := int(core.Slot(channel))
@@ -447,9 +448,10 @@ func TestWaiterIsWokenAfterItsSlotMovesToAnotherMaster(t *testing.T) {
 	held, err = holderLock.Lock(ctx)
 	require.NoError(t, err)
 	lockOnce(staleLock)
+	stale := channelOf(staleClient, staleLock) // in the same slot
 	require.Eventually(t, func() bool {
-		n, err := newMaster.PubSubShardNumSub(ctx, channel).Result()
-		return err == nil && n[channel] == 1
+		n, err := newMaster.PubSubShardNumSub(ctx, stale).Result()
+		return err == nil && n[stale] == 1
 	}, 5*time.Second, 5*time.Millisecond, "the stale Client's waiter did not subscribe on the new master")
 	require.NoError(t, holderLock.Unlock(held))
 	awaitWoken(t, got, "the stale Client's waiter")
@@ -469,36 +471,43 @@ func awaitWoken(t *testing.T, got <-chan error, who string) {
 	}
 }
 
-// A turn message of the reentrant lock ("r<Client id>", lock_release.lua) wakes a waiter of
-// that Client at once; the waiters of other Clients are woken only TurnCheck later, in case
-// that Client did not take the lock.
-func TestTurnMessageWakesOnlyTheClientWhoseTurnItIs(t *testing.T) {
+// A message of tags wakes exactly the waiters registered with one of them, marked tagged (a
+// script's grants to several waiters of one Client come as one message); "*" wakes every
+// waiter, untagged (to look again).
+func TestTagsMessageWakesExactlyItsWaiters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := newClient(t, redistest.Single(t).Client(t))
+	rdb := redistest.Single(t).Client(t)
+	c := newClient(t, rdb)
 	rt := runtimeOf(t, c)
-	channel := redistest.Name(t) + ":ch"
-	w, err := rt.Hub.Wait(ctx, channel, "")
-	require.NoError(t, err)
-	defer w.Close()
-	other := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b"
-	require.NotEqual(t, other, c.ID())
-
-	start := time.Now()
-	rt.Hub.Deliver(channel, "r"+other)
-	select {
-	case <-w.C:
-		assert.GreaterOrEqual(t, time.Since(start), core.TurnCheck, "woken by another Client's turn")
-	case <-ctx.Done():
-		t.Fatal("never woken after another Client's turn")
+	channel := redistest.Name(t) + ":c:" + c.ID()
+	var ws []*core.Waiter
+	for _, tag := range []string{"a", "b", "c"} {
+		w, err := rt.Hub.Wait(ctx, channel, tag)
+		require.NoError(t, err)
+		defer w.Close()
+		ws = append(ws, w)
 	}
-
-	start = time.Now()
-	rt.Hub.Deliver(channel, "r"+c.ID())
+	require.NoError(t, rdb.Publish(ctx, channel, "a c").Err())
+	for _, i := range []int{0, 2} {
+		select {
+		case <-ws[i].C:
+			assert.True(t, ws[i].Tagged(), "waiter %d", i)
+		case <-ctx.Done():
+			t.Fatalf("waiter %d was not woken by its tag", i)
+		}
+	}
+	assert.False(t, ws[1].Tagged(), "a waiter whose tag the message does not name")
 	select {
-	case <-w.C:
-		assert.Less(t, time.Since(start), core.TurnCheck, "its own Client's turn woke it late")
+	case <-ws[1].C:
+		t.Fatal("a waiter whose tag the message does not name was woken")
+	default:
+	}
+	rt.Hub.Deliver(channel, "*")
+	select {
+	case <-ws[1].C:
+		assert.False(t, ws[1].Tagged(), "a wakeup to look again is not a grant")
 	case <-ctx.Done():
-		t.Fatal("never woken by its own Client's turn")
+		t.Fatal("\"*\" did not wake every waiter")
 	}
 }
