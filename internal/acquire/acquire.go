@@ -84,7 +84,7 @@ func (a *attempt) run() (Won, bool, error) {
 	case boarded && o.kind == oJoined:
 		// Queued by the release that carried it: that release stands for the first attempt,
 		// and the new holder's lease bounds the first wait (heartbeats find a lost grant).
-		a.queuedAt, a.joinedAt = o.since, o.since
+		sentAt, a.joinedAt = o.since, o.since
 		r = scripts.Attempt{Status: scripts.Queued, Wait: a.q.rt.Cfg.WatchdogTimeout}
 	case boarded && o.kind == oUnknown:
 		first = false // a release may have queued it, or handed it the lock
