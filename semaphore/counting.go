@@ -166,14 +166,10 @@ func (s *Semaphore) Available(ctx context.Context) (int, error) {
 	a, _ := v[0].(string)
 	n, _ := strconv.ParseInt(a, 10, 64)
 	if v[1] != nil {
-		n += gate
+		n += layout.Gate
 	}
 	return int(max(n, 0)), nil
 }
-
-// gate is GATE in internal/scripts/_csem.lua: the available permits' field is kept that much
-// lower while waiters are queued.
-const gate = 1 << 50
 
 // Drain takes every permit available now, whoever waits, and returns how many it took.
 func (s *Semaphore) Drain(ctx context.Context) (int, error) {

@@ -243,7 +243,7 @@ func (a *attempt) since() time.Time {
 
 // newWaiter returns the call's local waiter.
 func (a *attempt) newWaiter() *waiter {
-	return &waiter{hold: a.hold, member: a.hold + a.c.Member, rules: a.c.Rules, out: make(chan outcome, 1)}
+	return &waiter{hold: a.hold, member: a.c.Member(a.hold), rules: a.c.Rules, out: make(chan outcome, 1)}
 }
 
 // board boards a hold of this Client when the call may (see local.go), and waits for the

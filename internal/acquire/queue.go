@@ -76,9 +76,9 @@ type Call struct {
 	// with a wait bound), or not at all.
 	Block bool
 	Wait  time.Duration
-	// Member is what follows the hold id in the hold's queue member: a waiter of this Client
-	// that a release carries joins the queue as hold + Member.
-	Member string
+	// Member returns a hold's queue member (see internal/layout): a waiter of this Client that
+	// a release carries joins the queue as Member(hold). Needed with Local only.
+	Member func(hold string) string
 	// Local: the call may take a hand-off from a release of this Client (see local.go). Off
 	// for a call that must take the lock by an attempt of its own (one that asks for its
 	// fencing token at acquisition) and for primitives without local hand-offs.

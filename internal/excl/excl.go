@@ -100,7 +100,7 @@ func (l *Lock) Acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		Rules:  &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), token: cfg.Token},
 		Block:  block,
 		Wait:   cfg.Wait,
-		Member: " " + strconv.FormatInt(lease.Milliseconds(), 10),
+		Member: func(hold string) string { return layout.LockMemberOf(hold, lease.Milliseconds()) },
 		Local:  !cfg.Token,
 		Hold: &acquire.HoldSpec{
 			Key: l.key, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LockRenew,

@@ -1,21 +1,241 @@
-// Package layout is the storage layout of aqs in Redis, parsed in one Go place: the names of
-// every primitive's keys and channels, the exclusive lock's value, the queue's members. The
-// Lua scripts (internal/scripts) write what this package reads; the library and the aqs
-// command (inspect, force-unlock) read it only through here.
+// Package layout is the storage layout of aqs in Redis, in one Go place: the names of every
+// primitive's keys and channels, the exclusive lock's value, the queue's members, the
+// semaphores' hash. The Lua scripts (internal/scripts) write what this package describes; the
+// library and the aqs command (inspect, force-unlock) read it only through here.
+//
+// Every key of a primitive is its base key "<prefix>:{<name>}" (internal/core/keys.go)
+// followed by a suffix, all in the base key's hash slot:
+//
+//	primitive            base key           suffixes
+//	reentrant, fair lock the lock value     :q :d (the queue)
+//	read-write lock      the writer's value :r (readers) :rn (their re-entries) :q :d
+//	counting semaphore   its hash           :q :d :g (grants not yet collected)
+//	leased semaphore     its hash           :q :d :p (permits) :pn (their counts)
 package layout
 
-// Key suffixes: every key of a primitive is its base key "<prefix>:{<name>}" (see
-// internal/core/keys.go) followed by one of these, all in the base key's slot.
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Key suffixes.
 const (
-	// QueueSuffix is the wait queue's list (every primitive that queues).
+	// QueueSuffix is the wait queue's list of members, in arrival order (every primitive that
+	// queues).
 	QueueSuffix = ":q"
-	// DeadlineSuffix is the wait queue's zset of liveness deadlines.
+	// DeadlineSuffix is the wait queue's zset of members scored by their liveness deadline
+	// (server ms): a member without a score is a ghost, one whose deadline passed is dead.
 	DeadlineSuffix = ":d"
-	// GrantsSuffix is the counting semaphore's zset of grants not yet collected.
+	// ReadersSuffix is the read-write lock's zset of read holds scored by their lease end.
+	ReadersSuffix = ":r"
+	// ReentriesSuffix is the read-write lock's hash of read holds re-entered: hold -> the
+	// re-entries (a hold absent holds once).
+	ReentriesSuffix = ":rn"
+	// GrantsSuffix is the counting semaphore's zset of queue members granted permits, scored by
+	// the waiter's liveness deadline at the grant: the fallback for a lost grant message.
 	GrantsSuffix = ":g"
+	// PermitsSuffix is the leased semaphore's zset of permits scored by their lease end.
+	PermitsSuffix = ":p"
+	// PermitCountsSuffix is the leased semaphore's hash of permits holding more than one
+	// permit: id -> permits.
+	PermitCountsSuffix = ":pn"
 )
 
 // GrantChannel is the channel on which a Client's waiters of the primitive at base hear of
-// grants: "<base>:c:<Client id>", whose messages are hold ids separated by spaces (or "*",
-// wake every waiter to look again).
+// grants: "<base>:c:<Client id>". A message is the granted hold ids separated by spaces, or
+// "*": every waiter looks again.
 func GrantChannel(base, client string) string { return base + ":c:" + client }
+
+// Hold ids.
+//
+// A hold id is "<Client id>:<sequence>": the Client id a UUID (36 bytes), the sequence a
+// decimal number, fresh for every hold of the Client. A leased permit's id is its hold id.
+
+// LooksLikeHold reports whether s has the shape of a hold id: '-' at byte 9 and ':' at byte 37
+// after the 36 bytes of a UUID, as the scripts' looks_ours checks before they write over a
+// value.
+func LooksLikeHold(s string) bool { return len(s) > 37 && s[8] == '-' && s[36] == ':' }
+
+// ClientOf returns the Client id of a hold id.
+func ClientOf(hold string) string {
+	if len(hold) > 36 {
+		return hold[:36]
+	}
+	return hold
+}
+
+// LockValue is an exclusive lock's value (the reentrant and fair locks' key, the read-write
+// lock's writer): "<hold> [n<count>] [t<token>] [w] [e<ms>]", the fields in any order but e
+// last (internal/scripts/_lock_value.lua).
+type LockValue struct {
+	// Hold is the holder's hold id.
+	Hold string
+	// Count is the hold count: 1, plus one per re-entry not yet released.
+	Count int64
+	// Token is the fencing token, 0 until one was assigned.
+	Token int64
+	// Queued (w) marks a lock whose queue may hold waiters: its release hands it off.
+	Queued bool
+	// LeaseEnd (e) is the holder's lease end in server ms, recorded while the queue is not
+	// empty (the key then outlives the lease, kept for the queue's head); 0 when not recorded:
+	// the key's TTL is the lease.
+	LeaseEnd int64
+}
+
+// ParseLockValue parses a lock value; it fails for a value aqs did not write.
+func ParseLockValue(v string) (LockValue, error) {
+	if !LooksLikeHold(v) {
+		return LockValue{}, fmt.Errorf("not an aqs lock value: %q", v)
+	}
+	lv := LockValue{Hold: v, Count: 1}
+	sp := strings.IndexByte(v[37:], ' ')
+	if sp < 0 {
+		return lv, nil
+	}
+	lv.Hold = v[:37+sp]
+	for _, f := range strings.Fields(v[37+sp:]) {
+		if f == "w" {
+			lv.Queued = true
+			continue
+		}
+		n, err := strconv.ParseInt(f[1:], 10, 64)
+		switch {
+		case err != nil:
+			return LockValue{}, fmt.Errorf("not an aqs lock value: %q", v)
+		case f[0] == 'n':
+			lv.Count = n
+		case f[0] == 't':
+			lv.Token = n
+		case f[0] == 'e':
+			lv.LeaseEnd = n
+		default:
+			return LockValue{}, fmt.Errorf("not an aqs lock value: %q", v)
+		}
+	}
+	return lv, nil
+}
+
+// MemberKind is the kind of a queue's members, which depends on the primitive.
+type MemberKind int
+
+// The kinds of queue members.
+const (
+	// LockMember: "<hold id> <lease ms>" (the reentrant and fair locks).
+	LockMember MemberKind = iota
+	// RWMember: "<hold id> <lease ms> s" (a reader) or "... x" (a writer).
+	RWMember
+	// CountingMember: "<hold id> <permits>".
+	CountingMember
+	// LeasedMember: "<hold id> <permits> <lease ms>".
+	LeasedMember
+)
+
+// Member is a queue member.
+type Member struct {
+	Hold string
+	// Lease is the lease in ms the waiter will have (0 for a counting semaphore's).
+	Lease int64
+	// Permits is the permits a semaphore's waiter asks for (0 for a lock's).
+	Permits int64
+	// Shared: a read-write lock's reader (false for a writer, and for every other kind).
+	Shared bool
+}
+
+// LockMemberOf returns the lock queue member of hold, with the lease it will have.
+func LockMemberOf(hold string, lease int64) string {
+	return hold + " " + strconv.FormatInt(lease, 10)
+}
+
+// ParseMember parses a queue member of the given kind.
+func ParseMember(kind MemberKind, m string) (Member, error) {
+	f := strings.Fields(m)
+	want := map[MemberKind]int{LockMember: 2, RWMember: 3, CountingMember: 2, LeasedMember: 3}[kind]
+	if len(f) != want || !LooksLikeHold(f[0]) {
+		return Member{}, fmt.Errorf("not a queue member: %q", m)
+	}
+	x := Member{Hold: f[0]}
+	num := func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
+	var err error
+	switch kind {
+	case LockMember:
+		x.Lease, err = num(f[1])
+	case RWMember:
+		x.Lease, err = num(f[1])
+		switch f[2] {
+		case "s":
+			x.Shared = true
+		case "x":
+		default:
+			err = fmt.Errorf("mode %q", f[2])
+		}
+	case CountingMember:
+		x.Permits, err = num(f[1])
+	case LeasedMember:
+		x.Permits, err = num(f[1])
+		if err == nil {
+			x.Lease, err = num(f[2])
+		}
+	}
+	if err != nil {
+		return Member{}, fmt.Errorf("not a queue member: %q: %w", m, err)
+	}
+	return x, nil
+}
+
+// Gate is GATE of internal/scripts/_csem.lua: while waiters may be queued (the q field set),
+// the counting semaphore's available permits are kept that much lower in its a field.
+const Gate = 1 << 50
+
+// SemHash is a semaphore's hash: t the total permits (absent: never set), a the available
+// permits (counting, less Gate while q is set), u the permits leased out (leased, counting
+// permits whose lease ran out but were not yet dropped), q set while the queue may hold
+// entries.
+type SemHash struct {
+	Set    bool
+	Total  int64
+	Avail  int64 // counting: a with the gate taken off
+	Leased int64 // leased: u
+	Queued bool
+}
+
+// ParseSemHash parses a semaphore's hash fields; it fails for a hash aqs did not write.
+func ParseSemHash(f map[string]string) (SemHash, error) {
+	var h SemHash
+	if _, ok := f["t"]; !ok {
+		if _, ok := f["a"]; !ok {
+			return h, fmt.Errorf("not a semaphore's hash")
+		}
+	}
+	for k, v := range f {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return SemHash{}, fmt.Errorf("not a semaphore's hash: field %s = %q", k, v)
+		}
+		switch k {
+		case "t":
+			h.Set, h.Total = true, n
+		case "a":
+			h.Avail = n
+		case "u":
+			h.Leased = n
+		case "q":
+			h.Queued = true
+		default:
+			return SemHash{}, fmt.Errorf("not a semaphore's hash: field %s", k)
+		}
+	}
+	if h.Queued {
+		h.Avail += Gate
+	}
+	return h, nil
+}
+
+// ParseScore reads a zset score: server ms, an integer that Redis may print as a double.
+func ParseScore(s string) (int64, bool) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, false
+	}
+	return int64(f), true
+}
