@@ -23,7 +23,7 @@ import (
 // for its own clean-up (leaving the queue, giving back what was granted in that instant) before
 // it returns and leaves the clean-up to the background. Against a healthy server the clean-up
 // takes a round trip, so the call returns with nothing left behind.
-const grace = 40 * time.Millisecond
+const grace = 25 * time.Millisecond
 
 // settleBound bounds a background clean-up.
 const settleBound = 5 * time.Second

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -219,6 +220,23 @@ func (s *Server) Kill() error {
 	s.proc.kill()
 	s.proc = nil
 	return nil
+}
+
+// Pause stops the server's process with SIGSTOP: it keeps its connections and its data, and
+// answers nothing until Resume (a server that stalls: a long fork, a swapped-out host). Pause
+// fails, changing nothing, if the server is not running.
+func (s *Server) Pause() error { return s.signal("Pause", syscall.SIGSTOP) }
+
+// Resume lets a paused server run again with SIGCONT.
+func (s *Server) Resume() error { return s.signal("Resume", syscall.SIGCONT) }
+
+func (s *Server) signal(op string, sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return fmt.Errorf("redistest: %s: server %s is not running", op, s.Addr())
+	}
+	return s.proc.cmd.Process.Signal(sig)
 }
 
 // Restart starts the server again on the same address and command line and
