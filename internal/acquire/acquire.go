@@ -87,13 +87,20 @@ func (a *attempt) run() (Won, bool, error) {
 		sentAt, a.joinedAt = o.since, o.since
 		r = scripts.Attempt{Status: scripts.Queued, Wait: a.q.rt.Cfg.WatchdogTimeout}
 	case boarded && o.kind == oUnknown:
-		first = false // a release may have queued it, or handed it the lock
+		// A release may have queued it, or handed it the lock: after it was sent.
+		first, a.queuedAt = false, o.since
 		fallthrough
 	default:
 		if a.hub == nil && a.waits() {
 			a.hub = a.q.rt.Hub.Join(a.q.cfg.Grants, a.hold) // free when subscribed
 		}
 		sentAt = time.Now()
+		// Nothing of this hold reached Redis before now: a lock or permits it is found to
+		// have later (an attempt of its own whose reply was lost, which go-redis sent again)
+		// were taken after this.
+		if a.queuedAt.IsZero() {
+			a.queuedAt = sentAt
+		}
 		if a.hub == nil && first && a.waits() {
 			var ok bool
 			ok, err = callFast(a, a.c.Rules)

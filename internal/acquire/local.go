@@ -317,7 +317,7 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 		case w == pick && pickTaken:
 			// decided below
 		case !known:
-			decide(w, outcome{kind: oUnknown}, wAttempting)
+			decide(w, outcome{kind: oUnknown, since: sentAt}, wAttempting)
 		case joined && w.hold == handedTo:
 			ours = true
 			decide(w, handed, wGone)
@@ -341,7 +341,7 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 		case inRiders:
 			// decided with the riders
 		case !known:
-			decide(pick, outcome{kind: oUnknown}, wAttempting)
+			decide(pick, outcome{kind: oUnknown, since: sentAt}, wAttempting)
 		case pick.state == wPicked:
 			if pick.hold == handedTo {
 				ours = true
