@@ -121,13 +121,37 @@ func holdID() string { return uuid.NewString() + ":1" }
 
 // acquireArgs are lock_acquire's ARGV for a new hold with a 60s lease whose fencing token is
 // assigned at once; the caller does not wait.
-func acquireArgs(hold string) []any { return []any{hold, 60000, "0", "1"} }
+func acquireArgs(hold string) []any { return []any{hold, 60000, 60000, "0", "1", "1"} }
+
+// lockKeys are the lock scripts' KEYS for the lock at key: the value, the queue list, its
+// deadlines (one hash tag, so one slot).
+func lockKeys(key string) []string { return []string{key, key + ":q", key + ":d"} }
+
+// attemptOf decodes an attempt's reply.
+func attemptOf(t *testing.T, cmd *redis.Cmd) scripts.Attempt {
+	t.Helper()
+	v, err := cmd.Result()
+	require.NoError(t, err)
+	a, err := scripts.DecodeAttempt(v)
+	require.NoError(t, err)
+	return a
+}
+
+// releaseOf decodes a release's reply.
+func releaseOf(t *testing.T, cmd *redis.Cmd) scripts.Release {
+	t.Helper()
+	v, err := cmd.Result()
+	require.NoError(t, err)
+	r, err := scripts.DecodeRelease(v)
+	require.NoError(t, err)
+	return r
+}
 
 // reenterArgs are lock_reenter's ARGV for a re-entry that leaves the lease alone.
 func reenterArgs(hold string) []any { return []any{hold, 0} }
 
 // releaseArgs are lock_release's ARGV; end is "1" to end the hold, "0" to count one down.
-func releaseArgs(hold, end, publish string) []any { return []any{hold, end, publish} }
+func releaseArgs(hold, end, publish string) []any { return []any{hold, end, publish, 60000, "", "0"} }
 
 // holdCount reads the hold count of the lock at key with lock_info ("" when free).
 func holdCount(t *testing.T, tp topology, key string) string {
@@ -218,14 +242,15 @@ func TestRunAnswersCorrectlyAfterScriptFlush(t *testing.T) {
 		ctx := context.Background()
 		for _, key := range keysOnEveryMaster(t, tp) {
 			m := tp.masterFor(t, key)
-			keys := []string{key}
+			keys := lockKeys(key)
 			owner := holdID()
 
 			tp.flush(t)
 			require.Equal(t, []bool{false}, cached(t, m, scripts.LockAcquire))
-			tok, err := scripts.LockAcquire.Run(ctx, tp.rdb, keys, acquireArgs(owner)...).Int64()
-			require.NoError(t, err)
-			require.Positive(t, tok, "acquired: the reply is the fencing token")
+			a := attemptOf(t, scripts.LockAcquire.Run(ctx, tp.rdb, keys, acquireArgs(owner)...))
+			require.Equal(t, scripts.Acquired, a.Status)
+			tok := a.Token
+			require.Positive(t, tok, "acquired, with the fencing token")
 			token := strconv.FormatInt(tok, 10)
 			assert.Equal(t, []bool{true}, cached(t, m, scripts.LockAcquire), "the EVAL fallback cached the script")
 
@@ -250,10 +275,9 @@ func TestRunAnswersCorrectlyAfterScriptFlush(t *testing.T) {
 			assert.Equal(t, "2", holdCount(t, tp, key))
 
 			tp.flush(t)
-			other, err := scripts.LockAcquire.Run(ctx, tp.rdb, keys, acquireArgs(holdID())...).Int64()
-			require.NoError(t, err)
-			left := -1 - other
-			assert.True(t, other < 0 && left <= 60000, "held by another owner for %dms more (reply %d)", left, other)
+			other := attemptOf(t, scripts.LockAcquire.Run(ctx, tp.rdb, keys, acquireArgs(holdID())...))
+			assert.True(t, other.Status == scripts.Busy && other.Wait <= time.Minute,
+				"held by another owner for %v more (reply %+v)", other.Wait, other)
 
 			tp.flush(t)
 			alive, err := scripts.LockRenew.Run(ctx, tp.rdb, keys, owner, 60000).Int64()
@@ -261,14 +285,12 @@ func TestRunAnswersCorrectlyAfterScriptFlush(t *testing.T) {
 			assert.Equal(t, int64(1), alive)
 
 			tp.flush(t)
-			n, err := scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, "0", tp.publish)...).Int64()
-			require.NoError(t, err)
-			assert.Equal(t, int64(1), n, "one hold left")
+			r := releaseOf(t, scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, "0", tp.publish)...))
+			assert.Equal(t, scripts.Release{Kind: scripts.Counted, Left: 1}, r, "one hold left")
 
 			tp.flush(t)
-			n, err = scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, "0", tp.publish)...).Int64()
-			require.NoError(t, err)
-			assert.Equal(t, int64(0), n, "released")
+			r = releaseOf(t, scripts.LockRelease.Run(ctx, tp.rdb, keys, releaseArgs(owner, "1", tp.publish)...))
+			assert.Equal(t, scripts.Freed, r.Kind, "released")
 
 			tp.flush(t)
 			res, err = scripts.LockInfo.Run(ctx, tp.rdb, keys).Slice()
@@ -314,17 +336,14 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 
 		tp.flush(t)
 		qs := runPipeline(func(p redis.Pipeliner, key string) *scripts.Call {
-			return scripts.LockAcquire.Queue(ctx, p, []string{key}, acquireArgs(owner)...)
+			return scripts.LockAcquire.Queue(ctx, p, lockKeys(key), acquireArgs(owner)...)
 		})
-		tokens := make([]int64, len(keys))
 		for i, q := range qs {
 			require.True(t, scripts.IsNoScript(q.Cmd.Err()), "the flush made EVALSHA on %s miss: %v", keys[i], q.Cmd.Err())
 			cmd := q.Retry(ctx, tp.rdb)
 			assert.Same(t, q.Cmd, cmd, "Retry returns the command holding the final reply")
-			var err error
-			tokens[i], err = cmd.Int64()
-			require.NoError(t, err, keys[i])
-			require.Positive(t, tokens[i], "acquired")
+			a := attemptOf(t, cmd)
+			require.Equal(t, scripts.Acquired, a.Status, keys[i])
 			assert.Equal(t, "1", holdCount(t, tp, keys[i]))
 		}
 
@@ -351,13 +370,11 @@ func TestQueuedCallsRecoverFromScriptFlushWithRetry(t *testing.T) {
 
 		tp.flush(t)
 		qs = runPipeline(func(p redis.Pipeliner, key string) *scripts.Call {
-			return scripts.LockRelease.Queue(ctx, p, []string{key}, releaseArgs(owner, "1", tp.publish)...)
+			return scripts.LockRelease.Queue(ctx, p, lockKeys(key), releaseArgs(owner, "1", tp.publish)...)
 		})
-		for i, q := range qs {
+		for _, q := range qs {
 			require.True(t, scripts.IsNoScript(q.Cmd.Err()), "flushed again: %v", q.Cmd.Err())
-			n, err := q.Retry(ctx, tp.rdb).Int64()
-			require.NoError(t, err, keys[i])
-			assert.Equal(t, int64(0), n, "released")
+			assert.Equal(t, scripts.Freed, releaseOf(t, q.Retry(ctx, tp.rdb)).Kind, "released")
 		}
 		for _, key := range keys {
 			res, err := scripts.LockInfo.Run(ctx, tp.rdb, []string{key}).Slice()
@@ -406,7 +423,7 @@ func TestIsNoScriptRecognisesTheServersNoScriptErrorOnly(t *testing.T) {
 			"a script that fails to compile": rdb.Eval(ctx, "return (", nil).Err(),
 			"an error raised by a script":    rdb.Eval(ctx, "return redis.error_reply('ERR lookalike of NOSCRIPT')", nil).Err(),
 			"an unknown command in a script": rdb.Eval(ctx, "return redis.call('NOSUCHCOMMAND')", nil).Err(),
-			"WRONGTYPE from a lock script": scripts.LockAcquire.Run(ctx, rdb, []string{wrongType},
+			"WRONGTYPE from a lock script": scripts.LockAcquire.Run(ctx, rdb, lockKeys(wrongType),
 				acquireArgs("owner")...).Err(),
 			"an unknown command": rdb.Do(ctx, "NOSUCHCOMMAND").Err(),
 			"a canceled context": rdb.Ping(canceled).Err(),

@@ -1,0 +1,58 @@
+package scripts_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redaqs/aqs/internal/scripts"
+)
+
+// Every reply shape a script writes decodes into its typed value, and anything else is an
+// error rather than a guess.
+func TestRepliesDecodeIntoTypedValues(t *testing.T) {
+	a, err := scripts.DecodeAttempt([]any{int64(1), int64(1732000000000123)})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.Attempt{Status: scripts.Acquired, Token: 1732000000000123}, a)
+	a, err = scripts.DecodeAttempt([]any{int64(3), int64(250), "c:1", "c:2"})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.Attempt{Status: scripts.Queued, Wait: 250 * time.Millisecond, Mine: []string{"c:1", "c:2"}}, a)
+	a, err = scripts.DecodeAttempt([]any{int64(2), int64(0)})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.Granted, a.Status)
+	for _, bad := range []any{int64(1), []any{int64(1)}, []any{int64(0), int64(0)}, []any{int64(8), int64(0)}, []any{"1", int64(0)}} {
+		_, err := scripts.DecodeAttempt(bad)
+		assert.Error(t, err, "%v", bad)
+	}
+
+	r, err := scripts.DecodeRelease([]any{int64(0), int64(2)})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.Release{Kind: scripts.Counted, Left: 2}, r)
+	r, err = scripts.DecodeRelease([]any{int64(2), "c:7", int64(5000)})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.Release{Kind: scripts.HandedLocal, Hold: "c:7", Lease: 5 * time.Second}, r)
+	r, err = scripts.DecodeRelease([]any{int64(1), "c:8"})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.Release{Kind: scripts.Freed, Mine: []string{"c:8"}}, r)
+	for _, bad := range []any{int64(0), []any{}, []any{int64(5)}, []any{int64(2), "c:7"}, []any{int64(0)}} {
+		_, err := scripts.DecodeRelease(bad)
+		assert.Error(t, err, "%v", bad)
+	}
+
+	s, err := scripts.DecodeSem([]any{int64(0), int64(3), "c:9"})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.Sem{Status: scripts.SemOK, Value: 3, Mine: []string{"c:9"}}, s)
+	_, err = scripts.DecodeSem([]any{int64(11), int64(0)})
+	assert.Error(t, err)
+
+	b, err := scripts.DecodeBeat(int64(2))
+	require.NoError(t, err)
+	assert.Equal(t, scripts.BeatGranted, b)
+	_, err = scripts.DecodeBeat(int64(3))
+	assert.Error(t, err)
+	g, err := scripts.DecodeGiveUp(int64(1))
+	require.NoError(t, err)
+	assert.Equal(t, scripts.LeftQueue, g)
+}
