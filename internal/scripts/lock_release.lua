@@ -42,11 +42,11 @@ if ARGV[2] == '1' and v then
   local n = #hold
   if v == hold and pick ~= '' then
     -- The local hand-off of a lock nobody queued for since it was taken (no w): the waiter
-    -- simply becomes the holder.
+    -- simply becomes the holder. It is not queued: a live queue entry keeps the key alive
+    -- and marked (see _lock_value.lua), so a plain value has none behind it.
     local sp = string.find(pick, ' ', 38, true)
     local next, lease = string.sub(pick, 1, sp - 1), string.sub(pick, sp + 1)
     redis.call('SET', l, next, 'PX', lease)
-    redis.call('ZREM', d, pick) -- in case it queued before this hold was taken
     return {2, next, tonumber(lease)}
   end
   if v == hold or (string.sub(v, n + 1, n + 4) == ' w e' and string.sub(v, 1, n) == hold) then
