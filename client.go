@@ -1,6 +1,7 @@
-// Package aqs is a library of distributed synchronizers on Redis: a reentrant lock
-// (package reentrant), with a fair lock, a read-write lock and semaphores to come, all sharing
-// one Client runtime.
+// Package aqs is a library of distributed synchronizers on Redis, all sharing one Client
+// runtime: a reentrant lock (package reentrant), a FIFO fair lock (package fair), a read-write
+// lock (package rwlock), and a counting semaphore and a semaphore of leased permits (package
+// semaphore).
 //
 // A Client carries what the primitives share: a random client id from which hold ids are
 // made, the script loader, one pub/sub hub and one lease watchdog. Create one per process and
@@ -12,6 +13,14 @@
 // goroutines. The held context is cancelled, with cause ErrLockLost, as soon as the lease can no
 // longer be trusted, so work done under it stops before another holder can get in. Read the
 // cause with context.Cause.
+//
+// Every blocking call (Lock, RLock, Acquire, and the Try variants with a wait) returns by its
+// context's deadline, also when the Redis server stalls or refuses connections, and leaves
+// nothing behind: what it started in Redis is given up in the background once the server
+// answers again. go-redis honours a context's deadline on the socket only with its option
+// ContextTimeoutEnabled; without it, a call whose deadline comes before the longest a go-redis
+// call could take (its timeouts and retries) waits for Redis on a goroutine of its own, which
+// costs a little. A context without a deadline waits for Redis as go-redis does.
 //
 // Each call takes the options that apply to it, as types of their own: Lock takes a
 // LockOption, TryLock a TryLockOption, and so on. An option a call cannot take, such as a wait
