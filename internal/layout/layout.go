@@ -197,6 +197,11 @@ type SemHash struct {
 	Avail  int64 // counting: a with the gate taken off
 	Leased int64 // leased: u
 	Queued bool
+	// HasA and HasU report whether the a and the u field are there: only a counting
+	// semaphore writes a, only a leased one u. A hash of t alone may be either: a counting
+	// semaphore set to 0 permits, or a leased one given permits by AddPermits and never
+	// acquired since.
+	HasA, HasU bool
 }
 
 // ParseSemHash parses a semaphore's hash fields; it fails for a hash aqs did not write.
@@ -216,9 +221,9 @@ func ParseSemHash(f map[string]string) (SemHash, error) {
 		case "t":
 			h.Set, h.Total = true, n
 		case "a":
-			h.Avail = n
+			h.Avail, h.HasA = n, true
 		case "u":
-			h.Leased = n
+			h.Leased, h.HasU = n, true
 		case "q":
 			h.Queued = true
 		default:
