@@ -11,30 +11,30 @@ import (
 	"time"
 )
 
-const inspectSynopsis = `Shows what is at NAME: which primitive (lock, fair lock, read-write lock, counting or
-leased semaphore), its holders with their hold counts, remaining leases and fencing
-tokens, its wait queue with positions and liveness deadlines, and a semaphore's
+const inspectSynopsis = `Shows what is at NAME: which primitive (lock, read-write lock, counting or leased
+semaphore), its holders with their hold counts, remaining leases and fencing tokens,
+its wait queue in order with positions and liveness deadlines, and a semaphore's
 permits. It only reads, in one atomic snapshot; times are measured on the server's
 clock. It fails (status 1) when nothing is at NAME, which is also what a free lock
 looks like, or when NAME holds a key that no aqs primitive would.
 
-A reentrant and a fair lock look alike in Redis while nobody queues for the fair one,
-and so does a read-write lock's writer while nobody else holds or waits: kind "lock".
+A reentrant and a fair lock look alike in Redis (one value, one queue): kind "lock".
+So does a read-write lock's writer while nothing else of its lock exists (no reader,
+no waiter).
 
---json prints one JSON object, whose shape is stable (fields may be added, none
-removed):
-  {"name", "key", "kind": "lock" | "reentrant-lock" | "fair-lock" | "rwlock" |
-     "semaphore" | "leased-semaphore",
+--json prints one JSON object. This release changes its shape: the kinds
+"reentrant-lock" and "fair-lock" and the fields "reserved_for", "turns" and
+"unlisted_waiters" are gone, and a read-write lock's waiters are listed in order.
+This shape is stable from now on (fields may be added, none removed):
+  {"name", "key", "kind": "lock" | "rwlock" | "semaphore" | "leased-semaphore",
    "server_time_ms", "held": bool,
    "holders": [{"hold", "client", "mode": "exclusive" | "write" | "read" | "permit",
                 "count", "permits" (leased permits), "token": int or null,
                 "lease_remaining_ms" (-1: no expiry)}],
-   "waiters": [{"position" (from 1; absent for a read-write lock's writers, which are
-                not ordered), "hold", "client", "mode": "exclusive" | "write" |
-                "acquire", "permits", "lease_ms" (the lease it will have),
-                "deadline_in_ms" (dropped as dead then, unless its client is heard of)}],
-   "unlisted_waiters": bool (waiters that are not recorded one by one wait: a
-                reentrant lock's, or a read-write lock's readers),
+   "waiters": [{"position" (from 1, in the order the queue serves them), "hold",
+                "client", "mode": "exclusive" | "read" | "write" | "acquire",
+                "permits", "lease_ms" (the lease it will have), "deadline_in_ms"
+                (dropped as dead then, unless its client is heard of)}],
    "stale_entries" (entries whose time passed, dropped on the next use),
    "permits" (semaphores only): {"set": bool, "total", "available", "taken"}}`
 
@@ -100,7 +100,7 @@ func printState(w io.Writer, st *nameState) {
 	for _, q := range st.Waiters {
 		switch st.Kind {
 		case primRW:
-			queue = append(queue, []string{q.Hold, msText(q.DeadlineInMS)})
+			queue = append(queue, []string{strconv.Itoa(q.Position), q.Hold, q.Mode, msText(q.LeaseMS), msText(q.DeadlineInMS)})
 		case primSemaphore:
 			queue = append(queue, []string{strconv.Itoa(q.Position), q.Hold, strconv.FormatInt(q.Permits, 10), msText(q.DeadlineInMS)})
 		case primLeased:
@@ -111,7 +111,7 @@ func printState(w io.Writer, st *nameState) {
 	}
 	switch st.Kind {
 	case primRW:
-		table("waiting writers (not ordered: any of them may win)", "HOLD\tDEADLINE IN", queue)
+		table("queue (served in this order)", "POS\tHOLD\tMODE\tLEASE\tDEADLINE IN", queue)
 	case primSemaphore:
 		table("queue (served in this order)", "POS\tHOLD\tPERMITS\tDEADLINE IN", queue)
 	case primLeased:
@@ -179,20 +179,12 @@ func stateNotes(st *nameState) []string {
 	var out []string
 	switch st.Kind {
 	case primLock:
-		out = append(out, "(a reentrant or a fair lock, or a read-write lock's writer: they look alike while nobody waits)")
-	case primReentrant:
-		out = append(out, "waiters marked the lock (a reentrant lock's waiters are not listed)")
-		if st.ReservedFor != "" {
-			out = append(out, "free, reserved for a moment for the waiters of Client "+st.ReservedFor+", whose turn it is")
-		}
-		if len(st.Turns) > 0 {
-			out = append(out, "Clients waiting for their turns, in order: "+strings.Join(st.Turns, ", "))
+		out = append(out, "(a reentrant or a fair lock, which look alike, or a read-write lock's writer while nothing else of its lock exists)")
+		if len(st.Waiters) > 0 {
+			out = append(out, "(a reentrant lock's release may hand it to a waiter of the holder's own Client before the head: see package reentrant)")
 		}
 	case primSemaphore:
 		out = append(out, "(counting permits have no owner: who took them is not recorded)")
-	}
-	if st.Kind == primRW && st.UnlistedWaiters {
-		out = append(out, "readers are waiting (a read-write lock's waiting readers are not listed)")
 	}
 	if st.StaleEntries > 0 {
 		out = append(out, fmt.Sprintf("%d stale entries (waiters that gave up or died, leases that ran out): dropped on the next use", st.StaleEntries))

@@ -83,7 +83,6 @@ func TestInspectShowsAReentrantLockHeldWithReentryAndToken(t *testing.T) {
 	require.Len(t, st.Holders, 1)
 	assertHolder(t, st.Holders[0], a, "exclusive", 2, &token, 30*time.Second)
 	assert.Empty(t, st.Waiters)
-	assert.False(t, st.UnlistedWaiters)
 	assert.Nil(t, st.Permits)
 	assert.InDelta(t, time.Now().UnixMilli(), st.ServerTimeMS, float64(time.Minute.Milliseconds()))
 
@@ -92,43 +91,62 @@ func TestInspectShowsAReentrantLockHeldWithReentryAndToken(t *testing.T) {
 	assert.Contains(t, text, fmt.Sprintf("lock %q (key aqs:{%s}): held by %s\n", name, name, hold))
 	assert.Regexp(t, row("HOLD", "COUNT", "TOKEN", "LEASE LEFT"), text)
 	assert.Regexp(t, regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(hold)+` +2 +`+strconv.FormatInt(token, 10)+` +[0-9.]+m?s$`), text)
-	assert.Contains(t, text, "they look alike while nobody waits")
+	assert.Contains(t, text, "(a reentrant or a fair lock, which look alike, or a read-write lock's writer")
 
 	require.NoError(t, l.Unlock(inner))
 	require.NoError(t, l.Unlock(held))
 }
 
-func TestInspectShowsTheWaitersMarkOnAReentrantLock(t *testing.T) {
+// A reentrant lock's waiters of other Clients queue in Redis: inspect lists them in the order
+// the lock serves them.
+func TestInspectListsAReentrantLocksQueuedWaitersInOrder(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Single(t)
 	name := redistest.Name(t)
-	a, b := newAdminClient(t, srv), newAdminClient(t, srv)
-	la, err := reentrant.New(a, name)
+	a, b, c := newAdminClient(t, srv), newAdminClient(t, srv), newAdminClient(t, srv)
+	locks := make([]*reentrant.Lock, 3)
+	for i, cl := range []*aqs.Client{a, b, c} {
+		var err error
+		locks[i], err = reentrant.New(cl, name)
+		require.NoError(t, err)
+	}
+	held, err := locks[0].Lock(t.Context())
 	require.NoError(t, err)
-	lb, err := reentrant.New(b, name)
-	require.NoError(t, err)
-	held, err := la.Lock(t.Context())
-	require.NoError(t, err)
-	chB := inBackground(func() (context.Context, error) { return lb.Lock(t.Context()) })
-	waitState(t, srv, name, "b's mark", func(st *nameState) bool { return st.Kind == primReentrant })
+	chB := inBackground(func() (context.Context, error) { return locks[1].Lock(t.Context()) })
+	waitState(t, srv, name, "b queued", waitingN(1))
+	chC := inBackground(func() (context.Context, error) { return locks[2].Lock(t.Context(), aqs.WithLease(10*time.Second)) })
+	waitState(t, srv, name, "c queued", waitingN(2))
 
 	st := inspectJSON(t, srv, name)
-	assert.Equal(t, primReentrant, st.Kind)
+	assert.Equal(t, primLock, st.Kind, "a reentrant lock looks like any lock")
 	require.Len(t, st.Holders, 1)
 	assertHolder(t, st.Holders[0], a, "exclusive", 1, nil, 30*time.Second)
-	assert.True(t, st.UnlistedWaiters)
-	assert.Empty(t, st.Waiters)
-	assert.Equal(t, []string{b.ID()}, st.Turns, "b's Client, queued for its turn")
+	require.Len(t, st.Waiters, 2)
+	assertWaiter(t, st.Waiters[0], 1, b, "exclusive", 0, 30*time.Second, 5*time.Second)
+	assertWaiter(t, st.Waiters[1], 2, c, "exclusive", 0, 10*time.Second, 5*time.Second)
 	text := inspectText(t, srv, name)
-	assert.Contains(t, text, fmt.Sprintf("reentrant lock %q", name))
-	assert.Contains(t, text, "Clients waiting for their turns, in order: "+b.ID())
+	t.Logf("aqs inspect %s:\n%s", name, text)
+	assert.Contains(t, text, fmt.Sprintf("lock %q (key aqs:{%s}): held by %s; 2 waiting\n", name, name, st.Holders[0].Hold))
 	assert.Regexp(t, regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(st.Holders[0].Hold)+` +1 +- +`), text)
-	assert.Contains(t, text, "waiters marked the lock")
+	assert.Contains(t, text, "queue (served in this order)")
+	assert.Regexp(t, regexp.MustCompile(`(?m)^  1 +`+regexp.QuoteMeta(st.Waiters[0].Hold)+` +30s +[0-9.]+m?s$`), text)
+	assert.Regexp(t, regexp.MustCompile(`(?m)^  2 +`+regexp.QuoteMeta(st.Waiters[1].Hold)+` +10s +[0-9.]+m?s$`), text)
 
-	require.NoError(t, la.Unlock(held))
+	// They are served in that order.
+	require.NoError(t, locks[0].Unlock(held))
 	r := awaitBG(t, chB, "b's Lock")
 	require.NoError(t, r.err)
-	require.NoError(t, lb.Unlock(r.held))
+	requireBlocked(t, chC, "c's Lock")
+	after := stateOf(t, srv, name)
+	require.Len(t, after.Holders, 1)
+	assert.Equal(t, st.Waiters[0].Hold, after.Holders[0].Hold)
+	require.Len(t, after.Waiters, 1)
+	assert.Equal(t, st.Waiters[1].Hold, after.Waiters[0].Hold)
+	assert.Equal(t, 1, after.Waiters[0].Position)
+	require.NoError(t, locks[1].Unlock(r.held))
+	rc := awaitBG(t, chC, "c's Lock")
+	require.NoError(t, rc.err)
+	require.NoError(t, locks[2].Unlock(rc.held))
 }
 
 func TestInspectFindsNothingAtAFreeLock(t *testing.T) {
@@ -177,7 +195,7 @@ func TestInspectShowsAFairLocksQueueInOrder(t *testing.T) {
 	waitState(t, srv, name, "c queued", waitingN(2))
 
 	st := inspectJSON(t, srv, name)
-	assert.Equal(t, primFair, st.Kind)
+	assert.Equal(t, primLock, st.Kind, "a fair lock looks like any lock")
 	assert.True(t, st.Held)
 	require.Len(t, st.Holders, 1)
 	assertHolder(t, st.Holders[0], a, "exclusive", 2, &token, 30*time.Second)
@@ -188,7 +206,7 @@ func TestInspectShowsAFairLocksQueueInOrder(t *testing.T) {
 
 	text := inspectText(t, srv, name)
 	t.Logf("aqs inspect %s:\n%s", name, text)
-	assert.Contains(t, text, fmt.Sprintf("fair lock %q (key aqs:{%s}): held by %s; 2 waiting\n", name, name, st.Holders[0].Hold))
+	assert.Contains(t, text, fmt.Sprintf("lock %q (key aqs:{%s}): held by %s; 2 waiting\n", name, name, st.Holders[0].Hold))
 	assert.Contains(t, text, "queue (served in this order)")
 	assert.Regexp(t, row("POS", "HOLD", "LEASE", "DEADLINE IN"), text)
 	assert.Regexp(t, regexp.MustCompile(`(?m)^  1 +`+regexp.QuoteMeta(st.Waiters[0].Hold)+` +30s +[0-9.]+m?s$`), text)
@@ -238,7 +256,6 @@ func TestInspectShowsAReadWriteLock(t *testing.T) {
 		assertHolder(t, st.Holders[0], cs[0], "read", 2, nil, 30*time.Second)
 		assertHolder(t, st.Holders[1], cs[1], "read", 1, nil, 30*time.Second)
 		assert.Empty(t, st.Waiters)
-		assert.False(t, st.UnlistedWaiters)
 
 		text := inspectText(t, srv, name)
 		assert.Contains(t, text, fmt.Sprintf("read-write lock %q (key aqs:{%s}): held by 2 readers (", name, name))
@@ -266,18 +283,21 @@ func TestInspectShowsAReadWriteLock(t *testing.T) {
 		assertHolder(t, st.Holders[0], cs[0], "exclusive", 1, &token, 30*time.Second)
 
 		chR := inBackground(func() (context.Context, error) { return ls[1].RLock(t.Context()) })
-		st = waitState(t, srv, name, "a waiting reader", func(st *nameState) bool { return st.UnlistedWaiters })
-		assert.Equal(t, primRW, st.Kind)
+		st = waitState(t, srv, name, "a waiting reader", waitingN(1))
+		assert.Equal(t, primRW, st.Kind, "its queue's read member tells a read-write lock")
 		st = inspectJSON(t, srv, name)
 		assert.Equal(t, primRW, st.Kind)
 		assert.True(t, st.Held)
 		require.Len(t, st.Holders, 1)
 		assertHolder(t, st.Holders[0], cs[0], "write", 1, &token, 30*time.Second)
-		assert.True(t, st.UnlistedWaiters)
+		require.Len(t, st.Waiters, 1)
+		assertWaiter(t, st.Waiters[0], 1, cs[1], "read", 0, 30*time.Second, 5*time.Second)
 		text := inspectText(t, srv, name)
-		assert.Contains(t, text, fmt.Sprintf("read-write lock %q (key aqs:{%s}): held by writer %s\n", name, name, st.Holders[0].Hold))
+		t.Logf("aqs inspect %s:\n%s", name, text)
+		assert.Contains(t, text, fmt.Sprintf("read-write lock %q (key aqs:{%s}): held by writer %s; 1 waiting\n", name, name, st.Holders[0].Hold))
 		assert.Contains(t, text, "writer\n")
-		assert.Contains(t, text, "readers are waiting")
+		assert.Regexp(t, row("POS", "HOLD", "MODE", "LEASE", "DEADLINE IN"), text)
+		assert.Regexp(t, regexp.MustCompile(`(?m)^  1 +`+regexp.QuoteMeta(st.Waiters[0].Hold)+` +read +30s +[0-9.]+m?s$`), text)
 
 		require.NoError(t, ls[0].Unlock(w))
 		r := awaitBG(t, chR, "the reader's RLock")
@@ -285,31 +305,49 @@ func TestInspectShowsAReadWriteLock(t *testing.T) {
 		require.NoError(t, ls[1].RUnlock(r.held))
 	})
 
-	t.Run("a writer waiting", func(t *testing.T) {
+	t.Run("a writer waiting, a reader queued behind it", func(t *testing.T) {
 		t.Parallel()
 		name := redistest.Name(t)
-		cs, ls := open(t, name, 2)
+		cs, ls := open(t, name, 3)
 		r0, err := ls[0].RLock(t.Context())
 		require.NoError(t, err)
-		chW := inBackground(func() (context.Context, error) { return ls[1].Lock(t.Context()) })
+		chW := inBackground(func() (context.Context, error) { return ls[1].Lock(t.Context(), aqs.WithLease(20*time.Second)) })
 		waitState(t, srv, name, "a waiting writer", waitingN(1))
+		// The fair mode: a new reader does not pass the waiting writer.
+		chR := inBackground(func() (context.Context, error) { return ls[2].RLock(t.Context()) })
+		waitState(t, srv, name, "a reader queued behind it", waitingN(2))
 
 		st := inspectJSON(t, srv, name)
 		assert.Equal(t, primRW, st.Kind)
 		assert.True(t, st.Held)
 		require.Len(t, st.Holders, 1)
 		assertHolder(t, st.Holders[0], cs[0], "read", 1, nil, 30*time.Second)
-		require.Len(t, st.Waiters, 1)
-		assertWaiter(t, st.Waiters[0], 0, cs[1], "write", 0, 0, 5*time.Second)
+		require.Len(t, st.Waiters, 2)
+		assertWaiter(t, st.Waiters[0], 1, cs[1], "write", 0, 20*time.Second, 5*time.Second)
+		assertWaiter(t, st.Waiters[1], 2, cs[2], "read", 0, 30*time.Second, 5*time.Second)
 		text := inspectText(t, srv, name)
-		assert.Contains(t, text, fmt.Sprintf("held by reader %s; 1 waiting\n", st.Holders[0].Hold))
-		assert.Contains(t, text, "waiting writers (not ordered: any of them may win)")
-		assert.Regexp(t, regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(st.Waiters[0].Hold)+` +[0-9.]+m?s$`), text)
+		t.Logf("aqs inspect %s:\n%s", name, text)
+		assert.Contains(t, text, fmt.Sprintf("held by reader %s; 2 waiting\n", st.Holders[0].Hold))
+		assert.Contains(t, text, "queue (served in this order)")
+		assert.Regexp(t, regexp.MustCompile(`(?m)^  1 +`+regexp.QuoteMeta(st.Waiters[0].Hold)+` +write +20s +[0-9.]+m?s$`), text)
+		assert.Regexp(t, regexp.MustCompile(`(?m)^  2 +`+regexp.QuoteMeta(st.Waiters[1].Hold)+` +read +30s +[0-9.]+m?s$`), text)
 
+		// They are served in that order: the writer when the reader leaves, then the reader.
 		require.NoError(t, ls[0].RUnlock(r0))
-		r := awaitBG(t, chW, "the writer's Lock")
-		require.NoError(t, r.err)
-		require.NoError(t, ls[1].Unlock(r.held))
+		rw := awaitBG(t, chW, "the writer's Lock")
+		require.NoError(t, rw.err)
+		requireBlocked(t, chR, "the queued reader's RLock")
+		after := stateOf(t, srv, name)
+		require.Len(t, after.Holders, 1)
+		assert.Equal(t, "write", after.Holders[0].Mode)
+		assert.Equal(t, st.Waiters[0].Hold, after.Holders[0].Hold)
+		require.Len(t, after.Waiters, 1)
+		assert.Equal(t, st.Waiters[1].Hold, after.Waiters[0].Hold)
+		assert.Equal(t, 1, after.Waiters[0].Position)
+		require.NoError(t, ls[1].Unlock(rw.held))
+		rr := awaitBG(t, chR, "the queued reader's RLock")
+		require.NoError(t, rr.err)
+		require.NoError(t, ls[2].RUnlock(rr.held))
 	})
 }
 
@@ -468,7 +506,7 @@ func TestInspectJSONHasTheDocumentedShape(t *testing.T) {
 		return ks
 	}
 	assert.ElementsMatch(t, []string{"name", "key", "kind", "server_time_ms", "held", "holders", "waiters",
-		"unlisted_waiters", "stale_entries", "permits"}, keys(m))
+		"stale_entries", "permits"}, keys(m))
 	assert.Equal(t, "leased-semaphore", m["kind"])
 	h := m["holders"].([]any)[0].(map[string]any)
 	assert.ElementsMatch(t, []string{"hold", "client", "mode", "count", "permits", "token", "lease_remaining_ms"}, keys(h))
@@ -501,6 +539,9 @@ func TestInspectReportsWhatIsNotAnAqsPrimitive(t *testing.T) {
 		{"a set", func(k string) error { return rdb.SAdd(ctx, k, "x").Err() }, "", "set"},
 		{"a zset", func(k string) error { return rdb.ZAdd(ctx, k, redis.Z{Score: 1, Member: "x"}).Err() }, "", "zset"},
 		{"a hash of other fields", func(k string) error { return rdb.HSet(ctx, k, "t", 3, "other", 1).Err() }, "", "hash"},
+		{"a reentrant lock's reservation in the former layout (its turns field is gone)", func(k string) error {
+			return rdb.Set(ctx, k, "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b:r w r1e2d3c4b-5a69-4788-9a0b-c1d2e3f4a5b6", time.Minute).Err()
+		}, "", "string"},
 		{"a companion of another type", func(k string) error { return rdb.Set(ctx, k+":q", "x", time.Minute).Err() }, ":q", "string"},
 	} {
 		name := redistest.Name(t)
@@ -670,29 +711,6 @@ func TestNewUniversalClientTellsClusterAndSentinelAddresses(t *testing.T) {
 	}
 }
 
-func TestParseLockValueReadsWhatTheScriptsWrite(t *testing.T) {
-	t.Parallel()
-	const hold = "123e4567-e89b-12d3-a456-426614174000:42"
-	i64 := func(n int64) *int64 { return &n }
-	for v, want := range map[string]lockValue{
-		hold:                          {hold: hold, count: 1},
-		hold + " n3":                  {hold: hold, count: 3},
-		hold + " t1795342940984674":   {hold: hold, count: 1, token: i64(1795342940984674)},
-		hold + " w":                   {hold: hold, count: 1, marked: true},
-		hold + " t5 n2 w e1700000000": {hold: hold, count: 2, token: i64(5), marked: true, end: i64(1700000000)},
-		hold + " n2 w t5 e1":          {hold: hold, count: 2, token: i64(5), marked: true, end: i64(1)},
-	} {
-		got, ok := parseLockValue(v)
-		if assert.True(t, ok, v) {
-			assert.Equal(t, want, got, v)
-		}
-	}
-	for _, bad := range []string{"", "hello", "123e4567-e89b-12d3-a456-426614174000", hold + " x", hold + " nx", hold + " t"} {
-		_, ok := parseLockValue(bad)
-		assert.False(t, ok, bad)
-	}
-}
-
 func TestInspectSkipsStaleQueueEntriesAndJudgesTheLeaseByItsRecordedEnd(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Single(t)
@@ -709,7 +727,7 @@ func TestInspectSkipsStaleQueueEntriesAndJudgesTheLeaseByItsRecordedEnd(t *testi
 		dead   = "323e4567-e89b-12d3-a456-426614174000:1 30000" // its deadline passed
 		live   = "423e4567-e89b-12d3-a456-426614174000:1 20000"
 	)
-	// A fair lock as fair_acquire.lua leaves it with a queue, the values written by hand.
+	// A lock as lock_acquire.lua leaves it with a queue, the values written by hand.
 	name := redistest.Name(t)
 	key := "aqs:{" + name + "}"
 	t.Cleanup(func() { rdb.Del(context.Background(), key, key+":q", key+":d") })
@@ -720,7 +738,7 @@ func TestInspectSkipsStaleQueueEntriesAndJudgesTheLeaseByItsRecordedEnd(t *testi
 		redis.Z{Score: float64(n + 5000), Member: live}).Err())
 
 	st := inspectJSON(t, srv, name)
-	assert.Equal(t, primFair, st.Kind)
+	assert.Equal(t, primLock, st.Kind)
 	assert.True(t, st.Held)
 	require.Len(t, st.Holders, 1)
 	assert.Equal(t, holder, st.Holders[0].Hold)
@@ -739,32 +757,8 @@ func TestInspectSkipsStaleQueueEntriesAndJudgesTheLeaseByItsRecordedEnd(t *testi
 	st = inspectJSON(t, srv, name)
 	assert.False(t, st.Held)
 	assert.Empty(t, st.Holders)
-	assert.Contains(t, inspectText(t, srv, name), fmt.Sprintf("fair lock %q (key %s): free; 1 waiting\n", name, key))
+	assert.Contains(t, inspectText(t, srv, name), fmt.Sprintf("lock %q (key %s): free; 1 waiting\n", name, key))
 	code, stdout, _ := aqsRun(ctx, nil, "unlock", "--force", "--yes", "--redis", srv.Addr(), name)
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "nothing to release")
-}
-
-// A reentrant lock reserved for a Client's waiters (lock_release.lua) is free: inspect says for
-// whom, lists no holder, and lists the Clients whose turns come after.
-func TestInspectShowsAReentrantLockReservedForAClient(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Single(t)
-	name := redistest.Name(t)
-	c := newAdminClient(t, srv)
-	l, err := reentrant.New(c, name)
-	require.NoError(t, err)
-	client := "0f8a9c1e-2b3d-4e5f-8a6b-7c8d9e0f1a2b"
-	next := []string{"1e2d3c4b-5a69-4788-9a0b-c1d2e3f4a5b6", "2f3e4d5c-6b7a-4899-8b1c-d2e3f4a5b6c7"}
-	require.NoError(t, srv.Client(t).Set(t.Context(), l.Key(), client+":r w r"+next[0]+next[1], time.Minute).Err())
-
-	st := inspectJSON(t, srv, name)
-	assert.Equal(t, primReentrant, st.Kind)
-	assert.False(t, st.Held)
-	assert.Empty(t, st.Holders)
-	assert.Equal(t, client, st.ReservedFor)
-	assert.Equal(t, next, st.Turns)
-	text := inspectText(t, srv, name)
-	assert.Contains(t, text, "reserved for a moment for the waiters of Client "+client)
-	assert.Contains(t, text, "Clients waiting for their turns, in order: "+next[0]+", "+next[1])
 }

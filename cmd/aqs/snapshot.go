@@ -5,28 +5,28 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/layout"
 )
 
 // Reading a name.
 //
 // One read-only script (inspect.lua) returns, in one atomic snapshot, the server time and the
 // type, TTL and contents of the name's base key and of every companion key any primitive
-// keeps beside it (README.md, "Keys, Redis Cluster and Sentinel"). Which primitive is there is
-// then told from which keys exist and what they hold: a string lock value, the read-write
-// lock's keys, a semaphore's hash. The lock value is parsed as internal/scripts/_lock_value.lua
-// parses it, and lease ends and deadlines, stored in server time, are turned into durations
-// with the server time of the same snapshot, so the client's clock plays no part.
+// keeps beside it (internal/layout names them). Which primitive is there is then told from
+// which keys exist and what they hold, every value read through internal/layout: a lock
+// value, the read-write lock's readers or its queue's read and write members, a semaphore's
+// hash. Lease ends and deadlines, stored in server time, are turned into durations with the
+// server time of the same snapshot, so the client's clock plays no part.
 //
-// Some primitives look alike in Redis. A reentrant lock and a fair lock hold the same value
-// while nobody queues for the fair one, and so does a read-write lock's writer while no reader
-// holds or waits and no writer waits: that is kind "lock". A reentrant lock whose waiters marked
-// it, a fair lock with a queue (or the lease end its queue makes it record) and a read-write
-// lock with readers or waiters are told apart.
+// Some primitives look alike in Redis. A reentrant and a fair lock keep the same value and
+// queue, written by the same scripts: kind "lock", whatever the queue holds. So does a
+// read-write lock's writer while nothing else of the read-write lock exists (no reader, no
+// re-entry, no queue member of its own shape "<hold> <lease> s|x"). A read-write lock with any
+// of those, and the two semaphores, are told apart.
 
 //go:embed inspect.lua
 var inspectLua string
@@ -34,39 +34,27 @@ var inspectLua string
 var inspectScript = redis.NewScript(inspectLua)
 
 // companions are the suffixes of the keys inspect.lua reads after the base key, and the type
-// each must have: the fair lock's and the semaphores' queue (q, d), the read-write lock's
-// readers, re-entries, waiting writers and readers-waiting flag (r, rn, ww, rw), the counting
-// semaphore's grant records (g) and the leased semaphore's permits (p, pn).
+// each must have: the queue of every primitive that queues (q, d), the read-write lock's
+// readers and their re-entries (r, rn), the counting semaphore's grant records (g) and the
+// leased semaphore's permits (p, pn).
 var companions = []struct{ suffix, typ string }{
-	{":q", "list"}, {":d", "zset"},
-	{":r", "zset"}, {":rn", "hash"}, {":ww", "zset"}, {":rw", "string"},
-	{":g", "zset"},
-	{":p", "zset"}, {":pn", "hash"},
+	{layout.QueueSuffix, "list"}, {layout.DeadlineSuffix, "zset"},
+	{layout.ReadersSuffix, "zset"}, {layout.ReentriesSuffix, "hash"},
+	{layout.GrantsSuffix, "zset"},
+	{layout.PermitsSuffix, "zset"}, {layout.PermitCountsSuffix, "hash"},
 }
-
-// rwWaiting is the read-write lock's marker value while writers wait and none holds (WAITING in
-// internal/scripts/_rw.lua).
-const rwWaiting = "00000000-0000-0000-0000-000000000000:0"
-
-// semGate is GATE in internal/scripts/_csem.lua: the counting semaphore's available permits
-// are kept that much lower while its queue may hold entries.
-const semGate = 1 << 50
 
 // The kinds of primitive, as the JSON's "kind" names them.
 const (
-	primLock      = "lock"           // reentrant, fair, or a read-write lock's writer alone
-	primReentrant = "reentrant-lock" // a reentrant lock whose waiters marked it
-	primFair      = "fair-lock"
-	primRW        = "rwlock"
-	primSemaphore = "semaphore" // counting
+	primLock      = "lock"   // reentrant or fair (they look alike), or a read-write lock's writer alone
+	primRW        = "rwlock" // a read-write lock with readers, re-entries or a queue of its own
+	primSemaphore = "semaphore"
 	primLeased    = "leased-semaphore"
 )
 
 // primTitle names a kind in text.
 var primTitle = map[string]string{
 	primLock:      "lock",
-	primReentrant: "reentrant lock",
-	primFair:      "fair lock",
 	primRW:        "read-write lock",
 	primSemaphore: "counting semaphore",
 	primLeased:    "leased semaphore",
@@ -87,14 +75,18 @@ func (e *errForeign) Error() string {
 }
 
 // nameState is the state of one name, as aqs inspect prints it. With --json it is printed as one
-// JSON object of this shape, which is stable: fields may be added, none is removed or changes
-// meaning. Durations are milliseconds measured on the server's clock at the snapshot.
+// JSON object of this shape. This release changes the shape, with the storage layout: the
+// kinds "reentrant-lock" and "fair-lock" and the fields reserved_for, turns and
+// unlisted_waiters are gone with the mechanisms they described, and a read-write lock's
+// waiters are listed one by one, in order, with their positions. This shape is stable from
+// now on: fields may be added, none is removed or changes meaning. Durations are milliseconds
+// measured on the server's clock at the snapshot.
 type nameState struct {
 	// Name is the name given, Key its base key "<prefix>:{<escaped name>}".
 	Name string `json:"name"`
 	Key  string `json:"key"`
-	// Kind is "lock" (a reentrant or fair lock, or a read-write lock's writer alone: they look
-	// alike then), "reentrant-lock", "fair-lock", "rwlock", "semaphore" (counting) or
+	// Kind is "lock" (a reentrant or a fair lock, which look alike, or a read-write lock's
+	// writer while nothing else of its lock exists), "rwlock", "semaphore" (counting) or
 	// "leased-semaphore".
 	Kind string `json:"kind"`
 	// ServerTimeMS is the server's clock at the snapshot, in ms since the Unix epoch.
@@ -105,24 +97,16 @@ type nameState struct {
 	// leased semaphore's live permits. Always empty for a counting semaphore, whose permits
 	// have no owner.
 	Holders []holdInfo `json:"holders"`
-	// Waiters are the live waiters recorded in Redis: the fair lock's and the semaphores' queue
-	// in the order they will be served, the read-write lock's waiting writers.
+	// Waiters are the live waiters of the queue, in the order it serves them.
 	Waiters []waitInfo `json:"waiters"`
-	// UnlistedWaiters: some waiters are not recorded one by one (a reentrant lock's waiters
-	// mark the lock; a read-write lock's waiting readers set a flag).
-	UnlistedWaiters bool `json:"unlisted_waiters"`
 	// StaleEntries counts entries whose time passed (dead waiters, queue entries of waiters
 	// that gave up, readers and permits whose lease ran out): they are dropped the next time
-	// the primitive is used there, and count for nothing meanwhile.
+	// the primitive is used there, and count for nothing meanwhile. A queue entry of another
+	// primitive's shape (another kind of primitive used under the same name, or a hand-made
+	// write) is counted too: it is no waiter of this one.
 	StaleEntries int `json:"stale_entries"`
 	// Permits is present for the semaphores only.
 	Permits *permitCounts `json:"permits,omitempty"`
-	// ReservedFor is set while a reentrant lock is free but reserved, for a moment, for the
-	// waiters of this Client, whose turn it is (see internal/scripts/lock_release.lua).
-	ReservedFor string `json:"reserved_for,omitempty"`
-	// Turns are the Clients, other than the holder's, whose waiters wait for the reentrant
-	// lock, in the order they will get their turns.
-	Turns []string `json:"turns,omitempty"`
 }
 
 // holdInfo is one hold.
@@ -146,17 +130,19 @@ type holdInfo struct {
 
 // waitInfo is one live waiter.
 type waitInfo struct {
-	// Position is 1 for the waiter served next, 2 for the one after...; absent (0) for a
-	// read-write lock's waiting writers, which are not ordered: any of them may win.
-	Position int `json:"position,omitempty"`
+	// Position is 1 for the waiter the queue serves next, 2 for the one after... (A reentrant
+	// lock's release may first hand the lock to a waiter of its own Client: see package
+	// reentrant.)
+	Position int `json:"position"`
 	// Hold is the waiter's hold id, Client its client id.
 	Hold   string `json:"hold"`
 	Client string `json:"client"`
-	// Mode is "exclusive" (fair lock), "write" (read-write lock) or "acquire" (semaphores).
+	// Mode is what it waits for: "exclusive" (a lock), "read" or "write" (a read-write
+	// lock), "acquire" (semaphores).
 	Mode string `json:"mode"`
 	// Permits is the number of permits asked for (semaphores only).
 	Permits int64 `json:"permits,omitempty"`
-	// LeaseMS is the lease the hold will have (fair lock, leased semaphore).
+	// LeaseMS is the lease the hold will have (locks, read-write locks, leased semaphore).
 	LeaseMS int64 `json:"lease_ms,omitempty"`
 	// DeadlineInMS is how long the waiter stays queued without news from its Client (whose
 	// heartbeats push the deadline on, three times per waiter timeout); then it is dropped as
@@ -284,51 +270,50 @@ func (s *nameSnapshot) classify() (*nameState, error) {
 		return false
 	}
 	r := &nameState{Name: s.name, Key: s.base.key, ServerTimeMS: s.now, Holders: []holdInfo{}, Waiters: []waitInfo{}}
-	rw := has(":r", ":rn", ":ww", ":rw")
+	shape, queued := s.queueShape()
+	rw := has(layout.ReadersSuffix, layout.ReentriesSuffix) || (queued && shape == layout.RWMember)
 	switch s.base.typ {
 	case "none":
 		switch {
 		case rw:
-			s.rwlock(r)
-			return r, nil
-		case has(":p", ":pn"):
+			s.rwlock(r, nil)
+		case has(layout.PermitsSuffix, layout.PermitCountsSuffix) || (queued && shape == layout.LeasedMember):
 			s.leased(r, nil)
-			return r, nil
-		case has(":g"):
+		case has(layout.GrantsSuffix):
 			s.counting(r, nil)
-			return r, nil
-		case has(":q", ":d"):
-			s.exclusive(r, nil)
-			return r, nil
+		case has(layout.QueueSuffix, layout.DeadlineSuffix):
+			// A lock's queue outlives its key for a while (waiters that gave up or died).
+			s.lock(r, nil)
+		default:
+			return nil, &errNothing{name: s.name, key: s.base.key}
 		}
-		return nil, &errNothing{name: s.name, key: s.base.key}
-	case "string":
-		v := s.base.str
-		if v != rwWaiting {
-			lv, ok := parseLockValue(v)
-			if !ok {
-				return nil, s.foreign()
-			}
-			if !rw {
-				s.exclusive(r, &lv)
-				return r, nil
-			}
-		}
-		s.rwlock(r)
 		return r, nil
-	case "hash":
-		f := s.base.pairs()
-		if !semaphoreHash(f) {
+	case "string":
+		lv, err := layout.ParseLockValue(s.base.str)
+		if err != nil {
 			return nil, s.foreign()
 		}
-		_, counting := f["a"]
-		_, leased := f["u"]
-		t, _ := strconv.ParseInt(f["t"], 10, 64)
-		if leased || has(":p", ":pn") || (!counting && !has(":g") && t > 0) {
-			s.leased(r, f)
-			return r, nil
+		if rw {
+			s.rwlock(r, &lv)
+		} else {
+			s.lock(r, &lv)
 		}
-		s.counting(r, f)
+		return r, nil
+	case "hash":
+		h, err := layout.ParseSemHash(s.base.pairs())
+		if err != nil {
+			return nil, s.foreign()
+		}
+		// Only the leased semaphore writes u, only the counting one a. A hash of t alone is a
+		// leased semaphore given permits by AddPermits when t > 0 (a counting semaphore set to
+		// more than 0 permits has a), a counting one set to 0 otherwise.
+		leased := h.HasU || has(layout.PermitsSuffix, layout.PermitCountsSuffix) || (queued && shape == layout.LeasedMember)
+		counting := h.HasA || has(layout.GrantsSuffix) || (queued && shape == layout.LockMember)
+		if leased || (!counting && h.Total > 0) {
+			s.leased(r, &h)
+		} else {
+			s.counting(r, &h)
+		}
 		return r, nil
 	}
 	return nil, s.foreign()
@@ -339,119 +324,50 @@ func (s *nameSnapshot) foreign() error {
 	return &errForeign{name: s.name, key: s.base.key, typ: s.base.typ}
 }
 
-// semaphoreHash reports whether a hash's fields are a semaphore's: t, a, u and q, integers.
-func semaphoreHash(f map[string]string) bool {
-	if _, ok := f["t"]; !ok {
-		if _, ok := f["a"]; !ok {
-			return false
-		}
+// queueShape tells the kind of the queue's members by their shape, from the first member of
+// the list (or of the deadlines) that has one: RWMember for a read-write lock's "<hold>
+// <lease> s|x", LeasedMember for a leased semaphore's "<hold> <permits> <lease>", and
+// LockMember for "<hold> <number>", which is a lock's or a counting semaphore's (the base key
+// tells them apart). queued is false when no member has a known shape.
+func (s *nameSnapshot) queueShape() (shape layout.MemberKind, queued bool) {
+	var members []string
+	members = append(members, s.comp[layout.QueueSuffix].list...)
+	for _, e := range zsetEntries(s.comp[layout.DeadlineSuffix]) {
+		members = append(members, e.member)
 	}
-	for k, v := range f {
-		switch k {
-		case "t", "a", "u", "q":
-			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
-				return false
+	for _, m := range members {
+		for _, k := range []layout.MemberKind{layout.RWMember, layout.LeasedMember, layout.LockMember} {
+			if _, err := layout.ParseMember(k, m); err == nil {
+				return k, true
 			}
-		default:
-			return false
 		}
 	}
-	return true
+	return 0, false
 }
 
-// lockValue is an exclusive lock's value, "<hold> [n<count>] [t<token>] [w] [r<Client ids>] [e<ms>]" (see
-// internal/scripts/_lock_value.lua).
-type lockValue struct {
-	hold   string
-	count  int64
-	token  *int64
-	marked bool     // w: a waiter marked the lock (reentrant), or its queue is not empty (fair)
-	remote bool     // r: waiters of other Clients than the holder's wait (reentrant)
-	turns  []string // their Clients, in the order of their turns
-	// end (e) is the holder's lease end, server ms, which only the fair lock records (while
-	// its queue is not empty).
-	end *int64
-}
-
-// parseLockValue parses a lock value, or reports that aqs did not write it: its hold id must
-// start with a UUID ('-' at byte 9, ':' at 37), as looks_ours checks.
-func parseLockValue(v string) (lockValue, bool) {
-	if len(v) < 38 || v[8] != '-' || v[36] != ':' {
-		return lockValue{}, false
-	}
-	lv := lockValue{hold: v, count: 1}
-	sp := strings.IndexByte(v[37:], ' ')
-	if sp < 0 {
-		return lv, true
-	}
-	lv.hold = v[:37+sp]
-	for _, f := range strings.Fields(v[37+sp:]) {
-		n, err := strconv.ParseInt(f[1:], 10, 64)
-		switch {
-		case f == "w":
-			lv.marked = true
-		case f[0] == 'r' && len(f)%36 == 1:
-			lv.remote = true
-			for i := 1; i < len(f); i += 36 {
-				lv.turns = append(lv.turns, f[i:i+36])
-			}
-		case f[0] == 'n' && err == nil:
-			lv.count = n
-		case f[0] == 't' && err == nil:
-			lv.token = &n
-		case f[0] == 'e' && err == nil:
-			lv.end = &n
-		default:
-			return lockValue{}, false
-		}
-	}
-	return lv, true
-}
-
-// clientOfHold returns the client id of a hold id.
-func clientOfHold(hold string) string {
-	if len(hold) > 36 {
-		return hold[:36]
-	}
-	return hold
-}
-
-// exclusive reads a reentrant or fair lock; lv is nil when the key is missing.
-func (s *nameSnapshot) exclusive(r *nameState, lv *lockValue) {
-	queue := s.comp[":q"].exists() || s.comp[":d"].exists()
-	switch {
-	case queue || (lv != nil && lv.end != nil):
-		r.Kind = primFair
-	case lv != nil && (lv.marked || lv.remote):
-		r.Kind = primReentrant
-		r.UnlistedWaiters = true
-	default:
-		r.Kind = primLock
-	}
-	if lv != nil {
-		r.Turns = lv.turns
-	}
-	if lv != nil && strings.HasSuffix(lv.hold, ":r") {
-		// A reservation, not a hold: the lock is free for that Client's waiters.
-		r.ReservedFor = clientOfHold(lv.hold)
-		lv = nil
-	}
+// lock reads a reentrant or fair lock (or a read-write lock's writer alone); lv is nil when
+// the key is missing.
+func (s *nameSnapshot) lock(r *nameState, lv *layout.LockValue) {
+	r.Kind = primLock
 	if lv != nil {
 		if h, ok := s.holderOf(*lv, "exclusive"); ok {
 			r.Held = true
 			r.Holders = append(r.Holders, h)
 		}
 	}
-	s.queue(r, "exclusive")
+	s.queue(r, layout.LockMember)
 }
 
 // holderOf returns the hold of a lock value, or false when its recorded lease end passed (the
-// lock is free then, its key kept for the queue, as live_value says).
-func (s *nameSnapshot) holderOf(lv lockValue, mode string) (holdInfo, bool) {
-	h := holdInfo{Hold: lv.hold, Client: clientOfHold(lv.hold), Mode: mode, Count: lv.count, Token: lv.token,
+// lock is free then, its key kept for the queue, as live_value in _lock_value.lua says).
+func (s *nameSnapshot) holderOf(lv layout.LockValue, mode string) (holdInfo, bool) {
+	h := holdInfo{Hold: lv.Hold, Client: layout.ClientOf(lv.Hold), Mode: mode, Count: lv.Count,
 		LeaseRemainingMS: s.base.pttl}
-	if lv.end != nil {
-		h.LeaseRemainingMS = *lv.end - s.now
+	if lv.Token != 0 {
+		h.Token = &lv.Token
+	}
+	if lv.LeaseEnd != 0 {
+		h.LeaseRemainingMS = lv.LeaseEnd - s.now
 		if h.LeaseRemainingMS <= 0 {
 			return holdInfo{}, false
 		}
@@ -459,113 +375,84 @@ func (s *nameSnapshot) holderOf(lv lockValue, mode string) (holdInfo, bool) {
 	return h, true
 }
 
-// queue reads the fair lock's or a semaphore's queue: the list q in arrival order, the live
-// ones being those whose deadline in d is still ahead.
-func (s *nameSnapshot) queue(r *nameState, mode string) {
-	deadlines := s.comp[":d"].pairs()
-	pos := 0
-	for _, m := range s.comp[":q"].list {
-		d, ok := parseZScore(deadlines[m])
+// queue reads the queue: the list q in arrival order, the live members being those whose
+// deadline in d is still ahead, each parsed as a member of the given kind.
+func (s *nameSnapshot) queue(r *nameState, kind layout.MemberKind) {
+	deadlines := s.comp[layout.DeadlineSuffix].pairs()
+	for _, m := range s.comp[layout.QueueSuffix].list {
+		d, ok := layout.ParseScore(deadlines[m])
 		if !ok || d <= s.now {
 			r.StaleEntries++ // gave up (a ghost), or dead
 			continue
 		}
-		w, ok := parseQueueMember(m, mode)
-		if !ok {
-			r.StaleEntries++
+		x, err := layout.ParseMember(kind, m)
+		if err != nil {
+			r.StaleEntries++ // not of this primitive's shape: no waiter of it
 			continue
 		}
-		pos++
-		w.Position = pos
-		w.DeadlineInMS = d - s.now
+		w := waitInfo{Position: len(r.Waiters) + 1, Hold: x.Hold, Client: layout.ClientOf(x.Hold),
+			Permits: x.Permits, LeaseMS: x.Lease, DeadlineInMS: d - s.now}
+		switch kind {
+		case layout.LockMember:
+			w.Mode = "exclusive"
+		case layout.RWMember:
+			w.Mode = "write"
+			if x.Shared {
+				w.Mode = "read"
+			}
+		default:
+			w.Mode = "acquire"
+		}
 		r.Waiters = append(r.Waiters, w)
 	}
 }
 
-// parseQueueMember parses a queue member: "<hold> <lease ms>" (fair lock), "<hold> <n>" (counting
-// semaphore) or "<hold> <n> <lease ms>" (leased semaphore).
-func parseQueueMember(m, mode string) (waitInfo, bool) {
-	f := strings.Fields(m)
-	if len(f) < 2 || len(f) > 3 {
-		return waitInfo{}, false
-	}
-	w := waitInfo{Hold: f[0], Client: clientOfHold(f[0]), Mode: mode}
-	nums := make([]int64, len(f)-1)
-	for i, x := range f[1:] {
-		n, err := strconv.ParseInt(x, 10, 64)
-		if err != nil {
-			return waitInfo{}, false
-		}
-		nums[i] = n
-	}
-	switch {
-	case mode == "exclusive":
-		w.LeaseMS = nums[0]
-	case len(nums) == 2:
-		w.Permits, w.LeaseMS = nums[0], nums[1]
-	default:
-		w.Permits = nums[0]
-	}
-	return w, true
-}
-
-// rwlock reads a read-write lock.
-func (s *nameSnapshot) rwlock(r *nameState) {
+// rwlock reads a read-write lock; lv is its writer's value, nil when no writer holds.
+func (s *nameSnapshot) rwlock(r *nameState, lv *layout.LockValue) {
 	r.Kind = primRW
-	if s.base.typ == "string" && s.base.str != rwWaiting {
-		lv, _ := parseLockValue(s.base.str) // checked by classify
-		if h, ok := s.holderOf(lv, "write"); ok {
+	if lv != nil {
+		if h, ok := s.holderOf(*lv, "write"); ok {
 			r.Held = true
 			r.Holders = append(r.Holders, h)
 		}
 	}
-	reentries := s.comp[":rn"].pairs()
-	for _, e := range zsetEntries(s.comp[":r"]) {
+	// rn: hold -> re-entries, a hold absent holding once.
+	reentries := s.comp[layout.ReentriesSuffix].pairs()
+	for _, e := range zsetEntries(s.comp[layout.ReadersSuffix]) {
 		if e.score <= s.now {
 			r.StaleEntries++
 			continue
 		}
 		extra, _ := strconv.ParseInt(reentries[e.member], 10, 64)
 		r.Held = true
-		r.Holders = append(r.Holders, holdInfo{Hold: e.member, Client: clientOfHold(e.member), Mode: "read",
+		r.Holders = append(r.Holders, holdInfo{Hold: e.member, Client: layout.ClientOf(e.member), Mode: "read",
 			Count: 1 + extra, LeaseRemainingMS: e.score - s.now})
 	}
-	for _, e := range zsetEntries(s.comp[":ww"]) {
-		if e.score <= s.now {
-			r.StaleEntries++
-			continue
-		}
-		r.Waiters = append(r.Waiters, waitInfo{Hold: e.member, Client: clientOfHold(e.member), Mode: "write",
-			DeadlineInMS: e.score - s.now})
-	}
-	r.UnlistedWaiters = s.comp[":rw"].exists()
+	s.queue(r, layout.RWMember)
 }
 
-// counting reads a counting semaphore; f is its hash (nil when missing).
-func (s *nameSnapshot) counting(r *nameState, f map[string]string) {
+// counting reads a counting semaphore; h is its hash (nil when missing).
+func (s *nameSnapshot) counting(r *nameState, h *layout.SemHash) {
 	r.Kind = primSemaphore
 	p := &permitCounts{}
-	if t, ok := f["t"]; ok {
+	if h != nil && h.Set {
 		p.Set = true
-		p.Total, _ = strconv.ParseInt(t, 10, 64)
-		a, _ := strconv.ParseInt(f["a"], 10, 64)
-		if _, gated := f["q"]; gated {
-			a += semGate
-		}
-		p.Available = min(max(a, 0), p.Total) // bounded, whatever a foreign write left there
+		p.Total = h.Total
+		p.Available = min(max(h.Avail, 0), p.Total) // bounded, whatever a foreign write left there
 		p.Taken = p.Total - p.Available
 	}
 	r.Permits = p
 	r.Held = p.Taken > 0
-	s.queue(r, "acquire")
+	s.queue(r, layout.CountingMember)
 }
 
-// leased reads a leased semaphore; f is its hash (nil when missing).
-func (s *nameSnapshot) leased(r *nameState, f map[string]string) {
+// leased reads a leased semaphore; h is its hash (nil when missing).
+func (s *nameSnapshot) leased(r *nameState, h *layout.SemHash) {
 	r.Kind = primLeased
 	p := &permitCounts{}
-	counts := s.comp[":pn"].pairs()
-	for _, e := range zsetEntries(s.comp[":p"]) {
+	// pn: permit id -> permits, for permits holding more than one (absent: one).
+	counts := s.comp[layout.PermitCountsSuffix].pairs()
+	for _, e := range zsetEntries(s.comp[layout.PermitsSuffix]) {
 		if e.score <= s.now {
 			r.StaleEntries++
 			continue
@@ -575,17 +462,17 @@ func (s *nameSnapshot) leased(r *nameState, f map[string]string) {
 			n = c
 		}
 		p.Taken += n
-		r.Holders = append(r.Holders, holdInfo{Hold: e.member, Client: clientOfHold(e.member), Mode: "permit",
+		r.Holders = append(r.Holders, holdInfo{Hold: e.member, Client: layout.ClientOf(e.member), Mode: "permit",
 			Count: 1, Permits: n, LeaseRemainingMS: e.score - s.now})
 	}
-	if t, ok := f["t"]; ok {
+	if h != nil && h.Set {
 		p.Set = true
-		p.Total, _ = strconv.ParseInt(t, 10, 64)
+		p.Total = h.Total
 		p.Available = max(p.Total-p.Taken, 0)
 	}
 	r.Permits = p
 	r.Held = p.Taken > 0
-	s.queue(r, "acquire")
+	s.queue(r, layout.LeasedMember)
 }
 
 // zentry is one zset entry.
@@ -598,18 +485,9 @@ type zentry struct {
 func zsetEntries(k keySnap) []zentry {
 	var out []zentry
 	for i := 0; i+1 < len(k.list); i += 2 {
-		if sc, ok := parseZScore(k.list[i+1]); ok {
+		if sc, ok := layout.ParseScore(k.list[i+1]); ok {
 			out = append(out, zentry{member: k.list[i], score: sc})
 		}
 	}
 	return out
-}
-
-// parseZScore reads a zset score (server ms, an integer that Redis may print as a double).
-func parseZScore(s string) (int64, bool) {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, false
-	}
-	return int64(f), true
 }

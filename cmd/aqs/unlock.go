@@ -12,7 +12,6 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/reentrant"
 	"github.com/redaqs/aqs/rwlock"
 	"github.com/redaqs/aqs/semaphore"
 )
@@ -117,12 +116,6 @@ func runUnlock(ctx context.Context, e *env, args []string) error {
 // whether anything was held.
 func forceByKind(ctx context.Context, c *aqs.Client, st *nameState) (bool, error) {
 	switch st.Kind {
-	case primFair:
-		l, err := fair.New(c, st.Name)
-		if err != nil {
-			return false, err
-		}
-		return l.ForceUnlock(ctx)
 	case primRW:
 		l, err := rwlock.New(c, st.Name)
 		if err != nil {
@@ -144,19 +137,21 @@ func forceByKind(ctx context.Context, c *aqs.Client, st *nameState) (bool, error
 		n, err := l.ForceRelease(ctx)
 		return n > 0, err
 	}
-	// A reentrant lock, or a lock nobody waits for, which the reentrant lock's forced release
-	// frees as well as the others' would: it deletes the key and wakes its waiters. A waiter
-	// that arrived at a fair or read-write lock since the snapshot was told, when it joined,
-	// when to look again: at the end of the holder's lease at the latest.
-	l, err := reentrant.New(c, st.Name)
+	// A reentrant or a fair lock, whose forced releases are one (the same script on the same
+	// keys): it hands the lock to the live head of the queue, or frees it. It frees a
+	// read-write lock's writer alone as well: nothing else of that lock exists to serve. But
+	// should a reader or writer of that read-write lock have queued since the snapshot, the
+	// lock's script cannot read its member and fails: the writer keeps the lock, that
+	// waiter's entry is dropped (it joins again, at the tail), and the error is reported.
+	l, err := fair.New(c, st.Name)
 	if err != nil {
 		return false, err
 	}
 	return l.ForceUnlock(ctx)
 }
 
-// describeHeld names what st holds, for the question and the report: "fair lock "x" held by H
-// (count 2, token T); 2 waiting".
+// describeHeld names what st holds, for the question and the report: "lock "x" held by H
+// (count 2, token T, lease 29.9s left); 2 waiting".
 func describeHeld(st *nameState) string {
 	s := fmt.Sprintf("%s %q", primTitle[st.Kind], st.Name)
 	switch st.Kind {

@@ -43,10 +43,13 @@ func TestUnlockForceFreesAReentrantLockAndLetsTheWaiterIn(t *testing.T) {
 	held, err := la.Lock(t.Context())
 	require.NoError(t, err)
 	chB := inBackground(func() (context.Context, error) { return lb.Lock(t.Context()) })
-	st := waitState(t, srv, name, "b's mark", func(st *nameState) bool { return st.Kind == primReentrant })
+	st := waitState(t, srv, name, "b queued", waitingN(1))
 
 	stdout := unlockYes(t, srv, name)
-	assert.Contains(t, stdout, fmt.Sprintf("released reentrant lock %q held by %s (count 1, token -, lease ", name, st.Holders[0].Hold))
+	assert.Contains(t, stdout, fmt.Sprintf("released lock %q held by %s (count 1, token -, lease ", name, st.Holders[0].Hold))
+	assert.Contains(t, stdout, "; 1 waiting\n")
+	// The forced release hands the lock to the head of the queue.
+	assert.Contains(t, stdout, fmt.Sprintf("now: lock %q (key aqs:{%s}): held by %s\n", name, name, st.Waiters[0].Hold))
 	requireLost(t, held, "a's hold")
 	r := awaitBG(t, chB, "b's Lock")
 	require.NoError(t, r.err)
@@ -77,10 +80,10 @@ func TestUnlockForceHandsAFairLockToTheHeadOfItsQueue(t *testing.T) {
 	before := waitState(t, srv, name, "c queued", waitingN(2))
 
 	stdout := unlockYes(t, srv, name)
-	assert.Contains(t, stdout, fmt.Sprintf("released fair lock %q held by %s (count 2, token -, lease ", name, before.Holders[0].Hold))
+	assert.Contains(t, stdout, fmt.Sprintf("released lock %q held by %s (count 2, token -, lease ", name, before.Holders[0].Hold))
 	assert.Contains(t, stdout, "; 2 waiting\n")
 	// The hand-off happens in the forced release itself: b holds at once, c is next.
-	assert.Contains(t, stdout, fmt.Sprintf("now: fair lock %q (key aqs:{%s}): held by %s; 1 waiting\n", name, name, before.Waiters[0].Hold))
+	assert.Contains(t, stdout, fmt.Sprintf("now: lock %q (key aqs:{%s}): held by %s; 1 waiting\n", name, name, before.Waiters[0].Hold))
 
 	requireLost(t, inner, "a's re-entry")
 	requireLost(t, held, "a's hold")
@@ -126,10 +129,13 @@ func TestUnlockForceFreesAReadWriteLock(t *testing.T) {
 		h1, err := ls[1].RLock(t.Context())
 		require.NoError(t, err)
 		chW := inBackground(func() (context.Context, error) { return ls[2].Lock(t.Context()) })
-		waitState(t, srv, name, "a waiting writer", waitingN(1))
+		before := waitState(t, srv, name, "a waiting writer", waitingN(1))
 
 		stdout := unlockYes(t, srv, name)
 		assert.Contains(t, stdout, fmt.Sprintf("released read-write lock %q held by 2 readers (", name))
+		assert.Contains(t, stdout, "; 1 waiting\n")
+		// The forced release gives the write side to the head of the queue.
+		assert.Contains(t, stdout, fmt.Sprintf(" held by %s\n", before.Waiters[0].Hold))
 		requireLost(t, h0b, "reader 0's re-entry")
 		requireLost(t, h0, "reader 0")
 		requireLost(t, h1, "reader 1")
@@ -166,11 +172,15 @@ func TestUnlockForceFreesAReadWriteLock(t *testing.T) {
 		token, err := ls[0].Token(held)
 		require.NoError(t, err)
 		chR := inBackground(func() (context.Context, error) { return ls[1].RLock(t.Context()) })
-		waitState(t, srv, name, "a waiting reader", func(st *nameState) bool { return st.UnlistedWaiters })
+		before := waitState(t, srv, name, "a waiting reader", waitingN(1))
+		require.Equal(t, "read", before.Waiters[0].Mode)
 
 		stdout := unlockYes(t, srv, name)
 		assert.Contains(t, stdout, fmt.Sprintf("released read-write lock %q held by writer ", name))
 		assert.Contains(t, stdout, fmt.Sprintf("(count 1, token %d, lease ", token))
+		assert.Contains(t, stdout, "; 1 waiting\n")
+		// The forced release lets the queued reader in.
+		assert.Contains(t, stdout, fmt.Sprintf("now: read-write lock %q (key aqs:{%s}): held by reader %s\n", name, name, before.Waiters[0].Hold))
 		requireLost(t, held, "the writer")
 		r := awaitBG(t, chR, "the reader's RLock")
 		require.NoError(t, r.err)
@@ -336,7 +346,7 @@ func TestUnlockAsksAndAnsweringNoChangesNothing(t *testing.T) {
 		code, stdout, stderr := aqsRun(t.Context(), nil, "unlock", "--force", "--redis", srv.Addr(), name)
 		assert.Equal(t, 1, code, "%q", in)
 		assert.Empty(t, stdout, "%q", in)
-		assert.Contains(t, stderr, fmt.Sprintf("release fair lock %q held by %s (count 1, token -, lease ", name, hold), "%q", in)
+		assert.Contains(t, stderr, fmt.Sprintf("release lock %q held by %s (count 1, token -, lease ", name, hold), "%q", in)
 		assert.Contains(t, stderr, "; 1 waiting? [y/N] ", "%q", in)
 		if in == "" {
 			assert.Contains(t, stderr, "aqs unlock: no answer on stdin (give --yes not to be asked): nothing changed", "%q", in)
@@ -355,7 +365,7 @@ func TestUnlockAsksAndAnsweringNoChangesNothing(t *testing.T) {
 	answer(t, strings.NewReader("y\n"))
 	code, stdout, stderr := aqsRun(t.Context(), nil, "unlock", "--force", "--redis", srv.Addr(), name)
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "released fair lock")
+	assert.Contains(t, stdout, "released lock")
 	r := awaitBG(t, chB, "b's Lock")
 	require.NoError(t, r.err)
 	require.NoError(t, lb.Unlock(r.held))
