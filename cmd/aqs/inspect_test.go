@@ -762,3 +762,67 @@ func TestInspectSkipsStaleQueueEntriesAndJudgesTheLeaseByItsRecordedEnd(t *testi
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "nothing to release")
 }
+
+// The kind is told from which keys exist and what they hold, also where the primitives would
+// otherwise look alike: a semaphore's hash by the field only its kind writes, a queue without
+// its base key by its members' shape.
+func TestInspectTellsTheKindFromWhatRedisHolds(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Single(t)
+	rdb := srv.Client(t)
+	ctx := t.Context()
+	tm, err := rdb.Time(ctx).Result()
+	require.NoError(t, err)
+	live := float64(tm.UnixMilli() + 60000)
+	const hold = "123e4567-e89b-12d3-a456-426614174000:3"
+	queue := func(member string) func(key string) error {
+		return func(key string) error {
+			if err := rdb.RPush(ctx, key+":q", member).Err(); err != nil {
+				return err
+			}
+			return rdb.ZAdd(ctx, key+":d", redis.Z{Score: live, Member: member}).Err()
+		}
+	}
+	hash := func(fields ...any) func(key string) error {
+		return func(key string) error { return rdb.HSet(ctx, key, fields...).Err() }
+	}
+	for _, tc := range []struct {
+		what    string
+		set     func(key string) error
+		kind    string
+		held    bool
+		permits *permitCounts
+		mode    string // of the one waiter, if any
+	}{
+		{"a counting semaphore with every permit taken", hash("t", 3, "a", 0), primSemaphore, true,
+			&permitCounts{Set: true, Total: 3, Available: 0, Taken: 3}, ""},
+		{"a leased semaphore with no permit leased", hash("t", 3, "u", 0), primLeased, false,
+			&permitCounts{Set: true, Total: 3, Available: 3, Taken: 0}, ""},
+		{"a leased semaphore given permits by AddPermits only", hash("t", 2), primLeased, false,
+			&permitCounts{Set: true, Total: 2, Available: 2, Taken: 0}, ""},
+		{"a counting semaphore set to 0 permits", hash("t", 0), primSemaphore, false,
+			&permitCounts{Set: true}, ""},
+		{"a lock's queue, its key gone", queue(hold + " 30000"), primLock, false, nil, "exclusive"},
+		{"a read-write lock's queue, its keys gone", queue(hold + " 30000 x"), primRW, false, nil, "write"},
+		{"a leased semaphore's queue, its hash gone", queue(hold + " 2 30000"), primLeased, false,
+			&permitCounts{}, "acquire"},
+	} {
+		name := redistest.Name(t)
+		key := "aqs:{" + name + "}"
+		t.Cleanup(func() { rdb.Del(context.Background(), key, key+":q", key+":d") })
+		require.NoError(t, tc.set(key), tc.what)
+		st := stateOf(t, srv, name)
+		assert.Equal(t, tc.kind, st.Kind, tc.what)
+		assert.Equal(t, tc.held, st.Held, tc.what)
+		assert.Equal(t, tc.permits, st.Permits, tc.what)
+		if tc.mode == "" {
+			assert.Empty(t, st.Waiters, tc.what)
+			continue
+		}
+		if assert.Len(t, st.Waiters, 1, tc.what) {
+			assert.Equal(t, tc.mode, st.Waiters[0].Mode, tc.what)
+			assert.Equal(t, hold, st.Waiters[0].Hold, tc.what)
+			assert.Equal(t, 1, st.Waiters[0].Position, tc.what)
+		}
+	}
+}
