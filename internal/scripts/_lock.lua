@@ -31,7 +31,8 @@ end
 local function grant(l, m, deadline, now, keep)
   local sp = string.find(m, ' ', 38, true)
   local hold = string.sub(m, 1, sp - 1)
-  local lease = math.max(1, math.min(tonumber(string.sub(m, sp + 1)), deadline - now))
+  -- A member of another primitive's shape (a name used for two kinds) gets the deadline.
+  local lease = math.max(1, math.min(tonumber(string.sub(m, sp + 1)) or deadline - now, deadline - now))
   -- Marked w and e whether or not others wait (cheaper than looking on this hot path: at worst
   -- the next release looks at an empty queue once). The key outlives the lease by twice the
   -- granted waiter's own liveness horizon, which is at least two thirds of a waiter timeout

@@ -44,11 +44,16 @@ local function keep_alive(k, ms)
   end
 end
 
--- rw_member returns a queue member's hold id, lease (ms) and mode ("s" or "x").
+-- rw_member returns a queue member's hold id, lease (ms) and mode ("s" or "x"). A member of
+-- another primitive's shape (a name used for two kinds) is taken for a writer, with the lease
+-- its number says, or none.
 local function rw_member(m)
   local a = string.find(m, ' ', 38, true)
   local b = string.find(m, ' ', a + 1, true)
-  return string.sub(m, 1, a - 1), tonumber(string.sub(m, a + 1, b - 1)), string.sub(m, b + 1)
+  if not b then
+    return string.sub(m, 1, a - 1), tonumber(string.sub(m, a + 1)) or 1, 'x'
+  end
+  return string.sub(m, 1, a - 1), tonumber(string.sub(m, a + 1, b - 1)) or 1, string.sub(m, b + 1)
 end
 
 -- add_reader makes hold a reader until now + lease.

@@ -114,7 +114,7 @@ if ARGV[2] == '1' and v then
         if s > now then
           local sp = string.find(m, ' ', 38, true)
           local next = string.sub(m, 1, sp - 1)
-          local lease = math.max(1, math.min(tonumber(string.sub(m, sp + 1)), s - now))
+          local lease = math.max(1, math.min(tonumber(string.sub(m, sp + 1)) or s - now, s - now))
           redis.call('SET', l, next .. ' w e' .. string.format('%d', now + lease),
             'PX', string.format('%d', lease + math.max(2 * (s - now), lease, keep)))
           local client = string.sub(next, 1, 36)
