@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -264,17 +265,19 @@ func (c *counting) Beat(hold string) *core.Beat {
 		Args: []any{hold, c.n, s.waiterTimeout.Milliseconds(), s.rt.PublishCommand()}}
 }
 
-// Abandon settles the call's latest attempt by its key (see unsure), then gives the hold up:
-// it may be queued, or have been granted permits. An error Redis replied is no doubt: the
-// script ran, and failed before taking anything (a key of another type), and a replica-sync
-// failure was undone already.
-func (c *counting) Abandon(hold string, err error) {
+// Clear settles the call's latest attempt by its key (see settle), then gives the hold up: it
+// may be queued, or have been granted permits. An error Redis replied is no doubt: the script
+// ran, and failed before taking anything (a key of another type), and a replica-sync failure
+// was undone already.
+func (c *counting) Clear(ctx context.Context, hold string, err error) error {
 	var replied redis.Error
 	if c.last != "" && !errors.As(err, &replied) && !errors.Is(err, core.ErrWrongType) &&
 		!errors.Is(err, core.ErrReplicaSync) {
-		c.unsure(c.last)
+		if err := c.settle(ctx, c.last); err != nil {
+			return err
+		}
 	}
-	acquire.Settle(c.s.rt, func(ctx context.Context) error { return c.GiveUp(ctx, hold) })
+	return c.GiveUp(ctx, hold)
 }
 
 // trySet runs sem_set.lua's "set" for either kind.
@@ -310,46 +313,22 @@ func add(ctx context.Context, b *base, keys []string, delta int, kind string) er
 	return err
 }
 
-// unsure settles an attempt whose outcome is unknown (its reply was lost: the script may have
+// settle settles an attempt whose outcome is unknown (its reply was lost: the script may have
 // run, or not, or may still arrive): sem_unsure.lua reads the status the attempt recorded
 // under its key of its own (once, see sem_try.lua) and leaves a mark that makes the attempt,
 // should it still arrive, take nothing; when the attempt took permits, they are given back by
-// a release with a fixed key of its own too, so that retrying either is safe. In the
-// background, retried for a few seconds (the key lives 10s).
-func (c *counting) unsure(once string) {
+// a release whose key of its own is derived from the attempt's, so that running settle again
+// (the engine retries it while it fails) neither takes nor gives back anything twice.
+func (c *counting) settle(ctx context.Context, once string) error {
 	s := c.s
-	release := append(s.keys[:4:4], s.key+":r:"+s.rt.NewHoldID())
-	s.rt.Go(func(rctx context.Context) {
-		taken := false
-		for delay := 50 * time.Millisecond; delay < 5*time.Second; delay *= 2 {
-			cctx, cancel := context.WithTimeout(rctx, time.Second)
-			var err error
-			if !taken {
-				var n int64
-				n, err = scripts.SemUnsure.Run(cctx, s.rt.Redis, []string{once}).Int64()
-				taken = err == nil && n == 1
-				if err == nil && !taken {
-					cancel()
-					return // it took nothing, and now never will
-				}
-			}
-			if taken {
-				var v any
-				v, err = scripts.SemRelease.Run(cctx, s.rt.Redis, release, c.n, s.rt.PublishCommand(),
-					s.rt.ID).Result()
-				if err == nil {
-					_, err = s.reply(v)
-				}
-			}
-			cancel()
-			if err == nil || rctx.Err() != nil {
-				return
-			}
-			select {
-			case <-time.After(delay):
-			case <-rctx.Done():
-				return
-			}
-		}
-	})
+	n, err := scripts.SemUnsure.Run(ctx, s.rt.Redis, []string{once}).Int64()
+	if err != nil || n != 1 {
+		return err // it took nothing, and now never will
+	}
+	release := append(s.keys[:4:4], s.key+":r:"+strings.TrimPrefix(once, s.key+":a:"))
+	v, err := scripts.SemRelease.Run(ctx, s.rt.Redis, release, c.n, s.rt.PublishCommand(), s.rt.ID).Result()
+	if err == nil {
+		_, err = s.reply(v)
+	}
+	return err
 }

@@ -344,9 +344,7 @@ func (c *leasing) Confirm(ctx context.Context, hold string) error {
 
 func (c *leasing) Undo(ctx context.Context, hold string) error { return c.l.undo(ctx, hold) }
 
-func (c *leasing) Abandon(hold string, _ error) {
-	acquire.Settle(c.l.rt, func(ctx context.Context) error { return c.GiveUp(ctx, hold) })
-}
+func (c *leasing) Clear(ctx context.Context, hold string, _ error) error { return c.GiveUp(ctx, hold) }
 
 func (c *leasing) Beat(hold string) *core.Beat {
 	l := c.l

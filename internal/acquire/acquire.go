@@ -226,7 +226,7 @@ func (a *attempt) attempt(first bool) (scripts.Attempt, error) {
 	hold := a.hold
 	return call(a.q.rt, a.ctx, func(ctx context.Context) (scripts.Attempt, error) {
 		return a.c.Rules.Attempt(ctx, hold, first, a.waits())
-	}, func() { a.c.Rules.Abandon(hold, nil) })
+	}, func() { clearLater(a.q.rt, a.c.Rules, hold, nil) })
 }
 
 // callFast makes the fast attempt through call.
@@ -234,7 +234,7 @@ func callFast(a *attempt, rules Rules) (bool, error) {
 	hold := a.hold
 	return call(a.q.rt, a.ctx, func(ctx context.Context) (bool, error) {
 		return rules.Fast(ctx, hold)
-	}, func() { rules.Abandon(hold, nil) })
+	}, func() { clearLater(a.q.rt, rules, hold, nil) })
 }
 
 // since is when the lease of a grant to the hold started at the earliest: after the last
@@ -350,11 +350,15 @@ func (a *attempt) ended(err error) (Won, bool, error) {
 	return Won{}, false, err
 }
 
-// failed ends a call whose round trip failed: what the round trip did is unknown, so the
-// hold is given up in the background (or not, when its outcome is known to be nothing).
+// failed ends a call whose round trip failed. What the round trip did may be unknown, and
+// the hold may be queued from an earlier round trip: it is cleared (see Rules.Clear) before
+// the call returns, within grace, and in the background beyond. An abandoned round trip is
+// cleared once it ends (see call); one known to have done nothing, by a hold never queued,
+// needs nothing.
 func (a *attempt) failed(err error) (Won, bool, error) {
-	if unknown(err) && err != errAbandoned { // an abandoned round trip is settled once it ends
-		a.c.Rules.Abandon(a.hold, err)
+	if err != errAbandoned && (unknown(err) || !a.joinedAt.IsZero()) {
+		hold, rules := a.hold, a.c.Rules
+		now(a.q.rt, a.ctx, func(ctx context.Context) error { return rules.Clear(ctx, hold, err) })
 	}
 	return Won{}, false, cause(a.ctx, err)
 }
@@ -389,9 +393,9 @@ func (a *attempt) giveUp(err error) (Won, bool, error) {
 		return struct{}{}, a.c.Rules.GiveUp(ctx, hold)
 	}, nil)
 	if gerr != nil {
-		// Not given up in time, or not at all: in the background, bounded (giving up is safe
-		// to repeat).
-		a.c.Rules.Abandon(hold, gerr)
+		// Not given up in time, or not at all: in the background, bounded (it is safe to
+		// repeat).
+		clearLater(a.q.rt, a.c.Rules, hold, gerr)
 	}
 	if err == nil && a.ctx.Err() == nil && gerr != nil && !unknown(gerr) {
 		err = gerr

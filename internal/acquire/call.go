@@ -16,8 +16,8 @@ import (
 // runs on a goroutine of its own). A round trip whose reply did not come, because the caller
 // stopped waiting or because the connection failed, may have done anything its script can do:
 // taken the lock, queued the hold, been granted permits. Its hold is then given up in the
-// background by the Rules' Abandon (see Settle), once the round trip has ended if it is still
-// running, and bounded: a hold that cannot be given up ends with its lease, or its waiter deadline.
+// background by the Rules' Clear (see clearLater), once the round trip has ended if it is
+// still running, and bounded: a hold that cannot be given up ends with its lease, or its waiter deadline.
 
 // grace bounds how long a call that ends, at its deadline or because its Client closed, waits
 // for its own clean-up (leaving the queue, giving back what was granted in that instant) before
@@ -96,10 +96,10 @@ func (r *refusal) Unwrap() error { return r.error }
 // nothing up for it.
 func Refuse(err error) error { return &refusal{err} }
 
-// Settle runs f in the background with the Client's context bounded by settleBound, trying
+// later runs f in the background with the Client's context bounded by settleBound, trying
 // again after a pause while it fails and the bound allows: a clean-up that must happen, but
-// need not be waited for (a Rules' Abandon). f must be safe to repeat.
-func Settle(rt *core.Runtime, f func(ctx context.Context) error) {
+// need not be waited for. f must be safe to repeat.
+func later(rt *core.Runtime, f func(ctx context.Context) error) {
 	rt.Go(func(rctx context.Context) {
 		ctx, cancel := context.WithTimeout(rctx, settleBound)
 		defer cancel()
@@ -114,6 +114,22 @@ func Settle(rt *core.Runtime, f func(ctx context.Context) error) {
 			}
 		}
 	})
+}
+
+// clearLater runs rules.Clear for hold in the background (see later).
+func clearLater(rt *core.Runtime, rules Rules, hold string, err error) {
+	later(rt, func(ctx context.Context) error { return rules.Clear(ctx, hold, err) })
+}
+
+// now runs f, a clean-up, within grace; when it fails or takes longer, it goes on in the
+// background (see later), and now returns.
+func now(rt *core.Runtime, parent context.Context, f func(ctx context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), grace)
+	defer cancel()
+	_, err := call(rt, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) }, nil)
+	if err != nil && err != errAbandoned {
+		later(rt, f) // it failed: again, in the background
+	}
 }
 
 // cause is the error a call that ended reports: ctx's cause when ctx ended (the caller's, not

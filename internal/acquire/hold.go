@@ -33,7 +33,7 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 		sent := time.Now()
 		_, err := call(q.rt, a.ctx, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, c.Rules.Confirm(context.WithoutCancel(ctx), hold)
-		}, func() { c.Rules.Abandon(hold, nil) })
+		}, func() { clearLater(q.rt, c.Rules, hold, nil) })
 		if err != nil {
 			return Won{}, false, cause(a.ctx, err)
 		}
@@ -42,7 +42,7 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 	spec := c.Hold
 	if spec == nil {
 		if a.ctx.Err() != nil {
-			a.giveBack(func(ctx context.Context) error { return c.Rules.Undo(ctx, hold) })
+			now(q.rt, a.ctx, func(ctx context.Context) error { return c.Rules.Undo(ctx, hold) })
 			return Won{}, false, context.Cause(a.ctx)
 		}
 		return Won{Hold: hold}, true, nil
@@ -69,24 +69,14 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 		}
 	}
 	if a.ctx.Err() != nil {
-		a.giveBack(func(context.Context) error { return spec.Release(held) })
+		now(q.rt, a.ctx, func(context.Context) error { return spec.Release(held) })
 		return Won{}, false, context.Cause(a.ctx)
 	}
 	if spec.Token && token == 0 && acq != nil {
 		if _, err := acq.Hold().Token(held); err != nil {
-			a.giveBack(func(context.Context) error { return spec.Release(held) })
+			now(q.rt, a.ctx, func(context.Context) error { return spec.Release(held) })
 			return Won{}, false, err
 		}
 	}
 	return Won{Hold: hold, Held: held}, true, nil
-}
-
-// giveBack runs f, which gives back what a call won, within grace; beyond, in the background.
-func (a *attempt) giveBack(f func(ctx context.Context) error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), grace)
-	defer cancel()
-	_, err := call(a.q.rt, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) }, nil)
-	if err != nil && err != errAbandoned {
-		Settle(a.q.rt, f) // it failed: again, in the background
-	}
 }

@@ -379,7 +379,7 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 		q.rt.Hub.Deliver(q.cfg.Grants, handedTo)
 	}
 	for _, w := range orphans {
-		w.rules.Abandon(w.hold, nil)
+		clearLater(q.rt, w.rules, w.hold, nil)
 	}
 	return handedTo != ""
 }

@@ -36,11 +36,13 @@ type Rules interface {
 	// context ended and has no held context to release (the counting semaphore's permits).
 	// Calls with a held context give back through HoldSpec.Release instead.
 	Undo(ctx context.Context, hold string) error
-	// Abandon settles a round trip of hold whose outcome is unknown: in the background,
-	// bounded (see Settle), it leaves nothing of the hold behind. err is the round trip's
-	// error, or nil when its reply was lost (the caller stopped waiting for it). Most rules
-	// give the hold up; the counting semaphore settles its attempt by the attempt's own key.
-	Abandon(hold string, err error)
+	// Clear leaves nothing of hold in Redis, after a round trip of it whose outcome is unknown
+	// (err is that round trip's error, nil when its reply was lost): it settles that round
+	// trip, and gives the hold up (out of the queue; what it holds or was granted passes
+	// on). Most rules give the hold up alone; the counting semaphore first settles its
+	// attempt by the attempt's own key. It must be safe to repeat: the engine runs it within
+	// grace when the call ends, and again in the background, bounded, while it fails.
+	Clear(ctx context.Context, hold string, err error) error
 }
 
 // HoldSpec says how a successful call holds what it took: the lease, its renewal, the held

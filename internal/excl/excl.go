@@ -194,9 +194,7 @@ func (r *rules) Confirm(ctx context.Context, hold string) error {
 
 func (r *rules) Undo(ctx context.Context, hold string) error { return r.GiveUp(ctx, hold) }
 
-func (r *rules) Abandon(hold string, _ error) {
-	acquire.Settle(r.l.rt, func(ctx context.Context) error { return r.GiveUp(ctx, hold) })
-}
+func (r *rules) Clear(ctx context.Context, hold string, _ error) error { return r.GiveUp(ctx, hold) }
 
 func flag(b bool) string {
 	if b {

@@ -85,8 +85,9 @@ local function join(q, d, member, now, timeout, fresh)
     redis.call('ZADD', d, deadline, member)
     return true
   end
-  redis.call('ZADD', d, deadline, member)
+  -- The list first: on a key of another type there, it fails before anything is written.
   redis.call('RPUSH', q, member)
+  redis.call('ZADD', d, deadline, member)
   keep_queue(q, d, timeout)
   return true
 end

@@ -90,8 +90,9 @@ if ARGV[2] == '1' and v then
         za[#za + 1] = deadline
         za[#za + 1] = ARGV[i]
       end
+      local pushed = redis.call('RPUSH', q, unpack(ARGV, 7)) -- first: see join
       redis.call('ZADD', d, unpack(za))
-      if redis.call('RPUSH', q, unpack(ARGV, 7)) == #ARGV - 6 then
+      if pushed == #ARGV - 6 then
         redis.call('PEXPIRE', q, 2 * timeout)
       else
         redis.call('PEXPIRE', q, 2 * timeout, 'GT')

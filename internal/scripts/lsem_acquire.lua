@@ -44,8 +44,9 @@ if first and v[3] and ARGV[5] == '1' and n <= total and total - (tonumber(v[2]) 
   end
   local timeout = tonumber(ARGV[4])
   local member = hold .. ' ' .. n .. ' ' .. lease
+  local pushed = redis.call('RPUSH', q, member) -- first: see join
   redis.call('ZADD', d, string.format('%d', now + timeout), member)
-  if redis.call('RPUSH', q, member) == 1 then
+  if pushed == 1 then
     redis.call('PEXPIRE', q, 2 * timeout)
   else
     redis.call('PEXPIRE', q, 2 * timeout, 'GT')

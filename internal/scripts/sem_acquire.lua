@@ -49,8 +49,9 @@ if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
   local now = time[1] * 1000 + math.floor(time[2] / 1000)
   local timeout = tonumber(ARGV[3])
   local member = hold .. ' ' .. n
+  local pushed = redis.call('RPUSH', q, member) -- first: see join
   redis.call('ZADD', d, string.format('%d', now + timeout), member)
-  if redis.call('RPUSH', q, member) == 1 then
+  if pushed == 1 then
     redis.call('PEXPIRE', q, 2 * timeout)
   else
     redis.call('PEXPIRE', q, 2 * timeout, 'GT')
