@@ -29,14 +29,14 @@ import (
 //
 // Waiters queue and are served in order exactly as in [Sem] (see its
 // section The wait queue), each waiter also carrying the lease it asked
-// for in its latest Attempt. A dispatch grants the head a permit whose id is
-// its hold, with its n, expiring at now plus its lease or at its liveness
-// deadline, whichever is sooner: a waiter that died a moment before its turn
-// holds the permits no longer than it would have stalled the queue, and a
-// live one learns of the grant (from the message, or its next Attempt or
-// Heartbeat, which report the permit without changing it) and extends it
-// with Renew. The granted permit is its own record of the grant; nothing
-// else is kept.
+// for, the same in every Attempt of its hold. A dispatch grants the head a
+// permit whose id is its hold, with its n, expiring at now plus its lease or
+// at its liveness deadline, whichever is sooner: a waiter that died a moment
+// before its turn holds the permits no longer than it would have stalled the
+// queue, and a live one learns of the grant (from the message, or its next
+// Attempt or Heartbeat, which report the permit as Granted without changing
+// it) and extends it with Renew. The granted permit is its own record of the
+// grant; nothing else is kept.
 //
 // Leases run out without any operation on the server, so permits may become
 // available while waiters are queued and nobody is granted them until the
@@ -51,8 +51,10 @@ import (
 // first drops dead waiters and expired permits, which depend on time alone,
 // so queries may do it too without changing a later reply. Misuse that only
 // a buggy caller commits (an empty hold or id, a non-positive n or lease, a
-// negative TrySetPermits, a total or deadline that overflows, a Leased not
-// made by NewLeased) panics, and a call that panics changes nothing.
+// first Attempt of a hold that is queued or holds a permit, a later one that
+// asks for another n or lease than its queue entry holds, a negative
+// TrySetPermits, a total or deadline that overflows, a Leased not made by
+// NewLeased) panics, and a call that panics changes nothing.
 type Leased struct {
 	clock
 	waiterTimeout int64 // ms a waiter stays live after its latest enqueueing attempt or heartbeat
@@ -178,35 +180,41 @@ func (m *Leased) AddPermits(now Time, delta int64) (SemEvents, error) {
 }
 
 // Attempt makes one attempt by hold to take a permit of n permits for lease
-// milliseconds: what one run of the acquire script does on the server. In
-// order:
+// milliseconds: what one run of the acquire script does on the server.
+// first says that it is the hold's first attempt, enqueue that it asks to
+// wait, as for [Sem.Attempt]. In order:
 //
 //  1. Dead waiters leave the queue and expired permits are gone.
 //  2. If the queue is not empty, it is dispatched; the events are returned
 //     whatever the reply (they may name hold itself).
 //  3. If a live permit has id hold (it was granted while hold waited and
-//     the message was lost, possibly in step 2, or hold attempts again),
-//     the reply is Acquired and nothing changes: n, lease and the permit's
-//     expiry are left as they are.
+//     the message was lost, possibly in step 2, or hold attempts again
+//     after it took it), the reply is Granted and nothing changes: n, lease
+//     and the permit's expiry are left as they are.
 //  4. If the permits were never set: [ErrNotSet] (hold leaves the queue if
 //     it was in it).
 //  5. If n is above the total: [ErrTooManyPermits], and hold leaves the
 //     queue if it was in it.
 //  6. If no live waiter is queued and n permits are available, hold takes a
 //     permit with id hold, n permits and expiry now+lease: Acquired.
-//  7. Otherwise, with enqueue, hold joins the tail of the queue, or keeps
-//     its place if it is queued, with n, lease and a liveness deadline of
-//     now plus the waiter timeout: Queued. Without enqueue nothing else
-//     changes, not even the deadline of a queued hold, and Queued reports
-//     whether it is queued. Either way Hint is the milliseconds until the
-//     nearest live permit runs out (>= 1), 0 if no permit is live.
+//  7. Otherwise, as step 7 of [Sem.Attempt]: Busy without enqueue (a
+//     queued hold keeping its place and its deadline); with enqueue, a
+//     first attempt joins the tail, with n, lease and a liveness deadline
+//     of now plus the waiter timeout, a later attempt of a live waiter
+//     keeps its place and takes that deadline, Queued; a later attempt of
+//     a hold that is not a live waiter is Dropped, and changes nothing.
+//     Hint is, for Queued and Busy, the milliseconds until the nearest live
+//     permit runs out (>= 1), 0 if no permit is live.
 //
 // In particular no hold takes permits while a live waiter is queued. On
 // error the SemAttempt is zero.
 //
 // Attempt panics if hold is empty, n or lease is not positive, or now+lease
-// overflows.
-func (m *Leased) Attempt(now Time, hold string, n, lease int64, enqueue bool) (SemAttempt, SemEvents, error) {
+// overflows; if first is set while hold is a live waiter or has a live
+// permit (a first attempt cannot find either: the scripts' answer to one
+// run again by go-redis's retry is not modelled); or if hold is a live
+// waiter for another n or lease than these.
+func (m *Leased) Attempt(now Time, hold string, n, lease int64, first, enqueue bool) (SemAttempt, SemEvents, error) {
 	const op = "Leased.Attempt"
 	checkOwner(op, hold)
 	checkPermits(op, n)
@@ -216,6 +224,10 @@ func (m *Leased) Attempt(now Time, hold string, n, lease int64, enqueue bool) (S
 	if enqueue {
 		waiterDeadline = deadline(op, now, m.waiterTimeout)
 	}
+	m.queue.checkAttempt(op, now, semWaiter{hold: hold, n: n, lease: lease}, first)
+	if p, ok := m.permits[hold]; ok && now < p.expiry && first {
+		panic(fmt.Sprintf("model: %s: first attempt by %s, which has a permit", op, hold))
+	}
 	m.at(op, now)
 
 	var ev SemEvents
@@ -223,7 +235,7 @@ func (m *Leased) Attempt(now Time, hold string, n, lease int64, enqueue bool) (S
 		ev = m.dispatch(now)
 	}
 	if _, ok := m.permits[hold]; ok {
-		return SemAttempt{Acquired: true}, ev, nil
+		return SemAttempt{Status: Granted}, ev, nil
 	}
 	if !m.set {
 		m.queue.remove(hold)
@@ -235,26 +247,29 @@ func (m *Leased) Attempt(now Time, hold string, n, lease int64, enqueue bool) (S
 	}
 	if len(m.queue) == 0 && m.available() >= n {
 		m.permits[hold] = leasedPermit{n: n, expiry: expiry}
-		return SemAttempt{Acquired: true}, ev, nil
+		return SemAttempt{Status: Acquired}, ev, nil
 	}
-	if enqueue {
-		m.queue.join(semWaiter{hold: hold, n: n, lease: lease, deadline: waiterDeadline})
+	st := m.queue.wait(semWaiter{hold: hold, n: n, lease: lease, deadline: waiterDeadline}, first, enqueue)
+	if st == Dropped {
+		return SemAttempt{Status: st}, ev, nil
 	}
-	return SemAttempt{Queued: m.queue.index(hold) >= 0, Hint: m.hint(now)}, ev, nil
+	return SemAttempt{Status: st, Hint: m.hint(now)}, ev, nil
 }
 
 // Heartbeat keeps a waiter alive, after dispatching the queue if it is not
 // empty (the events are returned). It replies
 //
-//   - 2 if a live permit has id hold (granted while it waited, possibly by
-//     this very dispatch): nothing changes, the permit is reported as it is;
-//   - 1 if hold is a live waiter: its deadline becomes now plus the waiter
-//     timeout, its place does not change;
-//   - 0 otherwise: hold never queued, gave up, was rejected, or died (a
-//     heartbeat never revives a dead waiter); or its permit is gone.
+//   - [BeatGranted] if a live permit has id hold (granted while it waited,
+//     possibly by this very dispatch): nothing changes, the permit is
+//     reported as it is;
+//   - [BeatQueued] if hold is a live waiter: its deadline becomes now plus
+//     the waiter timeout, its place does not change;
+//   - [BeatDropped] otherwise: hold never queued, gave up, was rejected, or
+//     died (a heartbeat never revives a dead waiter); or its permit is
+//     gone. The real caller starts over under a new hold id.
 //
 // Heartbeat panics if hold is empty.
-func (m *Leased) Heartbeat(now Time, hold string) (int, SemEvents) {
+func (m *Leased) Heartbeat(now Time, hold string) (BeatStatus, SemEvents) {
 	const op = "Leased.Heartbeat"
 	checkOwner(op, hold)
 	m.made(op)
@@ -265,13 +280,13 @@ func (m *Leased) Heartbeat(now Time, hold string) (int, SemEvents) {
 		ev = m.dispatch(now)
 	}
 	if _, ok := m.permits[hold]; ok {
-		return 2, ev
+		return BeatGranted, ev
 	}
 	if i := m.queue.index(hold); i >= 0 {
 		m.queue[i].deadline = at
-		return 1, ev
+		return BeatQueued, ev
 	}
-	return 0, ev
+	return BeatDropped, ev
 }
 
 // GiveUp is a waiter's cleanup when it stops waiting: hold leaves the queue

@@ -267,29 +267,38 @@ func (s *leasedMachine) addPermits(t *rapid.T) {
 
 func (s *leasedMachine) attempt(t *rapid.T) {
 	hold := s.drawHold(t)
-	n := drawN(t, hold)
-	lease := rapid.Int64Range(1, leasedMaxLease).Draw(t, "lease")
+	w, queued := s.waiters[hold]
+	_, hasPermit := s.permits[hold]
+	// As for the counting semaphore: a hold that is queued or holds a permit
+	// attempts again (with the n and lease it is queued for); any other may
+	// make a first attempt, or attempt again.
+	first := !queued && !hasPermit && rapid.Bool().Draw(t, "first")
+	var n, lease int64
+	if queued {
+		n, lease = w.n, w.lease
+	} else {
+		n, lease = drawN(t, hold), rapid.Int64Range(1, leasedMaxLease).Draw(t, "lease")
+	}
 	enqueue := rapid.IntRange(0, 3).Draw(t, "enqueue") > 0
-	w, wasQueued := s.waiters[hold]
-	nChanged := wasQueued && w.n != n
 	before := s.state()
-	got, ev, err := s.m.Attempt(s.now, hold, n, lease, enqueue)
+	got, ev, err := s.m.Attempt(s.now, hold, n, lease, first, enqueue)
 
 	var wantEv SemEvents
 	if len(s.waiters) > 0 {
 		wantEv = s.dispatch()
 	}
 	s.events(t, "attempt", ev, wantEv)
-	_, hasPermit := s.permits[hold]
-	if got.Acquired && !hasPermit && len(s.waiters) > 0 {
+	_, hasPermit = s.permits[hold]
+	if got.Status == Acquired && len(s.waiters) > 0 {
 		t.Fatalf("no barging: %s acquired at %d while live waiters %v are queued", hold, s.now, s.order())
 	}
 
 	var want SemAttempt
 	var wantErr error
+	property := "attempt"
 	switch {
 	case hasPermit:
-		want.Acquired = true // reported as it is: lease and n ignored
+		want.Status = Granted // reported as it is: lease and n ignored
 	case !s.set:
 		delete(s.waiters, hold)
 		wantErr = ErrNotSet
@@ -299,33 +308,33 @@ func (s *leasedMachine) attempt(t *rapid.T) {
 	case len(s.waiters) == 0 && s.available() >= n:
 		s.permits[hold] = leasedShadowPermit{n: n, expiry: s.now + Time(lease)}
 		delete(s.dead, hold)
-		want.Acquired = true
+		want.Status = Acquired
+	case !enqueue:
+		want.Status, want.Hint = Busy, s.hint()
+	case first:
+		s.arrivals++
+		s.waiters[hold] = &leasedShadowWaiter{arrival: s.arrivals, n: n, lease: lease, deadline: s.now + semWaiterTimeout}
+		delete(s.dead, hold)
+		want.Status, want.Hint = Queued, s.hint()
+	case s.waiters[hold] != nil:
+		s.waiters[hold].deadline = s.now + semWaiterTimeout
+		want.Status, want.Hint = Queued, s.hint()
 	default:
-		if enqueue {
-			if s.waiters[hold] == nil {
-				s.arrivals++
-				s.waiters[hold] = &leasedShadowWaiter{arrival: s.arrivals}
-				delete(s.dead, hold)
-			}
-			w := s.waiters[hold]
-			w.n, w.lease, w.deadline = n, lease, s.now+semWaiterTimeout
-		}
-		_, want.Queued = s.waiters[hold]
-		want.Hint = s.hint()
+		want.Status = Dropped
+		property = "a later attempt of a hold that is not a live waiter is dropped"
 	}
 	if got != want || !errors.Is(err, wantErr) || (wantErr == nil && err != nil) {
-		t.Fatalf("attempt by %s for %d (lease %d) at %d (enqueue %v, total %d, available %d, queue %v, permits %v): got (%+v, %v), want (%+v, %v)",
-			hold, n, lease, s.now, enqueue, s.total, s.available(), s.order(), s.permits, got, err, want, wantErr)
+		t.Fatalf("%s: attempt by %s for %d (lease %d) at %d (first %v, enqueue %v, total %d, available %d, queue %v, permits %v, dead %v): got (%+v, %v), want (%+v, %v)",
+			property, hold, n, lease, s.now, first, enqueue, s.total, s.available(), s.order(), s.permits, s.dead[hold],
+			got, err, want, wantErr)
 	}
-	if failed := !got.Acquired && err == nil; failed && (got.Hint >= 1) != (len(s.permits) > 0) {
+	if failed := got.Status == Queued || got.Status == Busy; failed && (got.Hint >= 1) != (len(s.permits) > 0) {
 		t.Fatalf("hint: a failed attempt at %d got a hint of %d ms with live permits %v", s.now, got.Hint, s.permits)
 	}
-	if (hasPermit || (!enqueue && !got.Acquired && !(wasQueued && err != nil))) && wantEv.Granted == nil && wantEv.Rejected == nil {
-		s.unchanged(t, "adoption, or a failed attempt without enqueue, changes nothing", before)
+	if (got.Status == Granted || got.Status == Busy || got.Status == Dropped) && wantEv.Granted == nil && wantEv.Rejected == nil {
+		s.unchanged(t, "adoption, a failed attempt without enqueue, or a dropped one, changes nothing", before)
 	}
-	if !nChanged {
-		s.noHerd(t, "attempt")
-	}
+	s.noHerd(t, "attempt")
 }
 
 func (s *leasedMachine) heartbeat(t *rapid.T) {
@@ -337,20 +346,20 @@ func (s *leasedMachine) heartbeat(t *rapid.T) {
 		wantEv = s.dispatch()
 	}
 	s.events(t, "heartbeat", ev, wantEv)
-	want := 0
+	want := BeatDropped
 	if _, ok := s.permits[hold]; ok {
-		want = 2
+		want = BeatGranted
 	} else if w := s.waiters[hold]; w != nil {
 		w.deadline = s.now + semWaiterTimeout
-		want = 1
+		want = BeatQueued
 	}
 	if got != want {
 		if s.dead[hold] {
-			t.Fatalf("dead waiters are skipped: heartbeat of dead %s at %d = %d", hold, s.now, got)
+			t.Fatalf("dead waiters are skipped: heartbeat of dead %s at %d = %v", hold, s.now, got)
 		}
-		t.Fatalf("heartbeat of %s at %d = %d, want %d", hold, s.now, got, want)
+		t.Fatalf("heartbeat of %s at %d = %v, want %v", hold, s.now, got, want)
 	}
-	if want != 1 && wantEv.Granted == nil && wantEv.Rejected == nil {
+	if want != BeatQueued && wantEv.Granted == nil && wantEv.Rejected == nil {
 		s.unchanged(t, "a heartbeat of a hold that is not waiting changes nothing", before)
 	}
 	s.noHerd(t, "heartbeat")
@@ -502,13 +511,13 @@ func TestLeasedRefusedReductionChangesNothing(t *testing.T) {
 func TestLeasedPermitComesBackAtLeaseEndAndWaiterLearnsWhen(t *testing.T) {
 	m := NewLeased(1000)
 	m.TrySetPermits(0, 3)
-	if r, _ := semMust(t)(m.Attempt(0, "a", 2, 100, true)); r != (SemAttempt{Acquired: true}) {
+	if r, _ := semMust(t)(m.Attempt(0, "a", 2, 100, true, true)); r != (SemAttempt{Status: Acquired}) {
 		t.Fatalf("a takes 2 of 3: %+v", r)
 	}
-	if r, _ := semMust(t)(m.Attempt(10, "b", 2, 30, true)); r != (SemAttempt{Queued: true, Hint: 90}) {
+	if r, _ := semMust(t)(m.Attempt(10, "b", 2, 30, true, true)); r != (SemAttempt{Status: Queued, Hint: 90}) {
 		t.Fatalf("b queues: %+v, want a hint at a's expiry 90 ms away", r)
 	}
-	if r, _ := semMust(t)(m.Attempt(20, "c", 1, 30, false)); r != (SemAttempt{Hint: 80}) {
+	if r, _ := semMust(t)(m.Attempt(20, "c", 1, 30, true, false)); r != (SemAttempt{Status: Busy, Hint: 80}) {
 		t.Fatalf("c's TryAcquire past b: %+v, want refused with a hint", r)
 	}
 	if a := m.Available(99); a != 1 {
@@ -517,13 +526,13 @@ func TestLeasedPermitComesBackAtLeaseEndAndWaiterLearnsWhen(t *testing.T) {
 	if a := m.Available(100); a != 3 || !slices.Equal(m.Queue(100), []string{"b"}) {
 		t.Fatalf("at a's expiry: available %d, queue %v, want 3 and [b] (nobody ran to grant it)", a, m.Queue(100))
 	}
-	if got, ev := m.Heartbeat(100, "b"); got != 2 || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"b"}}) {
-		t.Fatalf("b's heartbeat at 100 = (%d, %+v), want its own dispatch to grant it", got, ev)
+	if got, ev := m.Heartbeat(100, "b"); got != BeatGranted || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"b"}}) {
+		t.Fatalf("b's heartbeat at 100 = (%v, %+v), want its own dispatch to grant it", got, ev)
 	}
 	if at, ok := m.Expiry(100, "b"); !ok || at != 130 {
 		t.Fatalf("b's permit ends at (%d, %v), want 130", at, ok)
 	}
-	if r, _ := semMust(t)(m.Attempt(101, "b", 2, 500, true)); r != (SemAttempt{Acquired: true}) {
+	if r, _ := semMust(t)(m.Attempt(101, "b", 2, 500, false, true)); r != (SemAttempt{Status: Granted}) {
 		t.Fatalf("b adopts its grant: %+v", r)
 	}
 	if at, _ := m.Expiry(101, "b"); at != 130 {
@@ -546,8 +555,8 @@ func TestLeasedPermitComesBackAtLeaseEndAndWaiterLearnsWhen(t *testing.T) {
 func TestLeasedGrantIsCappedByWaiterDeadline(t *testing.T) {
 	m := NewLeased(50)
 	m.TrySetPermits(0, 1)
-	semMust(t)(m.Attempt(0, "a", 1, 1000, true))
-	semMust(t)(m.Attempt(0, "b", 1, 100, true)) // live until 50
+	semMust(t)(m.Attempt(0, "a", 1, 1000, true, true))
+	semMust(t)(m.Attempt(0, "b", 1, 100, true, true)) // live until 50
 	if ev, err := m.Release(20, "a", 1); err != nil || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"b"}}) {
 		t.Fatalf("a releases = (%+v, %v), want b granted", ev, err)
 	}
@@ -562,15 +571,15 @@ func TestLeasedGrantIsCappedByWaiterDeadline(t *testing.T) {
 func TestLeasedReleaseOfExpiredPermitDispatchesNothing(t *testing.T) {
 	m := NewLeased(1000)
 	m.TrySetPermits(0, 2)
-	semMust(t)(m.Attempt(0, "a", 2, 10, true))
-	semMust(t)(m.Attempt(0, "b", 2, 10, true))
+	semMust(t)(m.Attempt(0, "a", 2, 10, true, true))
+	semMust(t)(m.Attempt(0, "b", 2, 10, true, true))
 	if ev, err := m.Release(10, "a", 2); !errors.Is(err, ErrPermitExpired) || !reflect.DeepEqual(ev, SemEvents{}) {
 		t.Fatalf("release of an expired permit = (%+v, %v), want ErrPermitExpired", ev, err)
 	}
 	if q := m.Queue(10); !slices.Equal(q, []string{"b"}) || m.Available(10) != 2 {
 		t.Fatalf("queue %v, available %d: the failed release granted nobody", q, m.Available(10))
 	}
-	if r, ev := semMust(t)(m.Attempt(11, "b", 2, 10, true)); r != (SemAttempt{Acquired: true}) || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"b"}}) {
+	if r, ev := semMust(t)(m.Attempt(11, "b", 2, 10, false, true)); r != (SemAttempt{Status: Granted}) || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"b"}}) {
 		t.Fatalf("b's next attempt = %+v %+v, want granted by its own dispatch", r, ev)
 	}
 	if at, _ := m.Expiry(11, "b"); at != 21 {
@@ -581,9 +590,9 @@ func TestLeasedReleaseOfExpiredPermitDispatchesNothing(t *testing.T) {
 func TestLeasedPartialReleaseServesQueueInOrder(t *testing.T) {
 	m := NewLeased(1000)
 	m.TrySetPermits(0, 3)
-	semMust(t)(m.Attempt(0, "a", 3, 100, true))
-	semMust(t)(m.Attempt(0, "b", 1, 100, true))
-	semMust(t)(m.Attempt(0, "c", 2, 100, true))
+	semMust(t)(m.Attempt(0, "a", 3, 100, true, true))
+	semMust(t)(m.Attempt(0, "b", 1, 100, true, true))
+	semMust(t)(m.Attempt(0, "c", 2, 100, true, true))
 	if _, err := m.Release(1, "a", 4); !errors.Is(err, ErrOverRelease) {
 		t.Fatalf("release of 4 of a's 3: %v", err)
 	}
@@ -607,9 +616,9 @@ func TestLeasedPartialReleaseServesQueueInOrder(t *testing.T) {
 func TestLeasedGiveUpOfGrantedWaiterReturnsItsPermit(t *testing.T) {
 	m := NewLeased(1000)
 	m.TrySetPermits(0, 2)
-	semMust(t)(m.Attempt(0, "a", 2, 100, true))
-	semMust(t)(m.Attempt(0, "b", 2, 100, true))
-	semMust(t)(m.Attempt(0, "c", 1, 100, true))
+	semMust(t)(m.Attempt(0, "a", 2, 100, true, true))
+	semMust(t)(m.Attempt(0, "b", 2, 100, true, true))
+	semMust(t)(m.Attempt(0, "c", 1, 100, true, true))
 	if ev, _ := m.Release(5, "a", 2); !reflect.DeepEqual(ev, SemEvents{Granted: []string{"b"}}) {
 		t.Fatalf("release = %+v, want b granted", ev)
 	}
@@ -626,14 +635,14 @@ func TestLeasedReductionCountsOnlyLivePermitsAndRejectsHead(t *testing.T) {
 	if _, err := m.AddPermits(0, -1); !errors.Is(err, ErrInsufficientPermits) {
 		t.Fatalf("reduction of unset permits: %v", err)
 	}
-	if _, _, err := m.Attempt(0, "a", 1, 10, true); !errors.Is(err, ErrNotSet) {
+	if _, _, err := m.Attempt(0, "a", 1, 10, true, true); !errors.Is(err, ErrNotSet) {
 		t.Fatalf("attempt on unset permits: %v", err)
 	}
 	if _, err := m.AddPermits(0, 4); err != nil {
 		t.Fatal(err)
 	}
-	semMust(t)(m.Attempt(0, "a", 3, 10, true))
-	semMust(t)(m.Attempt(0, "b", 4, 100, true))
+	semMust(t)(m.Attempt(0, "a", 3, 10, true, true))
+	semMust(t)(m.Attempt(0, "b", 4, 100, true, true))
 	if _, err := m.AddPermits(5, -2); !errors.Is(err, ErrInsufficientPermits) {
 		t.Fatalf("reduction by 2 with 1 available: %v", err)
 	}
@@ -644,7 +653,7 @@ func TestLeasedReductionCountsOnlyLivePermitsAndRejectsHead(t *testing.T) {
 	if total, ok := m.Total(10); total != 2 || !ok || m.Available(10) != 2 || m.Queue(10) != nil {
 		t.Fatalf("after the reduction: total (%d, %v), available %d, queue %v", total, ok, m.Available(10), m.Queue(10))
 	}
-	if _, _, err := m.Attempt(11, "b", 4, 100, true); !errors.Is(err, ErrTooManyPermits) {
+	if _, _, err := m.Attempt(11, "b", 4, 100, false, true); !errors.Is(err, ErrTooManyPermits) {
 		t.Fatalf("rejected b attempts again: %v", err)
 	}
 	if m.TrySetPermits(11, 10) {
@@ -652,12 +661,63 @@ func TestLeasedReductionCountsOnlyLivePermitsAndRejectsHead(t *testing.T) {
 	}
 }
 
+// As in the counting semaphore: a later attempt that asks to wait, by a hold
+// that is not a live waiter, is dropped and changes nothing, with no hint;
+// the caller starts over under a new hold id, at the tail. A granted permit
+// whose lease ran out before its waiter learned of it (cut at the waiter's
+// deadline) is gone with its grant.
+func TestLeasedLaterAttemptOfAHoldNotQueuedIsDropped(t *testing.T) {
+	m := NewLeased(50)
+	m.TrySetPermits(0, 2)
+	semMust(t)(m.Attempt(0, "a", 2, 1000, true, true))
+	semMust(t)(m.Attempt(0, "dead", 1, 100, true, true)) // dead at 50
+	semMust(t)(m.Attempt(40, "c", 2, 100, true, true))   // live until 90
+	if q := m.Queue(50); !slices.Equal(q, []string{"c"}) {
+		t.Fatalf("queue at 50 = %v, want [c]", q)
+	}
+	before := *m
+	before.queue, before.permits = slices.Clone(m.queue), maps.Clone(m.permits)
+	if r, ev := semMust(t)(m.Attempt(50, "dead", 1, 100, false, true)); r != (SemAttempt{Status: Dropped}) || !reflect.DeepEqual(ev, SemEvents{}) {
+		t.Fatalf("the dead waiter attempts again: %+v %+v, want dropped with no hint", r, ev)
+	}
+	if !reflect.DeepEqual(*m, before) {
+		t.Fatalf("the dropped attempt changed the model: %+v, was %+v", *m, before)
+	}
+	if r, _ := semMust(t)(m.Attempt(50, "dead2", 1, 100, true, true)); r != (SemAttempt{Status: Queued, Hint: 950}) {
+		t.Fatalf("it starts over as dead2: %+v, want queued", r)
+	}
+	// "late" is granted at 45, its permit cut at its deadline, 50: an attempt at 49 finds
+	// it, one at 50 (had it stalled) does not, and is dropped.
+	m2 := NewLeased(50)
+	m2.TrySetPermits(0, 1)
+	semMust(t)(m2.Attempt(0, "a", 1, 1000, true, true))
+	semMust(t)(m2.Attempt(0, "late", 1, 100, true, true))
+	if ev, err := m2.Release(45, "a", 1); err != nil || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"late"}}) {
+		t.Fatalf("a's release = (%+v, %v), want late granted", ev, err)
+	}
+	if r, _ := semMust(t)(m2.Attempt(49, "late", 1, 100, false, true)); r != (SemAttempt{Status: Granted}) {
+		t.Fatalf("late at 49: %+v, want granted", r)
+	}
+	m3 := NewLeased(50)
+	m3.TrySetPermits(0, 1)
+	semMust(t)(m3.Attempt(0, "a", 1, 1000, true, true))
+	semMust(t)(m3.Attempt(0, "late", 1, 100, true, true))
+	semMust(t)(m3.Attempt(10, "c", 1, 100, true, true)) // live until 60
+	m3.Release(45, "a", 1)                              // to late, until 50; c waits
+	if r, _ := semMust(t)(m3.Attempt(50, "late", 1, 100, false, true)); r != (SemAttempt{Status: Dropped}) {
+		t.Fatalf("late at 50, its permit gone: %+v, want dropped", r)
+	}
+	if got, _ := m3.Heartbeat(50, "c"); got != BeatGranted {
+		t.Fatalf("c's heartbeat at 50 = %v, want the permit that came back", got)
+	}
+}
+
 func TestLeasedMisusePanics(t *testing.T) {
 	queued := func() *Leased {
 		m := NewLeased(50)
 		m.TrySetPermits(10, 1)
-		m.Attempt(10, "a", 1, 100, true)
-		m.Attempt(10, "b", 1, 100, true)
+		m.Attempt(10, "a", 1, 100, true, true)
+		m.Attempt(10, "b", 1, 100, true, true)
 		return m
 	}
 	for _, tc := range []struct {
@@ -667,16 +727,20 @@ func TestLeasedMisusePanics(t *testing.T) {
 	}{
 		{"time goes backwards", "before the already observed time", func(m *Leased) { m.Heartbeat(9, "b") }},
 		{"time goes backwards in a query", "before the already observed time", func(m *Leased) { m.Permits(9) }},
-		{"empty hold", "empty owner", func(m *Leased) { m.Attempt(10, "", 1, 10, true) }},
+		{"empty hold", "empty owner", func(m *Leased) { m.Attempt(10, "", 1, 10, true, true) }},
+		{"first attempt of a queued hold", "which is queued", func(m *Leased) { m.Attempt(10, "b", 1, 100, true, true) }},
+		{"first attempt of a holder", "which has a permit", func(m *Leased) { m.Attempt(10, "a", 1, 100, true, true) }},
+		{"other n than queued", "which is queued for 1 permits", func(m *Leased) { m.Attempt(10, "b", 2, 100, false, true) }},
+		{"other lease than queued", "for 100 ms", func(m *Leased) { m.Attempt(10, "b", 1, 90, false, false) }},
 		{"empty id", "empty owner", func(m *Leased) { m.Release(10, "", 1) }},
-		{"zero n", "non-positive permit count", func(m *Leased) { m.Attempt(10, "c", 0, 10, true) }},
-		{"zero lease", "non-positive lease", func(m *Leased) { m.Attempt(10, "c", 1, 0, true) }},
+		{"zero n", "non-positive permit count", func(m *Leased) { m.Attempt(10, "c", 0, 10, true, true) }},
+		{"zero lease", "non-positive lease", func(m *Leased) { m.Attempt(10, "c", 1, 0, true, true) }},
 		{"zero renewal", "non-positive lease", func(m *Leased) { m.Renew(10, "a", 0) }},
 		{"zero release", "non-positive permit count", func(m *Leased) { m.Release(10, "a", 0) }},
 		{"negative set", "negative permits", func(m *Leased) { m.TrySetPermits(10, -1) }},
 		{"total overflows", "overflows", func(m *Leased) { m.AddPermits(10, 1<<63-1) }},
-		{"lease overflows", "overflows", func(m *Leased) { m.Attempt(10, "c", 1, 1<<63-1, false) }},
-		{"zero Leased", "not made by NewLeased", func(m *Leased) { (&Leased{}).Attempt(10, "c", 1, 10, true) }},
+		{"lease overflows", "overflows", func(m *Leased) { m.Attempt(10, "c", 1, 1<<63-1, true, false) }},
+		{"zero Leased", "not made by NewLeased", func(m *Leased) { (&Leased{}).Attempt(10, "c", 1, 10, true, true) }},
 		{"zero Leased query", "not made by NewLeased", func(m *Leased) { (&Leased{}).Available(10) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

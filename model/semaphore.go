@@ -47,16 +47,23 @@ type SemEvents struct {
 
 // SemAttempt is the reply of a semaphore's Attempt that returns no error.
 type SemAttempt struct {
-	// Acquired reports that the caller has its permits: taken now, or
-	// granted while it waited (its notification was lost).
-	Acquired bool
-	// Queued reports that the caller is a live waiter after the call. It
-	// is false when Acquired.
-	Queued bool
-	// Hint is, when not Acquired, the milliseconds (always >= 1) until the
-	// nearest live permit's lease runs out in [Leased], when permits come
-	// back without any message and the waiter should attempt again; 0 when
-	// no permit is live, and always 0 in [Sem] and when Acquired.
+	// Status is the attempt's outcome, as the acquire scripts reply it:
+	//
+	//   - [Acquired]: the attempt took its permits now;
+	//   - [Granted]: hold had its permits already, granted while it waited
+	//     (its message was lost, or this attempt's own dispatch granted
+	//     them);
+	//   - [Queued]: hold is a live waiter after the call;
+	//   - [Busy]: not acquired, and the attempt did not ask to wait;
+	//   - [Dropped]: a later attempt that asked to wait, by a hold that is
+	//     not a live waiter: nothing changed, and the caller starts over
+	//     under a new hold id.
+	Status Status
+	// Hint is, for Queued and Busy, the milliseconds (always >= 1) until
+	// the nearest live permit's lease runs out in [Leased], when permits
+	// come back without any message and the waiter should attempt again; 0
+	// when no permit is live, and always 0 in [Sem] and for the other
+	// statuses.
 	Hint int64
 }
 
@@ -80,15 +87,24 @@ type SemAttempt struct {
 // Both semaphore models, Sem and [Leased], serve the callers that cannot
 // have their permits at once through a FIFO wait queue with the same rules.
 //
-// A hold that fails an Attempt made with enqueue joins the queue at its tail
-// with the permits n it asked for (and, in Leased, the lease it wants). If it
-// is already a live waiter it keeps its place, and its n (and lease) become
-// those of the latest Attempt. Every enqueueing Attempt and every Heartbeat
-// of a live waiter sets its liveness deadline to now plus the waiter timeout
-// given to the constructor. A waiter is dead at now >= its deadline, and
-// from that instant it is out of the queue wherever it stood, exactly as in
-// [Fair]: never granted, never revived by a heartbeat; if its hold attempts
-// again it is a new arrival at the tail.
+// A hold's first Attempt that fails and asks to wait (enqueue) joins the
+// queue at its tail with the permits n it asked for (and, in Leased, the
+// lease it wants). A later Attempt of a live waiter that asks to wait keeps
+// its place. Every such Attempt and every Heartbeat of a live waiter sets
+// its liveness deadline to now plus the waiter timeout given to the
+// constructor. A waiter is dead at now >= its deadline, and from that
+// instant it is out of the queue wherever it stood: never granted, never
+// revived by a heartbeat, never renewed by an attempt.
+//
+// A hold is one call of the real Client: its id is fresh for the call, its
+// first Attempt says so (first), and every Attempt of the hold asks for the
+// same n (and lease): the queue entry in Redis is named by them. So a later
+// Attempt that asks to wait and cannot have its permits, by a hold that is
+// not a live waiter (it died, it was rejected, it gave up, it never queued,
+// or it was granted and its grant is gone), is [Dropped]: it changes
+// nothing, and the real caller starts over under a new hold id, at the
+// tail. No hold id is ever queued twice, and a late grant message of the
+// old one grants nothing.
 //
 // Dispatch serves the queue from its live head, in order, as far as it can,
 // and stops at once when no permit is available (a head is not even looked
@@ -119,14 +135,6 @@ type SemAttempt struct {
 // with an error dispatches nothing, unless the error comes from Attempt
 // after its dispatch (step 2 of [Sem.Attempt]).
 //
-// A queued hold whose latest Attempt changes its n is the one way to leave
-// the queue, at the end of an operation, with a live head that could be
-// served (its new n fits, or, after ErrTooManyPermits took the head out, the
-// next one fits). The model does not dispatch again for it: the next Attempt
-// or Heartbeat of any hold dispatches first, and live waiters heartbeat
-// regularly. Callers that keep n fixed per hold, as the real Client does,
-// never see this.
-//
 // # Grant records
 //
 // A waiter granted its permits by a dispatch is out of the queue and its
@@ -146,8 +154,10 @@ type SemAttempt struct {
 // first drops dead waiters and expired grant records, which depend on time
 // alone, so queries may do it too without changing a later reply. Misuse
 // that only a buggy caller commits (an empty hold, a non-positive n, a
-// negative TrySetPermits, a total that overflows, a Sem not made by NewSem)
-// panics, and a call that panics changes nothing.
+// first Attempt of a hold that is queued or granted, a later one that asks
+// for another n than its queue entry or grant record holds, a negative
+// TrySetPermits, a total that overflows, a Sem not made by NewSem) panics,
+// and a call that panics changes nothing.
 type Sem struct {
 	clock
 	waiterTimeout int64 // ms a waiter stays live after its latest enqueueing attempt or heartbeat
@@ -252,31 +262,39 @@ func (m *Sem) AddPermits(now Time, delta int64) (SemEvents, error) {
 }
 
 // Attempt makes one attempt by hold to take n permits: what one run of the
-// acquire script does on the server. In order:
+// acquire script does on the server. first says that it is the hold's first
+// attempt (the real Client's call has just made the hold id), enqueue that
+// it asks to wait. In order:
 //
 //  1. Dead waiters leave the queue and expired grant records vanish.
 //  2. If the queue is not empty, it is dispatched; the events are returned
 //     whatever the reply (they may name hold itself).
 //  3. If hold has a grant record (it was granted while it waited and missed
 //     the message, possibly in step 2), the record is consumed and the
-//     reply is Acquired; its permits were taken at the grant.
+//     reply is Granted; its permits were taken at the grant. A first
+//     attempt has none.
 //  4. If the permits were never set: [ErrNotSet].
 //  5. If n is above the total: [ErrTooManyPermits], and hold leaves the
 //     queue if it was in it.
 //  6. If no live waiter is queued and n permits are available, hold takes
 //     them: Acquired.
-//  7. Otherwise, with enqueue, hold joins the tail of the queue, or keeps
-//     its place if it is queued, with n and a liveness deadline of now plus
-//     the waiter timeout: Queued. Without enqueue (a TryAcquire) nothing
-//     else changes, not even the deadline of a queued hold, and Queued
-//     reports whether it is queued.
+//  7. Otherwise, without enqueue (a TryAcquire), the reply is Busy and
+//     nothing else changes, not even the deadline of a queued hold (which
+//     keeps its place). With enqueue, a first attempt joins the tail of the
+//     queue, and a later one of a live waiter keeps its place; either way
+//     hold's liveness deadline becomes now plus the waiter timeout, and the
+//     reply is Queued. A later attempt of a hold that is not a live waiter
+//     is Dropped, and changes nothing.
 //
 // In particular no hold takes permits while a live waiter is queued, not
 // even a queued hold that is not at the head; the head itself is served by
 // step 2. Hint is always 0. On error the SemAttempt is zero.
 //
-// Attempt panics if hold is empty or n is not positive.
-func (m *Sem) Attempt(now Time, hold string, n int64, enqueue bool) (SemAttempt, SemEvents, error) {
+// Attempt panics if hold is empty or n is not positive; if first is set
+// while hold is a live waiter or has a grant record (a first attempt cannot
+// find either); or if hold is a live waiter, or has a grant record, for
+// another n than this one.
+func (m *Sem) Attempt(now Time, hold string, n int64, first, enqueue bool) (SemAttempt, SemEvents, error) {
 	const op = "Sem.Attempt"
 	checkOwner(op, hold)
 	checkPermits(op, n)
@@ -284,6 +302,11 @@ func (m *Sem) Attempt(now Time, hold string, n int64, enqueue bool) (SemAttempt,
 	var waiterDeadline Time
 	if enqueue {
 		waiterDeadline = deadline(op, now, m.waiterTimeout)
+	}
+	m.queue.checkAttempt(op, now, semWaiter{hold: hold, n: n}, first)
+	if g, ok := m.grants[hold]; ok && now < g.until && (first || g.n != n) {
+		panic(fmt.Sprintf("model: %s of %d permits by %s (first %v), which has a grant record of %d",
+			op, n, hold, first, g.n))
 	}
 	m.at(op, now)
 
@@ -293,7 +316,7 @@ func (m *Sem) Attempt(now Time, hold string, n int64, enqueue bool) (SemAttempt,
 	}
 	if _, ok := m.grants[hold]; ok {
 		delete(m.grants, hold)
-		return SemAttempt{Acquired: true}, ev, nil
+		return SemAttempt{Status: Granted}, ev, nil
 	}
 	if !m.set {
 		m.queue.remove(hold)
@@ -305,27 +328,26 @@ func (m *Sem) Attempt(now Time, hold string, n int64, enqueue bool) (SemAttempt,
 	}
 	if len(m.queue) == 0 && m.avail >= n {
 		m.avail -= n
-		return SemAttempt{Acquired: true}, ev, nil
+		return SemAttempt{Status: Acquired}, ev, nil
 	}
-	if enqueue {
-		m.queue.join(semWaiter{hold: hold, n: n, deadline: waiterDeadline})
-	}
-	return SemAttempt{Queued: m.queue.index(hold) >= 0}, ev, nil
+	return SemAttempt{Status: m.queue.wait(semWaiter{hold: hold, n: n, deadline: waiterDeadline}, first, enqueue)}, ev, nil
 }
 
 // Heartbeat keeps a waiter alive, after dispatching the queue if it is not
 // empty (the events are returned). It replies
 //
-//   - 2 if hold has a grant record (granted while it waited, possibly by
-//     this very dispatch): the record is consumed, and hold has its permits;
-//   - 1 if hold is a live waiter: its deadline becomes now plus the waiter
-//     timeout, its place does not change;
-//   - 0 otherwise: hold never queued, gave up, was rejected, or died (a
-//     heartbeat never revives a dead waiter); or its grant record expired
-//     or was already consumed.
+//   - [BeatGranted] if hold has a grant record (granted while it waited,
+//     possibly by this very dispatch): the record is consumed, and hold has
+//     its permits;
+//   - [BeatQueued] if hold is a live waiter: its deadline becomes now plus
+//     the waiter timeout, its place does not change;
+//   - [BeatDropped] otherwise: hold never queued, gave up, was rejected, or
+//     died (a heartbeat never revives a dead waiter); or its grant record
+//     expired or was already consumed. The real caller starts over under a
+//     new hold id.
 //
 // Heartbeat panics if hold is empty.
-func (m *Sem) Heartbeat(now Time, hold string) (int, SemEvents) {
+func (m *Sem) Heartbeat(now Time, hold string) (BeatStatus, SemEvents) {
 	const op = "Sem.Heartbeat"
 	checkOwner(op, hold)
 	m.made(op)
@@ -337,13 +359,13 @@ func (m *Sem) Heartbeat(now Time, hold string) (int, SemEvents) {
 	}
 	if _, ok := m.grants[hold]; ok {
 		delete(m.grants, hold)
-		return 2, ev
+		return BeatGranted, ev
 	}
 	if i := m.queue.index(hold); i >= 0 {
 		m.queue[i].deadline = at
-		return 1, ev
+		return BeatQueued, ev
 	}
-	return 0, ev
+	return BeatDropped, ev
 }
 
 // GiveUp is a waiter's cleanup when it stops waiting: hold leaves the queue
@@ -464,14 +486,42 @@ func (q *semQueue) remove(hold string) {
 	}
 }
 
-// join appends w at the tail, or, if w.hold is queued, keeps its place and
-// takes n, lease and deadline from w.
-func (q *semQueue) join(w semWaiter) {
-	if i := q.index(w.hold); i >= 0 {
-		(*q)[i] = w
+// checkAttempt panics on an attempt by w.hold for w.n permits and w.lease
+// that only a buggy caller makes, as the queue is at now (it applies no
+// expiry): a first attempt of a live waiter, which cannot be queued yet, or
+// a later one of a live waiter queued for another n or lease, whose queue
+// entry in Redis would be another.
+func (q semQueue) checkAttempt(op string, now Time, w semWaiter, first bool) {
+	i := q.index(w.hold)
+	if i < 0 || now >= q[i].deadline {
 		return
 	}
-	*q = append(*q, w)
+	if first {
+		panic(fmt.Sprintf("model: %s: first attempt by %s, which is queued", op, w.hold))
+	}
+	if q[i].n != w.n || q[i].lease != w.lease {
+		panic(fmt.Sprintf("model: %s by %s of %d permits for %d ms, which is queued for %d permits for %d ms",
+			op, w.hold, w.n, w.lease, q[i].n, q[i].lease))
+	}
+}
+
+// wait ends an attempt by w.hold that cannot have its permits now (step 7
+// of [Sem.Attempt]): Busy without enqueue; with it, w joins the tail on a
+// first attempt, a live waiter keeps its place and takes w's deadline, and
+// any other hold is Dropped, changing nothing.
+func (q *semQueue) wait(w semWaiter, first, enqueue bool) Status {
+	i := q.index(w.hold)
+	switch {
+	case !enqueue:
+		return Busy
+	case first:
+		*q = append(*q, w)
+	case i < 0:
+		return Dropped
+	default:
+		(*q)[i].deadline = w.deadline
+	}
+	return Queued
 }
 
 // holds returns the holds in queue order, nil when empty.

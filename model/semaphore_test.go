@@ -295,28 +295,42 @@ func (s *semMachine) addPermits(t *rapid.T) {
 
 func (s *semMachine) attempt(t *rapid.T) {
 	hold := s.drawHold(t)
-	n := drawN(t, hold)
+	w, queued := s.waiters[hold]
+	g, granted := s.grants[hold]
+	// A hold that is queued or granted attempts again (a first attempt
+	// cannot find either), with the n it asked for; any other may attempt
+	// as a new call's first attempt, or again, which must wait only to be
+	// told it was dropped.
+	first := !queued && !granted && rapid.Bool().Draw(t, "first")
+	var n int64
+	switch {
+	case queued:
+		n = w.n
+	case granted:
+		n = g.n
+	default:
+		n = drawN(t, hold)
+	}
 	enqueue := rapid.IntRange(0, 3).Draw(t, "enqueue") > 0 // mostly Acquire, sometimes TryAcquire
-	w, wasQueued := s.waiters[hold]
-	nChanged := wasQueued && w.n != n
 	before := s.state()
-	got, ev, err := s.m.Attempt(s.now, hold, n, enqueue)
+	got, ev, err := s.m.Attempt(s.now, hold, n, first, enqueue)
 
 	var wantEv SemEvents
 	if len(s.waiters) > 0 {
 		wantEv = s.dispatch()
 	}
 	s.events(t, "attempt", ev, wantEv)
-	if got.Acquired && s.grants[hold].n == 0 && len(s.waiters) > 0 {
+	if got.Status == Acquired && len(s.waiters) > 0 {
 		t.Fatalf("no barging: %s acquired at %d while live waiters %v are queued", hold, s.now, s.order())
 	}
 
 	var want SemAttempt
 	var wantErr error
+	property := "attempt"
 	if g, ok := s.grants[hold]; ok {
 		delete(s.grants, hold)
 		s.held[hold] += g.n
-		want.Acquired = true
+		want.Status = Granted
 	} else if !s.set {
 		delete(s.waiters, hold)
 		wantErr = ErrNotSet
@@ -327,23 +341,27 @@ func (s *semMachine) attempt(t *rapid.T) {
 		s.avail -= n
 		s.held[hold] += n
 		delete(s.dead, hold)
-		want.Acquired = true
+		want.Status = Acquired
+	} else if !enqueue {
+		want.Status = Busy
+	} else if first {
+		s.join(hold, n)
+		want.Status = Queued
+	} else if w := s.waiters[hold]; w != nil {
+		w.deadline = s.now + semWaiterTimeout
+		want.Status = Queued
 	} else {
-		if enqueue {
-			s.join(hold, n)
-		}
-		_, want.Queued = s.waiters[hold]
+		want.Status = Dropped
+		property = "a later attempt of a hold that is not a live waiter is dropped"
 	}
 	if got != want || !errors.Is(err, wantErr) || (wantErr == nil && err != nil) {
-		t.Fatalf("attempt by %s for %d at %d (enqueue %v, total %d, available %d, queue %v): got (%+v, %v), want (%+v, %v)",
-			hold, n, s.now, enqueue, s.total, s.avail, s.order(), got, err, want, wantErr)
+		t.Fatalf("%s: attempt by %s for %d at %d (first %v, enqueue %v, total %d, available %d, queue %v, dead %v): got (%+v, %v), want (%+v, %v)",
+			property, hold, n, s.now, first, enqueue, s.total, s.avail, s.order(), s.dead[hold], got, err, want, wantErr)
 	}
-	if !enqueue && !got.Acquired && wantEv.Granted == nil && wantEv.Rejected == nil && !(wasQueued && err != nil) {
-		s.unchanged(t, "a failed attempt without enqueue changes nothing", before)
+	if (got.Status == Busy || got.Status == Dropped) && wantEv.Granted == nil && wantEv.Rejected == nil {
+		s.unchanged(t, "a failed attempt without enqueue, or a dropped one, changes nothing", before)
 	}
-	if !nChanged {
-		s.noHerd(t, "attempt")
-	}
+	s.noHerd(t, "attempt")
 }
 
 func (s *semMachine) heartbeat(t *rapid.T) {
@@ -355,22 +373,22 @@ func (s *semMachine) heartbeat(t *rapid.T) {
 		wantEv = s.dispatch()
 	}
 	s.events(t, "heartbeat", ev, wantEv)
-	want := 0
+	want := BeatDropped
 	if g, ok := s.grants[hold]; ok {
 		delete(s.grants, hold)
 		s.held[hold] += g.n
-		want = 2
+		want = BeatGranted
 	} else if w := s.waiters[hold]; w != nil {
 		w.deadline = s.now + semWaiterTimeout
-		want = 1
+		want = BeatQueued
 	}
 	if got != want {
 		if s.dead[hold] {
-			t.Fatalf("dead waiters are skipped: heartbeat of dead %s at %d = %d", hold, s.now, got)
+			t.Fatalf("dead waiters are skipped: heartbeat of dead %s at %d = %v", hold, s.now, got)
 		}
-		t.Fatalf("heartbeat of %s at %d = %d, want %d", hold, s.now, got, want)
+		t.Fatalf("heartbeat of %s at %d = %v, want %v", hold, s.now, got, want)
 	}
-	if want == 0 && wantEv.Granted == nil && wantEv.Rejected == nil {
+	if want == BeatDropped && wantEv.Granted == nil && wantEv.Rejected == nil {
 		s.unchanged(t, "a heartbeat of a hold that is not waiting changes nothing", before)
 	}
 	s.noHerd(t, "heartbeat")
@@ -523,8 +541,9 @@ func TestSemRefusedReductionChangesNothing(t *testing.T) {
 
 // semUnderTest is what the FIFO test needs of either semaphore model.
 type semUnderTest interface {
+	// attempt is a fresh hold's first attempt, which asks to wait.
 	attempt(now Time, hold string, n int64) (SemAttempt, SemEvents, error)
-	heartbeat(now Time, hold string) (int, SemEvents)
+	heartbeat(now Time, hold string) (BeatStatus, SemEvents)
 	release(now Time, hold string, n int64) (SemEvents, error)
 	addPermits(now Time, delta int64) (SemEvents, error)
 	available(now Time) int64
@@ -534,9 +553,9 @@ type semUnderTest interface {
 type semAdapter struct{ m *Sem }
 
 func (a semAdapter) attempt(now Time, hold string, n int64) (SemAttempt, SemEvents, error) {
-	return a.m.Attempt(now, hold, n, true)
+	return a.m.Attempt(now, hold, n, true, true)
 }
-func (a semAdapter) heartbeat(now Time, hold string) (int, SemEvents) {
+func (a semAdapter) heartbeat(now Time, hold string) (BeatStatus, SemEvents) {
 	return a.m.Heartbeat(now, hold)
 }
 func (a semAdapter) release(now Time, _ string, n int64) (SemEvents, error) {
@@ -554,9 +573,9 @@ type leasedAdapter struct {
 }
 
 func (a leasedAdapter) attempt(now Time, hold string, n int64) (SemAttempt, SemEvents, error) {
-	return a.m.Attempt(now, hold, n, a.lease(), true)
+	return a.m.Attempt(now, hold, n, a.lease(), true, true)
 }
-func (a leasedAdapter) heartbeat(now Time, hold string) (int, SemEvents) {
+func (a leasedAdapter) heartbeat(now Time, hold string) (BeatStatus, SemEvents) {
 	return a.m.Heartbeat(now, hold)
 }
 func (a leasedAdapter) release(now Time, hold string, n int64) (SemEvents, error) {
@@ -640,7 +659,7 @@ func semServesInArrivalOrder(t *rapid.T, m semUnderTest) {
 				continue
 			}
 			arrivals = append(arrivals, h)
-			if r.Acquired { // past nobody: record checks it
+			if r.Status == Acquired { // past nobody: record checks it
 				record("acquisition", SemEvents{Granted: []string{h}})
 			} else {
 				waiting = append(waiting, h)
@@ -706,18 +725,18 @@ func semMust(t *testing.T) func(SemAttempt, SemEvents, error) (SemAttempt, SemEv
 func TestSemLargeHeadRequestIsNotPassedBySmallerLaterOnes(t *testing.T) {
 	m := NewSem(1000)
 	m.TrySetPermits(0, 5)
-	if r, _ := semMust(t)(m.Attempt(0, "a", 4, true)); !r.Acquired {
+	if r, _ := semMust(t)(m.Attempt(0, "a", 4, true, true)); r.Status != Acquired {
 		t.Fatalf("a on a free semaphore: %+v", r)
 	}
-	if r, _ := semMust(t)(m.Attempt(1, "big", 3, true)); r != (SemAttempt{Queued: true}) {
+	if r, _ := semMust(t)(m.Attempt(1, "big", 3, true, true)); r != (SemAttempt{Status: Queued}) {
 		t.Fatalf("big queues behind a: %+v", r)
 	}
 	for _, h := range []string{"small1", "small2"} {
-		if r, _ := semMust(t)(m.Attempt(2, h, 1, true)); r != (SemAttempt{Queued: true}) {
+		if r, _ := semMust(t)(m.Attempt(2, h, 1, true, true)); r != (SemAttempt{Status: Queued}) {
 			t.Fatalf("%s barged past big with 1 permit available: %+v", h, r)
 		}
 	}
-	if r, _ := semMust(t)(m.Attempt(2, "try", 1, false)); r != (SemAttempt{}) || m.Available(2) != 1 {
+	if r, _ := semMust(t)(m.Attempt(2, "try", 1, true, false)); r != (SemAttempt{Status: Busy}) || m.Available(2) != 1 {
 		t.Fatalf("a TryAcquire barged past big: %+v, available %d", r, m.Available(2))
 	}
 	if ev, err := m.Release(3, 1); err != nil || !reflect.DeepEqual(ev, SemEvents{}) {
@@ -730,11 +749,11 @@ func TestSemLargeHeadRequestIsNotPassedBySmallerLaterOnes(t *testing.T) {
 	if q, a := m.Queue(4), m.Available(4); !slices.Equal(q, []string{"small2"}) || a != 0 {
 		t.Fatalf("after the grants: queue %v, available %d, want [small2] and 0", q, a)
 	}
-	if r, ev := semMust(t)(m.Attempt(5, "big", 3, true)); r != (SemAttempt{Acquired: true}) || !reflect.DeepEqual(ev, SemEvents{}) {
+	if r, ev := semMust(t)(m.Attempt(5, "big", 3, false, true)); r != (SemAttempt{Status: Granted}) || !reflect.DeepEqual(ev, SemEvents{}) {
 		t.Fatalf("big learns of its grant from its attempt: %+v %+v", r, ev)
 	}
-	if got, _ := m.Heartbeat(5, "small1"); got != 2 {
-		t.Fatalf("small1 learns of its grant from its heartbeat: %d, want 2", got)
+	if got, _ := m.Heartbeat(5, "small1"); got != BeatGranted {
+		t.Fatalf("small1 learns of its grant from its heartbeat: %v, want granted", got)
 	}
 	if got := m.Granted(5); got != nil {
 		t.Fatalf("grant records left after both were consumed: %v", got)
@@ -744,9 +763,9 @@ func TestSemLargeHeadRequestIsNotPassedBySmallerLaterOnes(t *testing.T) {
 func TestSemReductionOfTotalRejectsHeadAskingForMore(t *testing.T) {
 	m := NewSem(1000)
 	m.TrySetPermits(0, 6)
-	semMust(t)(m.Attempt(0, "a", 3, true))
-	semMust(t)(m.Attempt(0, "b", 5, true)) // queued: 3 available
-	semMust(t)(m.Attempt(0, "c", 2, true)) // queued behind b
+	semMust(t)(m.Attempt(0, "a", 3, true, true))
+	semMust(t)(m.Attempt(0, "b", 5, true, true)) // queued: 3 available
+	semMust(t)(m.Attempt(0, "c", 2, true, true)) // queued behind b
 	if q := m.Queue(0); !slices.Equal(q, []string{"b", "c"}) {
 		t.Fatalf("queue = %v, want [b c]", q)
 	}
@@ -760,10 +779,10 @@ func TestSemReductionOfTotalRejectsHeadAskingForMore(t *testing.T) {
 	if total, _ := m.Total(1); total != 4 || m.Available(1) != 1 || !slices.Equal(m.Queue(1), []string{"c"}) {
 		t.Fatalf("after the reduction: total %d, available %d, queue %v", total, m.Available(1), m.Queue(1))
 	}
-	if got, _ := m.Heartbeat(2, "b"); got != 0 {
-		t.Fatalf("heartbeat of rejected b = %d, want 0", got)
+	if got, _ := m.Heartbeat(2, "b"); got != BeatDropped {
+		t.Fatalf("heartbeat of rejected b = %v, want dropped", got)
 	}
-	if _, _, err := m.Attempt(2, "b", 5, true); !errors.Is(err, ErrTooManyPermits) {
+	if _, _, err := m.Attempt(2, "b", 5, false, true); !errors.Is(err, ErrTooManyPermits) {
 		t.Fatalf("rejected b attempts again: %v, want ErrTooManyPermits", err)
 	}
 	if ev, err := m.Release(3, 1); err != nil || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"c"}}) {
@@ -776,9 +795,9 @@ func TestSemReductionOfTotalRejectsHeadAskingForMore(t *testing.T) {
 func TestSemRejectionWaitsForAPermit(t *testing.T) {
 	m := NewSem(1000)
 	m.TrySetPermits(0, 5)
-	semMust(t)(m.Attempt(0, "a", 4, true))
-	semMust(t)(m.Attempt(0, "b", 5, true)) // queued: 1 available
-	ev, err := m.AddPermits(1, -1)         // total 4, none available: b is not looked at
+	semMust(t)(m.Attempt(0, "a", 4, true, true))
+	semMust(t)(m.Attempt(0, "b", 5, true, true)) // queued: 1 available
+	ev, err := m.AddPermits(1, -1)               // total 4, none available: b is not looked at
 	if err != nil || !reflect.DeepEqual(ev, SemEvents{}) {
 		t.Fatalf("reduction to 4 = (%+v, %v), want no event", ev, err)
 	}
@@ -796,10 +815,10 @@ func TestSemRejectionWaitsForAPermit(t *testing.T) {
 func TestSemGrantRecordExpiresAtWaiterDeadlineKeepingPermitsTaken(t *testing.T) {
 	m := NewSem(50)
 	m.TrySetPermits(0, 2)
-	semMust(t)(m.Attempt(0, "a", 2, true))
-	semMust(t)(m.Attempt(0, "b", 2, true)) // live until 50
-	if got, _ := m.Heartbeat(30, "b"); got != 1 {
-		t.Fatalf("heartbeat of b = %d, want 1", got)
+	semMust(t)(m.Attempt(0, "a", 2, true, true))
+	semMust(t)(m.Attempt(0, "b", 2, true, true)) // live until 50
+	if got, _ := m.Heartbeat(30, "b"); got != BeatQueued {
+		t.Fatalf("heartbeat of b = %v, want queued", got)
 	}
 	if ev, _ := m.Release(40, 2); !reflect.DeepEqual(ev, SemEvents{Granted: []string{"b"}}) {
 		t.Fatalf("release = %+v, want b granted", ev)
@@ -810,48 +829,75 @@ func TestSemGrantRecordExpiresAtWaiterDeadlineKeepingPermitsTaken(t *testing.T) 
 	if g := m.Granted(80); g != nil || m.Available(80) != 0 {
 		t.Fatalf("at 80 (b's deadline): grant records %v, available %d, want none and 0: the permits stay taken", g, m.Available(80))
 	}
-	if got, _ := m.Heartbeat(80, "b"); got != 0 {
-		t.Fatalf("heartbeat after the record expired = %d, want 0", got)
+	if got, _ := m.Heartbeat(80, "b"); got != BeatDropped {
+		t.Fatalf("heartbeat after the record expired = %v, want dropped", got)
 	}
-	if r, _ := semMust(t)(m.Attempt(80, "b", 2, true)); r != (SemAttempt{Queued: true}) {
-		t.Fatalf("b attempts after its record expired: %+v, want a new arrival", r)
+	if r, _ := semMust(t)(m.Attempt(80, "b", 2, false, true)); r != (SemAttempt{Status: Dropped}) || m.Queue(80) != nil {
+		t.Fatalf("b attempts after its record expired: %+v, queue %v, want dropped and nobody queued", r, m.Queue(80))
 	}
-	if n, ev := m.GiveUp(81, "b"); n != 0 || !reflect.DeepEqual(ev, SemEvents{}) {
+	if r, _ := semMust(t)(m.Attempt(80, "b2", 2, true, true)); r != (SemAttempt{Status: Queued}) {
+		t.Fatalf("b starts over as b2: %+v, want a new arrival", r)
+	}
+	if n, ev := m.GiveUp(81, "b2"); n != 0 || !reflect.DeepEqual(ev, SemEvents{}) {
 		t.Fatalf("give-up of a queued hold = (%d, %+v), want (0, nothing)", n, ev)
 	}
 }
 
-// A waiter granted in the instant it gives up gives the permits back, and
-// they go on to the next waiter in the same step.
-func TestSemGiveUpOfGrantedWaiterPassesPermitsOn(t *testing.T) {
-	m := NewSem(50)
-	m.TrySetPermits(0, 3)
-	semMust(t)(m.Attempt(0, "a", 3, true))
-	semMust(t)(m.Attempt(0, "b", 2, true))
-	semMust(t)(m.Attempt(0, "c", 2, true))
-	if ev, _ := m.Release(10, 2); !reflect.DeepEqual(ev, SemEvents{Granted: []string{"b"}}) {
-		t.Fatalf("release = %+v, want b granted", ev)
-	}
-	if n, ev := m.GiveUp(10, "b"); n != 2 || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"c"}}) {
-		t.Fatalf("b gives up its grant = (%d, %+v), want 2 back and c granted", n, ev)
-	}
-	if n, ev := m.GiveUp(11, "b"); n != 0 || !reflect.DeepEqual(ev, SemEvents{}) {
-		t.Fatalf("second give-up = (%d, %+v), want nothing", n, ev)
-	}
-	if got, _ := m.Heartbeat(11, "c"); got != 2 || m.Available(11) != 0 {
-		t.Fatalf("c learns of its grant: %d, available %d", got, m.Available(11))
-	}
-}
-
-// The head's give-up lets the next, smaller waiter in.
-func TestSemGiveUpOfHeadDispatches(t *testing.T) {
-	m := NewSem(50)
-	m.TrySetPermits(0, 3)
-	semMust(t)(m.Attempt(0, "a", 2, true))
-	semMust(t)(m.Attempt(0, "b", 2, true))
-	semMust(t)(m.Attempt(0, "c", 1, true))
-	if n, ev := m.GiveUp(1, "b"); n != 0 || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"c"}}) {
-		t.Fatalf("head gives up = (%d, %+v), want c granted", n, ev)
+// A later attempt that asks to wait, by a hold that is not a live waiter,
+// is dropped and changes nothing, whatever took the hold out of the queue:
+// its death (in Redis its entry is still in the list), its give-up, or never
+// having queued (a grant record that expired: see above). The caller starts
+// over under a new hold id, at the tail; a later attempt that can take its
+// permits at once takes them.
+func TestSemLaterAttemptOfAHoldNotQueuedIsDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		out  func(t *testing.T, m *Sem) // leaves b, asking for 2, no live waiter at 60
+	}{
+		{"dead", func(t *testing.T, m *Sem) {
+			semMust(t)(m.Attempt(0, "b", 2, true, true)) // dead at 50
+		}},
+		{"gave up", func(t *testing.T, m *Sem) {
+			semMust(t)(m.Attempt(0, "b", 2, true, true))
+			m.GiveUp(10, "b")
+		}},
+		{"never queued", func(t *testing.T, m *Sem) {
+			if r, _ := semMust(t)(m.Attempt(0, "b", 2, true, false)); r.Status != Busy {
+				t.Fatalf("b's TryAcquire: %+v, want busy", r)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewSem(50)
+			m.TrySetPermits(0, 3)
+			semMust(t)(m.Attempt(0, "a", 3, true, true))
+			tc.out(t, m)
+			semMust(t)(m.Attempt(40, "c", 1, true, true)) // live until 90
+			m.Queue(60)                                   // b is dead by now, if it was queued
+			before := *m
+			before.queue, before.grants = slices.Clone(m.queue), maps.Clone(m.grants)
+			r, ev := semMust(t)(m.Attempt(60, "b", 2, false, true))
+			if r != (SemAttempt{Status: Dropped}) || !reflect.DeepEqual(ev, SemEvents{}) {
+				t.Fatalf("b attempts again at 60: %+v %+v, want dropped", r, ev)
+			}
+			if !reflect.DeepEqual(*m, before) {
+				t.Fatalf("the dropped attempt changed the model: %+v, was %+v", *m, before)
+			}
+			if got, _ := m.Heartbeat(60, "b"); got != BeatDropped {
+				t.Fatalf("heartbeat of b = %v, want dropped", got)
+			}
+			if r, _ := semMust(t)(m.Attempt(60, "b2", 2, true, true)); r.Status != Queued ||
+				!slices.Equal(m.Queue(60), []string{"c", "b2"}) {
+				t.Fatalf("b starts over as b2: %+v, queue %v, want it queued behind c", r, m.Queue(60))
+			}
+			m.GiveUp(61, "b2")
+			if ev, err := m.Release(61, 3); err != nil || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"c"}}) {
+				t.Fatalf("a's release = (%+v, %v), want c granted", ev, err)
+			}
+			if r, _ := semMust(t)(m.Attempt(61, "b", 2, false, true)); r.Status != Acquired {
+				t.Fatalf("b attempts again with 2 permits free and nobody queued: %+v, want acquired", r)
+			}
+		})
 	}
 }
 
@@ -860,14 +906,14 @@ func TestSemGiveUpOfHeadDispatches(t *testing.T) {
 func TestSemDeadHeadIsSkippedByTheNextAttempt(t *testing.T) {
 	m := NewSem(50)
 	m.TrySetPermits(0, 3)
-	semMust(t)(m.Attempt(0, "a", 2, true))
-	semMust(t)(m.Attempt(0, "big", 3, true)) // never heartbeats: dead at 50
-	semMust(t)(m.Attempt(10, "b", 1, true))  // live until 60
-	if r, ev := semMust(t)(m.Attempt(49, "b", 1, true)); r != (SemAttempt{Queued: true}) || !reflect.DeepEqual(ev, SemEvents{}) {
+	semMust(t)(m.Attempt(0, "a", 2, true, true))
+	semMust(t)(m.Attempt(0, "big", 3, true, true)) // never heartbeats: dead at 50
+	semMust(t)(m.Attempt(10, "b", 1, true, true))  // live until 60
+	if r, ev := semMust(t)(m.Attempt(49, "b", 1, false, true)); r != (SemAttempt{Status: Queued}) || !reflect.DeepEqual(ev, SemEvents{}) {
 		t.Fatalf("b before big's deadline: %+v %+v", r, ev)
 	}
-	r, ev := semMust(t)(m.Attempt(50, "b", 1, true))
-	if r != (SemAttempt{Acquired: true}) || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"b"}}) {
+	r, ev := semMust(t)(m.Attempt(50, "b", 1, false, true))
+	if r != (SemAttempt{Status: Granted}) || !reflect.DeepEqual(ev, SemEvents{Granted: []string{"b"}}) {
 		t.Fatalf("b at big's deadline: %+v %+v, want granted by its own dispatch", r, ev)
 	}
 	if m.Granted(50) != nil || m.Available(50) != 0 {
@@ -877,7 +923,7 @@ func TestSemDeadHeadIsSkippedByTheNextAttempt(t *testing.T) {
 
 func TestSemPermitsMustBeSet(t *testing.T) {
 	m := NewSem(50)
-	if _, _, err := m.Attempt(0, "a", 1, true); !errors.Is(err, ErrNotSet) {
+	if _, _, err := m.Attempt(0, "a", 1, true, true); !errors.Is(err, ErrNotSet) {
 		t.Fatalf("attempt on unset permits: %v", err)
 	}
 	if _, err := m.Release(0, 1); !errors.Is(err, ErrNotSet) {
@@ -898,14 +944,14 @@ func TestSemPermitsMustBeSet(t *testing.T) {
 	if m.TrySetPermits(1, 5) {
 		t.Fatal("TrySetPermits after AddPermits set them")
 	}
-	if _, _, err := m.Attempt(1, "a", 1, true); !errors.Is(err, ErrTooManyPermits) {
+	if _, _, err := m.Attempt(1, "a", 1, true, true); !errors.Is(err, ErrTooManyPermits) {
 		t.Fatalf("attempt for 1 of 0: %v", err)
 	}
 	m2 := NewSem(50)
 	if !m2.TrySetPermits(0, 2) || m2.TrySetPermits(0, 3) {
 		t.Fatal("TrySetPermits sets once")
 	}
-	if r, _ := semMust(t)(m2.Attempt(0, "a", 2, false)); !r.Acquired {
+	if r, _ := semMust(t)(m2.Attempt(0, "a", 2, true, false)); r.Status != Acquired {
 		t.Fatalf("acquire 2 of 2: %+v", r)
 	}
 	if m2.Drain(1) != 0 {
@@ -922,8 +968,8 @@ func TestSemPermitsMustBeSet(t *testing.T) {
 func TestSemGiveBackNeverExceedsTotal(t *testing.T) {
 	m := NewSem(50)
 	m.TrySetPermits(0, 2)
-	semMust(t)(m.Attempt(0, "a", 2, true))
-	semMust(t)(m.Attempt(0, "b", 2, true))
+	semMust(t)(m.Attempt(0, "a", 2, true, true))
+	semMust(t)(m.Attempt(0, "b", 2, true, true))
 	m.Release(1, 2) // granted to b
 	m.Release(1, 2) // nobody held these
 	if n, _ := m.GiveUp(1, "b"); n != 2 || m.Available(1) != 2 {
@@ -932,11 +978,15 @@ func TestSemGiveBackNeverExceedsTotal(t *testing.T) {
 }
 
 func TestSemMisusePanics(t *testing.T) {
+	// a holds 1 permit, b was granted 2 (its record is live until 60), c
+	// waits for 1.
 	queued := func() *Sem {
 		m := NewSem(50)
-		m.TrySetPermits(10, 1)
-		m.Attempt(10, "a", 1, true)
-		m.Attempt(10, "b", 1, true)
+		m.TrySetPermits(10, 2)
+		m.Attempt(10, "a", 1, true, true)
+		m.Attempt(10, "b", 2, true, true)
+		m.Attempt(10, "c", 1, true, true)
+		m.Release(10, 1)
 		return m
 	}
 	for _, tc := range []struct {
@@ -946,14 +996,18 @@ func TestSemMisusePanics(t *testing.T) {
 	}{
 		{"time goes backwards", "before the already observed time", func(m *Sem) { m.Heartbeat(9, "b") }},
 		{"time goes backwards in a query", "before the already observed time", func(m *Sem) { m.Queue(9) }},
-		{"empty hold", "empty owner", func(m *Sem) { m.Attempt(10, "", 1, true) }},
+		{"empty hold", "empty owner", func(m *Sem) { m.Attempt(10, "", 1, true, true) }},
+		{"first attempt of a queued hold", "which is queued", func(m *Sem) { m.Attempt(10, "c", 1, true, true) }},
+		{"first attempt of a granted hold", "which has a grant record", func(m *Sem) { m.Attempt(10, "b", 2, true, true) }},
+		{"other n than queued", "which is queued for 1 permits", func(m *Sem) { m.Attempt(10, "c", 2, false, true) }},
+		{"other n than granted", "which has a grant record of 2", func(m *Sem) { m.Attempt(10, "b", 1, false, false) }},
 		{"empty hold in GiveUp", "empty owner", func(m *Sem) { m.GiveUp(10, "") }},
-		{"zero n", "non-positive permit count", func(m *Sem) { m.Attempt(10, "c", 0, true) }},
+		{"zero n", "non-positive permit count", func(m *Sem) { m.Attempt(10, "d", 0, true, true) }},
 		{"zero release", "non-positive permit count", func(m *Sem) { m.Release(10, 0) }},
 		{"negative set", "negative permits", func(m *Sem) { m.TrySetPermits(10, -1) }},
 		{"total overflows", "overflows", func(m *Sem) { m.AddPermits(10, 1<<63-1) }},
-		{"deadline overflows", "overflows", func(m *Sem) { m.Attempt(1<<63-10, "c", 2, true) }},
-		{"zero Sem", "not made by NewSem", func(m *Sem) { (&Sem{}).Attempt(10, "c", 1, true) }},
+		{"deadline overflows", "overflows", func(m *Sem) { m.Attempt(1<<63-10, "d", 2, true, true) }},
+		{"zero Sem", "not made by NewSem", func(m *Sem) { (&Sem{}).Attempt(10, "c", 1, true, true) }},
 		{"zero Sem query", "not made by NewSem", func(m *Sem) { (&Sem{}).Available(10) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
