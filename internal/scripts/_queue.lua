@@ -83,6 +83,7 @@ local function join(q, d, member, now, timeout, fresh)
       return false
     end
     redis.call('ZADD', d, deadline, member)
+    keep_queue(q, d, timeout)
     return true
   end
   -- The list first: on a key of another type there, it fails before anything is written.
