@@ -36,6 +36,15 @@ func readers(t *testing.T, rdb redis.UniversalClient, l *rwlock.Lock) []string {
 	return m
 }
 
+// waiters returns the number of live waiters in the lock's queue: the members of its
+// deadlines zset whose liveness deadline has not passed (what Info reports as Waiters).
+func waiters(t *testing.T, l *rwlock.Lock) int {
+	t.Helper()
+	in, err := l.Info(context.Background())
+	require.NoError(t, err)
+	return in.Waiters
+}
+
 // keyExists reports whether key exists.
 func keyExists(t *testing.T, rdb redis.UniversalClient, key string) bool {
 	t.Helper()
@@ -55,16 +64,22 @@ func assertStringUnchanged(t *testing.T, rdb redis.UniversalClient, key, value s
 	assert.Equal(t, time.Duration(-1), pttl, "no expiry was set on %s", key)
 }
 
-func TestNewRejectsANilClientAndNonPositiveWriterTimeouts(t *testing.T) {
+func TestNewRejectsANilClientAndWaiterTimeoutsBelow30ms(t *testing.T) {
 	c := newClient(t, redistest.Single(t).Client(t))
 	l, err := rwlock.New(nil, "x")
 	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "nil client")
 	assert.Nil(t, l)
 	for _, d := range []time.Duration{0, -time.Second, 30*time.Millisecond - 1} {
-		l, err = rwlock.New(c, "x", rwlock.WithWriterTimeout(d))
+		l, err = rwlock.New(c, "x", rwlock.WithWaiterTimeout(d))
+		assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "WithWaiterTimeout(%v)", d)
+		assert.Nil(t, l)
+		l, err = rwlock.New(c, "x", rwlock.WithWriterTimeout(d)) // the deprecated alias
 		assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "WithWriterTimeout(%v)", d)
 		assert.Nil(t, l)
 	}
+	l, err = rwlock.New(c, "x", rwlock.WithWaiterTimeout(30*time.Millisecond))
+	assert.NoError(t, err, "30ms is the least waiter timeout")
+	assert.NotNil(t, l)
 }
 
 func TestTryLockAndTryRLockRejectBadLockOptionsAndWriteNothing(t *testing.T) {
@@ -185,14 +200,12 @@ func TestRWCloseWakesWaitingReadersAndWritersWithErrClosed(t *testing.T) {
 	require.NoError(t, err)
 	writer := make(chan error, 1)
 	go func() { _, err := l.Lock(ctx); writer <- err }()
-	require.Eventually(t, func() bool {
-		n, err := rdb.ZCard(ctx, l.Key()+":ww").Result()
-		return err == nil && n == 1
-	}, 5*time.Second, 2*time.Millisecond, "the writer is marked as waiting")
+	require.Eventually(t, func() bool { return waiters(t, owner) == 1 },
+		5*time.Second, 2*time.Millisecond, "the writer is queued")
 	reader := make(chan error, 1)
 	go func() { _, err := l.RLock(ctx); reader <- err }()
-	require.Eventually(t, func() bool { return keyExists(t, rdb, l.Key()+":rw") },
-		5*time.Second, 2*time.Millisecond, "the reader is waiting")
+	require.Eventually(t, func() bool { return waiters(t, owner) == 2 },
+		5*time.Second, 2*time.Millisecond, "the reader is queued behind the writer")
 
 	require.NoError(t, c.Close())
 	for name, errc := range map[string]chan error{"writer": writer, "reader": reader} {
@@ -203,7 +216,9 @@ func TestRWCloseWakesWaitingReadersAndWritersWithErrClosed(t *testing.T) {
 			t.Fatalf("Close did not wake the waiting %s", name)
 		}
 	}
-	assert.False(t, keyExists(t, rdb, l.Key()+":ww"), "the writer's waiting mark is removed")
+	n, err := rdb.ZCard(ctx, l.Key()+":d").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the waiters left the queue: no deadline is left")
 	after, err := owner.Info(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, after.Waiters)
@@ -230,8 +245,8 @@ func TestCancelWhileAReaderWaitsReturnsCanceledAndLeavesTheWriterAlone(t *testin
 		rctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() { _, err := l.RLock(rctx); errc <- err }()
-		require.Eventually(t, func() bool { return keyExists(t, rdb, l.Key()+":rw") },
-			5*time.Second, 2*time.Millisecond, "the reader is waiting")
+		require.Eventually(t, func() bool { return waiters(t, l) == 1 },
+			5*time.Second, 2*time.Millisecond, "the reader is queued")
 		cancel()
 		select {
 		case err := <-errc:
@@ -240,6 +255,7 @@ func TestCancelWhileAReaderWaitsReturnsCanceledAndLeavesTheWriterAlone(t *testin
 			t.Fatal("RLock did not return after its context was cancelled")
 		}
 		assert.Empty(t, readers(t, rdb, l), "no read hold was taken")
+		assert.Zero(t, waiters(t, l), "the reader left the queue")
 		after, err := l.Info(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, before.Writer, after.Writer, "the writer keeps the lock")
@@ -349,12 +365,15 @@ func TestRWCompanionKeysOfAnotherTypeAreRejected(t *testing.T) {
 		assertStringUnchanged(t, rdb, rn, "precious")
 	})
 
-	// The waiting writers hold a string: the write side and Info get ErrWrongType.
-	t.Run("waiting writers key", func(t *testing.T) {
+	// The queue's deadlines hold a string: every call that would queue gets ErrWrongType, and
+	// Info too; nothing is queued and no write hold is taken. (The waiting writers' zset and the
+	// readers-waiting flag this subtest used to spoil are gone: writers and readers wait in one
+	// queue, whose deadlines are the key every join writes.)
+	t.Run("queue deadlines key", func(t *testing.T) {
 		l := newLock(t, c)
-		ww := l.Key() + ":ww"
-		require.NoError(t, rdb.Set(ctx, ww, "precious", 0).Err())
-		t.Cleanup(func() { rdb.Del(context.Background(), ww) })
+		d := l.Key() + ":d"
+		require.NoError(t, rdb.Set(ctx, d, "precious", 0).Err())
+		t.Cleanup(func() { rdb.Del(context.Background(), d) })
 		_, _, err := l.TryLock(ctx)
 		assert.ErrorIs(t, err, aqs.ErrWrongType, "TryLock on a free lock")
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -365,15 +384,16 @@ func TestRWCompanionKeysOfAnotherTypeAreRejected(t *testing.T) {
 		assert.ErrorIs(t, err, aqs.ErrWrongType, "Info")
 		assert.False(t, keyExists(t, rdb, l.Key()), "no write hold was taken")
 
-		r, err := l.RLock(ctx) // the read side does not use the key
+		r, err := l.RLock(ctx) // a reader on a free lock takes it without looking at the queue
 		require.NoError(t, err)
 		_, err = l.Lock(lctx)
 		assert.ErrorIs(t, err, aqs.ErrWrongType, "Lock behind a reader")
 		_, _, err = l.TryLock(ctx, aqs.WithWait(time.Second))
 		assert.ErrorIs(t, err, aqs.ErrWrongType, "TryLock(WithWait) behind a reader")
-		assert.False(t, keyExists(t, rdb, l.Key()), "no waiting marker was written")
+		assert.False(t, keyExists(t, rdb, l.Key()), "no write hold was taken")
+		assert.False(t, keyExists(t, rdb, l.Key()+":q"), "nobody was queued")
 		require.NoError(t, l.RUnlock(r))
-		assertStringUnchanged(t, rdb, ww, "precious")
+		assertStringUnchanged(t, rdb, d, "precious")
 	})
 
 	// The write key or the readers key holds a value of another type: ForceUnlock gets

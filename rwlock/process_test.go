@@ -160,7 +160,7 @@ func TestKillDashNineOfReaderLetsWaitingWriterInWithinItsLease(t *testing.T) {
 	require.Eventually(t, func() bool {
 		info, err := l.Info(ctx)
 		return err == nil && info.Waiters == 1
-	}, 5*time.Second, time.Millisecond, "the writer is recorded as waiting")
+	}, 5*time.Second, time.Millisecond, "the writer is queued")
 	select {
 	case r := <-got:
 		t.Fatalf("the writer got the lock before the kill: %v", r.err)
@@ -193,7 +193,7 @@ func TestKillDashNineOfReaderLetsWaitingWriterInWithinItsLease(t *testing.T) {
 	info, err = l.Info(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, info.Readers, "the dead reader is gone")
-	assert.Zero(t, info.Waiters, "the writer's mark went with its acquisition")
+	assert.Zero(t, info.Waiters, "the writer left the queue with its grant")
 	require.NoError(t, l.Unlock(r.held))
 
 	t.Run("LeavesNoKeyWithoutTTL", func(t *testing.T) { redistest.AssertNoKeyWithoutTTL(t, rdb, name, l.Key()) })
