@@ -17,8 +17,12 @@ import (
 // # Holds
 //
 // Every operation names a hold: the id the real lock makes fresh for each
-// Lock or RLock call. One hold id is one attempt to lock and, once it
-// succeeds, one hold, re-entered with [RW.WriteReenter] or [RW.ReadReenter].
+// Lock or RLock call (and again when a waiter is told it was dropped). One
+// hold id is one attempt to lock, made of a first attempt ([RW.WriteAttempt],
+// [RW.ReadAttempt]) and, while it waits, retries ([RW.WriteRetry],
+// [RW.ReadRetry]): the scripts' final ARGV, "1" for the first and "0" for a
+// retry. Once it succeeds it is one hold, re-entered with [RW.WriteReenter]
+// or [RW.ReadReenter].
 // The writer and the readers are separate tables, so the same string could
 // name a write hold and a read hold without the two mixing; callers do not
 // do that. The first 36 characters of a real hold id are its Client's id,
@@ -42,33 +46,40 @@ import (
 //
 // # The queue
 //
-// A failed attempt that asks to wait joins the queue, which is the Redis
-// list q and the zset d of _queue.lua, modelled as they are. A queue entry
-// is a member: the hold, the lease it asked for and its mode ([Shared] for
-// a reader, [Exclusive] for a writer), all three together (in Redis the
-// member is the string "<hold> <lease> <s|x>"). The list holds entries in
-// arrival order; the deadline table holds each entry's liveness deadline,
-// now plus the waiter timeout given to [NewRW], set by the attempt that
-// joins and renewed by every later attempt that asks to wait and by every
-// [RW.Heartbeat]. An entry in the list with no deadline is a ghost: the
-// trace of a waiter that gave up, or was told it was dropped, away from the
-// head.
+// A failed first attempt that asks to wait joins the queue, which is the
+// Redis list q and the zset d of _queue.lua, modelled as they are. A queue
+// entry is a member: the hold, the lease it asked for and its mode
+// ([Shared] for a reader, [Exclusive] for a writer), all three together (in
+// Redis the member is the string "<hold> <lease> <s|x>"). The list holds
+// entries in arrival order; the deadline table holds each entry's liveness
+// deadline, now plus the waiter timeout given to [NewRW], set by the first
+// attempt that joins and renewed by every failed retry that asks to wait and
+// by every [RW.Heartbeat]. An entry in the list with no deadline is a ghost:
+// the trace of a waiter that gave up, was told it was dropped, or took its
+// hold by a retry (see the non-fair mode), away from the head.
 //
 // A waiter is live while now < its deadline and dead from then on. A dead
 // waiter is never granted anything, never counted by [RW.Queue], and never
-// renewed: a heartbeat or a waiting attempt that finds its deadline passed
-// removes the deadline and replies [BeatDropped] or [Dropped], and the real
-// caller starts over under a new hold id. Only the head is ever examined, so
-// dead entries and ghosts leave the list when they reach its head (when the
-// queue is served, or looked at by a fair read attempt). A dead entry that
-// has left that way is forgotten: if its hold attempts again, it is a new
-// arrival at the tail (reply [Queued], not [Dropped]).
+// renewed: a heartbeat or a retry that finds its deadline passed removes the
+// deadline and replies [BeatDropped] or [Dropped], and the real caller
+// starts over under a new hold id. Only the head is ever examined, so dead
+// entries and ghosts leave the list when they reach its head (when the
+// queue is served, or looked at by a fair read attempt).
 //
-// A waiter's place is its first entry in the list. A hold that joins again
-// with the same lease and mode after its deadline was removed while its
-// entry stayed behind as a ghost (after a give-up or a Dropped reply, which
-// the real caller never follows with another attempt of that hold) has its
-// ghost back: it is served from the ghost's place.
+// A failed retry that asks to wait never joins: it keeps its entry's place
+// (renewing its deadline) only while the entry is live. A retry whose entry
+// has no deadline (it passed the head as dead, it left, it was granted and
+// that grant has ended since) or a passed one replies [Dropped], its
+// deadline removed if it had one, and the real caller starts over under a
+// new hold id: so no hold id is ever queued twice, and a late grant message
+// of the old one grants nothing.
+//
+// A first attempt joins without looking whether its member is queued
+// already (a real caller's never is: its hold id is fresh). Such a member
+// then has two entries in the list and one deadline; it is served from its
+// first entry, and the other is a ghost after that. So a first attempt by a
+// hold whose entry stayed behind as a ghost (after a give-up or a Dropped
+// reply) has its ghost back: it is served from the ghost's place.
 //
 // # Serving
 //
@@ -82,7 +93,9 @@ import (
 // min(lease, deadline - now)). A waiter that died just before its turn
 // holds no longer than it would have stalled the queue; a live one renews
 // its lease once it learns of the grant. A grant to a hold that is already
-// a live reader (see the non-fair mode) only sets its expiry so.
+// a live reader only sets its expiry so: that takes a member that is queued
+// and reads at once, which only a first attempt of a queued hold makes (the
+// short path, below), and no real caller does.
 //
 // The queue is served by: a write attempt, and a read attempt that does not
 // take the short path (below), when no writer holds, before they decide; the
@@ -106,32 +119,39 @@ import (
 // holds ahead of it.
 //
 // In the non-fair mode a read attempt takes a read hold whenever no writer
-// holds, whatever waits, without serving the queue first; the queue is
-// still served in order by the other operations. A new reader may therefore
-// pass a writer that waits at the head, and a stream of overlapping readers
-// can keep that writer waiting for as long as it lasts.
+// holds, whatever waits: a first attempt without serving the queue (the
+// short path, below), a retry once it has served it (which may grant a
+// writer at the head, which then refuses the retry). A retry that takes its
+// hold so leaves the queue, as a give-up does: its entry loses its deadline
+// and leaves the list if it is the head, and elsewhere stays behind as a
+// ghost; so a reader never holds and waits at once, and is never granted
+// twice. The queue is still served in order by the other operations. A new
+// reader may therefore pass a writer that waits at the head, and a stream
+// of overlapping readers can keep that writer waiting for as long as it
+// lasts.
 //
 // # The read attempt's short path
 //
-// rw_read_acquire.lua first tries a short path: when no writer holds, the
-// attempt names no writerHold, and the lock is non-fair or the queue's list
-// is empty (ghosts and dead entries included), it makes the read hold at
-// once and replies [Acquired]. The short path looks at nothing else, so
+// rw_read_acquire.lua first tries a short path, for a first attempt only:
+// when no writer holds, the attempt names no writerHold, and the lock is
+// non-fair or the queue's list is empty (ghosts and dead entries included),
+// it makes the read hold at once and replies [Acquired]. A retry never takes
+// it (a retry may have been granted already, and must be told so). The short
+// path looks at nothing else, so
 //
-//   - a hold that is already a live reader gets its expiry set to now+lease
-//     (its count unchanged) and [Acquired], where the full path replies
-//     [Granted] and changes nothing;
-//   - in the non-fair mode a reader that is queued keeps its queue entry
-//     after taking its hold; the entry is served in its turn like any
-//     other, which re-grants the hold (its expiry is set to the grant's
-//     lease) or, once the hold has ended, makes it anew, and a heartbeat of
-//     that entry keeps it alive;
+//   - a first attempt by a hold that is already a live reader gets its
+//     expiry set to now+lease (its count unchanged) and [Acquired], where
+//     the full path replies [Granted] and changes nothing;
+//   - a first attempt by a hold that is queued (in the non-fair mode) takes
+//     its hold and keeps its entry, which is served in its turn like any
+//     other (see Serving);
 //   - in the non-fair mode the queue is not served; the full path, taken
 //     when writerHold names a write hold that is no longer live, serves it
 //     first and so may grant a writer at the head, which then refuses the
 //     attempt.
 //
-// The model follows both paths exactly.
+// The first two are misuse no real caller commits (its first attempt is
+// under a fresh hold id); the model follows both paths exactly.
 //
 // # Replies
 //
@@ -150,13 +170,20 @@ import (
 // The Redis keys other than the writer's (the readers' zset and re-entry
 // hash, the queue's list and zset) carry TTLs that only clean up abandoned
 // keys; the model takes them as never running out while they hold anything
-// that matters. A read hold whose lease ran out is gone at once here,
-// whereas its zset entry stays until a script removes it or the key
-// expires: the model ignores that entry (see ForceRelease). Likewise its
-// re-entries stay in the hash until a release or a give-up removes them: a
-// hold id that is made a reader again (a grant of a queue entry it still
-// had) has count 1 here, 1 plus those re-entries in Redis. The writer's
-// fencing token is not modelled.
+// that matters. They do not: every script that makes or renews a read hold
+// keeps the readers' zset alive for its lease, a re-entry and every
+// renewal ([RW.ReadRenew], rw_read_renew.lua's KEYS[2]) keep the re-entry
+// hash alive for the hold's lease, and every join and heartbeat keeps the
+// queue's keys alive for twice the waiter timeout. A read hold whose lease
+// ran out is gone at once here, whereas its zset entry stays until a script
+// removes it or the key expires: the model ignores that entry, as the
+// scripts do (they count a read hold only while its score is in the future;
+// a forced release of it, too, reports nothing held). Likewise its
+// re-entries stay in the hash until a release, a give-up or a forced
+// release removes them: a hold id that is made a reader again after its
+// lease ran out (a first attempt under it, which no real caller makes) has
+// count 1 here, 1 plus those re-entries in Redis. The writer's fencing token
+// is not modelled.
 //
 // # Time and misuse
 //
@@ -361,12 +388,13 @@ func (m *RW) liveHead(now Time) (rwMember, Time, bool) {
 	return rwMember{}, 0, false
 }
 
-// join puts x at the tail with deadline until, or renews the deadline of a
-// live x in its place; it reports false, and removes x's deadline, when x's
-// entry is dead (join).
-func (m *RW) join(x rwMember, now, until Time) bool {
-	if d, ok := m.deadlines[x]; ok {
-		if d <= now {
+// join, for a first attempt (fresh), puts x at the tail with deadline
+// until, without looking whether x is queued already; for a retry it renews
+// the deadline of a live x in its place, and reports false, removing x's
+// deadline, when x has none or a passed one (join).
+func (m *RW) join(x rwMember, now, until Time, fresh bool) bool {
+	if !fresh {
+		if d, ok := m.deadlines[x]; !ok || d <= now {
 			delete(m.deadlines, x)
 			return false
 		}
@@ -418,21 +446,22 @@ func (m *RW) serve(now Time) []string {
 	}
 }
 
-// failed ends a failed attempt by x: Busy without join, else x joins (or
-// renews its place) or, its entry being dead, is Dropped.
-func (m *RW) failed(now Time, x rwMember, wait int64, join bool, grants []string) RWAttempt {
+// failed ends a failed attempt by x: Busy without join, else x joins (a
+// first attempt) or renews its place (a retry) or, a retry whose entry is
+// not live, is Dropped.
+func (m *RW) failed(now Time, x rwMember, wait int64, join, first bool, grants []string) RWAttempt {
 	switch {
 	case !join:
 		return RWAttempt{Status: Busy, Wait: max(wait, 1), Grants: grants}
-	case !m.join(x, now, now+Time(m.waiterTimeout)):
+	case !m.join(x, now, now+Time(m.waiterTimeout), first):
 		return RWAttempt{Status: Dropped, Grants: grants}
 	}
 	return RWAttempt{Status: Queued, Wait: max(wait, 1), Grants: grants}
 }
 
-// WriteAttempt makes one attempt by hold to take the write side for lease
-// milliseconds, joining the queue on failure if join is set: one run of
-// rw_write_acquire.lua.
+// WriteAttempt makes the first attempt of hold to take the write side for
+// lease milliseconds, joining the queue on failure if join is set: one run
+// of rw_write_acquire.lua with ARGV[7] "1". [RW.WriteRetry] is a later one.
 //
 //   - If hold is the live writer (granted while it waited, or this attempt
 //     is a repeat), the reply is Granted and nothing changes: an attempt
@@ -447,13 +476,28 @@ func (m *RW) failed(now Time, x rwMember, wait int64, join bool, grants []string
 //
 // A failed attempt without join replies Busy and changes nothing more. With
 // join, hold joins the tail of the queue as an Exclusive waiter with this
-// lease, or, if that entry is live, renews its deadline in its place; the
-// deadline becomes now plus the waiter timeout, and the reply is Queued.
-// If that entry is dead, its deadline is removed and the reply is Dropped.
+// lease (without looking whether it is queued already: see the type's doc),
+// its deadline now plus the waiter timeout, and the reply is Queued.
 //
 // WriteAttempt panics if hold is empty or lease is not positive.
 func (m *RW) WriteAttempt(now Time, hold string, lease int64, join bool) RWAttempt {
-	const op = "RW.WriteAttempt"
+	return m.writeAttempt("RW.WriteAttempt", now, hold, lease, join, true)
+}
+
+// WriteRetry makes a later attempt of hold, a waiter, to take the write
+// side: one run of rw_write_acquire.lua with ARGV[7] "0". It is
+// [RW.WriteAttempt] but for a failure with join: if hold's Exclusive entry
+// with this lease is live, its deadline becomes now plus the waiter timeout,
+// in its place, and the reply is Queued; if it has no deadline or a passed
+// one, the deadline is removed and the reply is Dropped (see the queue in
+// the type's doc). A retry never joins.
+//
+// WriteRetry panics if hold is empty or lease is not positive.
+func (m *RW) WriteRetry(now Time, hold string, lease int64, join bool) RWAttempt {
+	return m.writeAttempt("RW.WriteRetry", now, hold, lease, join, false)
+}
+
+func (m *RW) writeAttempt(op string, now Time, hold string, lease int64, join, first bool) RWAttempt {
 	checkOwner(op, hold)
 	m.made(op)
 	until := deadline(op, now, lease)
@@ -475,19 +519,19 @@ func (m *RW) WriteAttempt(now Time, hold string, lease int64, join bool) RWAttem
 	x := rwMember{hold, lease, Exclusive}
 	switch {
 	case m.writer != "":
-		return m.failed(now, x, int64(m.wExpires-now), join, grants)
+		return m.failed(now, x, int64(m.wExpires-now), join, first, grants)
 	case len(m.readers) > 0:
-		return m.failed(now, x, int64(m.firstReadExpiry()-now), join, grants)
+		return m.failed(now, x, int64(m.firstReadExpiry()-now), join, first, grants)
 	}
 	delete(m.deadlines, x)
 	m.writer, m.wcount, m.wExpires = hold, 1, until
 	return RWAttempt{Status: Acquired, Grants: grants}
 }
 
-// ReadAttempt makes one attempt by hold to take a read hold for lease
+// ReadAttempt makes the first attempt of hold to take a read hold for lease
 // milliseconds, joining the queue on failure if join is set: one run of
-// rw_read_acquire.lua. writerHold is the write hold of the caller's context
-// (a downgrade), or "".
+// rw_read_acquire.lua with ARGV[8] "1". [RW.ReadRetry] is a later one.
+// writerHold is the write hold of the caller's context (a downgrade), or "".
 //
 //   - The short path: if no writer holds, writerHold is "", and the lock is
 //     non-fair or the queue's list is empty, hold's read hold is set to
@@ -503,16 +547,36 @@ func (m *RW) WriteAttempt(now Time, hold string, lease int64, join bool) RWAttem
 //     queue (dead entries and ghosts before it leave the list) is another
 //     entry than hold's with this lease: Wait is the time until the nearest
 //     reader's lease ends, 1 if none. Otherwise hold's read hold is set to
-//     expire at now+lease, its entry leaves the queue if it was the head,
-//     and the reply is Acquired.
+//     expire at now+lease and the reply is Acquired; a first attempt's
+//     entry, if it has one, stays queued (see the short path).
 //
 // A failed attempt ends as [RW.WriteAttempt]'s does: Busy without join;
-// with join, Queued, joining or keeping its place as a Shared waiter, or
-// Dropped when its entry is dead.
+// with join, Queued, joining the tail as a Shared waiter (as it does).
 //
 // ReadAttempt panics if hold is empty or lease is not positive.
 func (m *RW) ReadAttempt(now Time, hold string, lease int64, writerHold string, join bool) RWAttempt {
-	const op = "RW.ReadAttempt"
+	return m.readAttempt("RW.ReadAttempt", now, hold, lease, writerHold, join, true)
+}
+
+// ReadRetry makes a later attempt of hold, a waiter, to take a read hold:
+// one run of rw_read_acquire.lua with ARGV[8] "0". It is [RW.ReadAttempt]
+// but that
+//
+//   - it never takes the short path;
+//   - when it takes its read hold (no writer holds and, in the fair mode,
+//     no live waiter but its own entry is left at the head once the queue
+//     has been served), it leaves the queue: its Shared entry with this
+//     lease loses its deadline, and leaves the list if it is the head;
+//   - a failure with join renews the deadline of its live entry, in its
+//     place (Queued), or, if that entry has no deadline or a passed one,
+//     removes the deadline and replies Dropped, as [RW.WriteRetry]'s does.
+//
+// ReadRetry panics if hold is empty or lease is not positive.
+func (m *RW) ReadRetry(now Time, hold string, lease int64, writerHold string, join bool) RWAttempt {
+	return m.readAttempt("RW.ReadRetry", now, hold, lease, writerHold, join, false)
+}
+
+func (m *RW) readAttempt(op string, now Time, hold string, lease int64, writerHold string, join, first bool) RWAttempt {
 	checkOwner(op, hold)
 	m.made(op)
 	until := deadline(op, now, lease)
@@ -521,7 +585,7 @@ func (m *RW) ReadAttempt(now Time, hold string, lease int64, writerHold string, 
 	}
 	m.at(op, now)
 
-	if m.writer == "" && writerHold == "" && (!m.fair || len(m.queue) == 0) {
+	if m.writer == "" && writerHold == "" && first && (!m.fair || len(m.queue) == 0) {
 		m.addReader(hold, until, "")
 		return RWAttempt{Status: Acquired}
 	}
@@ -541,7 +605,7 @@ func (m *RW) ReadAttempt(now Time, hold string, lease int64, writerHold string, 
 	}
 	x := rwMember{hold, lease, Shared}
 	if m.writer != "" {
-		return m.failed(now, x, int64(m.wExpires-now), join, grants)
+		return m.failed(now, x, int64(m.wExpires-now), join, first, grants)
 	}
 	var head rwMember
 	var queued bool
@@ -553,11 +617,10 @@ func (m *RW) ReadAttempt(now Time, hold string, lease int64, writerHold string, 
 		if len(m.readers) > 0 {
 			wait = int64(m.firstReadExpiry() - now)
 		}
-		return m.failed(now, x, wait, join, grants)
+		return m.failed(now, x, wait, join, first, grants)
 	}
-	if queued {
-		m.pop()
-		delete(m.deadlines, x)
+	if !first {
+		m.leave(x, now)
 	}
 	m.addReader(hold, until, "")
 	return RWAttempt{Status: Acquired, Grants: grants}
@@ -738,9 +801,9 @@ func (m *RW) GiveUp(now Time, hold string, lease int64, mode Mode) (GiveUpStatus
 // Grants lists the holds granted. The queue itself is never touched:
 // waiters leave it only by being granted, giving up or dying.
 //
-// For a read hold whose lease ran out but whose zset entry is still there,
-// the script reports held and serves (rw_force_release.lua, ZREM of the
-// entry); the model, in which that hold is gone, reports not held.
+// A read hold whose lease ran out is not held: its zset entry, if the
+// script still finds one, is removed, and the reply is not held, with
+// nothing served (rw_force_release.lua).
 func (m *RW) ForceRelease(now Time, hold string) (held bool, grants []string) {
 	m.at("RW.ForceRelease", now)
 	switch {
@@ -836,8 +899,9 @@ func (m *RW) WriteRenew(now Time, hold string, lease int64) bool {
 // ReadRenew sets the expiry of hold's read hold to now+lease and reports
 // true, if hold is a live reader: one run of rw_read_renew.lua. A lease of
 // 0 only checks. A renewal may shorten the lease; each reader's lease is its
-// own. If hold is not a live reader ReadRenew reports false and changes
-// nothing.
+// own. The count is kept with the hold, as the script keeps the re-entry
+// counts' hash alive for the new lease (KEYS[2]). If hold is not a live
+// reader ReadRenew reports false and changes nothing.
 //
 // ReadRenew panics if hold is empty or lease is negative.
 func (m *RW) ReadRenew(now Time, hold string, lease int64) bool {

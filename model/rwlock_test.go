@@ -52,6 +52,7 @@ type rwCall struct {
 	lease      int64
 	writerHold string // a reader's context write hold ("" for none)
 	phase      rwPhase
+	attempts   int // attempts made: the first is an Attempt, the others Retries
 
 	granted     bool // some reply made it a holder (it may have expired or been forced since)
 	knew        bool // its client learned that it held
@@ -273,24 +274,31 @@ func (s *rwMachine) retry(t *rapid.T) {
 	s.attempt(t, c, true)
 }
 
-// attempt makes one attempt by c and checks its reply.
+// attempt makes one attempt by c, its first or a retry, and checks its
+// reply.
 func (s *rwMachine) attempt(t *rapid.T, c *rwCall, join bool) {
 	before := s.queue()
+	first := c.attempts == 0
+	c.attempts++
 	wasQueued := c.queuedUntil > s.now
-	wasDead := c.queuedUntil != 0 && c.queuedUntil <= s.now
 	writer, _, _ := s.m.Writer(s.now)
 	downgrade := c.mode == Shared && c.writerHold != "" && c.writerHold == writer
 	heldBefore := s.holds(c) && c.granted
-	shortPath := c.mode == Shared && writer == "" && c.writerHold == "" && (!s.fair || len(s.m.queue) == 0)
+	shortPath := c.mode == Shared && writer == "" && c.writerHold == "" && first && (!s.fair || len(s.m.queue) == 0)
 	didServe := writer == "" && !shortPath && !(c.mode == Shared && s.holds(c))
 
 	var r RWAttempt
-	if c.mode == Exclusive {
+	switch {
+	case c.mode == Exclusive && first:
 		r = s.m.WriteAttempt(s.now, c.hold, c.lease, join)
-	} else {
+	case c.mode == Exclusive:
+		r = s.m.WriteRetry(s.now, c.hold, c.lease, join)
+	case first:
 		r = s.m.ReadAttempt(s.now, c.hold, c.lease, c.writerHold, join)
+	default:
+		r = s.m.ReadRetry(s.now, c.hold, c.lease, c.writerHold, join)
 	}
-	name := fmt.Sprintf("%v attempt by %s (join %v)", c.mode, c.hold, join)
+	name := fmt.Sprintf("%v attempt %d by %s (join %v)", c.mode, c.attempts, c.hold, join)
 
 	// Wait hints.
 	if failed := r.Status == Queued || r.Status == Busy; failed != (r.Wait >= 1) || (!failed && r.Wait != 0) {
@@ -310,8 +318,10 @@ func (s *rwMachine) attempt(t *rapid.T, c *rwCall, join bool) {
 		// and, in the non-fair mode, a reader.
 		if !downgrade && (c.mode == Exclusive || s.fair) {
 			s.acquiredAhead(t, c, before, r.Grants)
-			s.unqueue(c)
 		}
+		// Whoever takes its hold by an attempt leaves the queue (a queued
+		// reader in the non-fair mode too): nobody holds and waits.
+		s.unqueue(c)
 		c.granted, c.downgrade = true, downgrade
 		s.learn(c)
 	case Granted:
@@ -328,6 +338,10 @@ func (s *rwMachine) attempt(t *rapid.T, c *rwCall, join bool) {
 		if i < 0 || q[i].Deadline != s.now+rwTimeout {
 			t.Fatalf("join: %s at %d replied Queued, but the queue is %+v", name, s.now, q)
 		}
+		if !first && !wasQueued {
+			t.Fatalf("liveness deadline: %s at %d was queued again, though its entry was not live (until %d, granted %v)",
+				name, s.now, c.queuedUntil, c.granted)
+		}
 		if !wasQueued {
 			if i != len(q)-1 {
 				t.Fatalf("FIFO: %s joined at %d at place %d of %+v, not at the tail", name, s.now, i, q)
@@ -342,8 +356,11 @@ func (s *rwMachine) attempt(t *rapid.T, c *rwCall, join bool) {
 		}
 		c.phase = rwDone
 	case Dropped:
-		if !join || !wasDead {
-			t.Fatalf("liveness deadline: %s at %d replied Dropped, but its entry was live or absent (until %d)", name, s.now, c.queuedUntil)
+		// Only a retry whose entry is not live: dead, or granted a hold that
+		// has ended since.
+		if !join || first || wasQueued {
+			t.Fatalf("liveness deadline: %s at %d replied Dropped, but it was a first attempt, or its entry was live (until %d)",
+				name, s.now, c.queuedUntil)
 		}
 		s.unqueue(c)
 		c.phase = rwDone // the client starts over under a new hold id
@@ -483,10 +500,9 @@ func (s *rwMachine) release(t *rapid.T) {
 		}
 		return
 	}
-	// A release with end lets the hold go, except in the non-fair mode for a
-	// reader that took its hold on the short path while it was queued: its
-	// entry stayed and may be its own release's grant (see RW's doc).
-	if regrant := !s.fair && c.mode == Shared && slices.Contains(r.Grants, c.hold); r.Count != 0 || (s.holds(c) && !regrant) {
+	// A release with end lets the hold go: nothing of it is queued to be
+	// granted again.
+	if r.Count != 0 || s.holds(c) || slices.Contains(r.Grants, c.hold) {
 		t.Fatalf("release: %s at %d replied %+v and holds: %v", name, s.now, r, s.holds(c))
 	}
 	s.served(t, name, before, r.Grants, true)
@@ -632,12 +648,10 @@ func (s *rwMachine) check(t *rapid.T) {
 
 	// A grant is never lost by its waiter: a waiting call whose hold was
 	// granted and still holds is told so by its next retry or heartbeat (the
-	// actions check that); and in the fair mode nobody both holds and waits.
-	if s.fair {
-		for _, h := range got {
-			if s.holds(s.calls[h]) {
-				t.Fatalf("queue: %s waits at %d for what it holds", h, s.now)
-			}
+	// actions check that); and nobody both holds and waits, in either mode.
+	for _, h := range got {
+		if s.holds(s.calls[h]) {
+			t.Fatalf("queue: %s waits at %d for what it holds", h, s.now)
 		}
 	}
 }
@@ -739,6 +753,7 @@ func TestRWEveryWaiterIsEventuallyGranted(t *testing.T) {
 			ahead      map[string]bool // holds queued ahead of it when it joined
 			writesSeen int             // write holds granted to others while it waited
 			writersAt  int             // writers queued ahead of it when it joined
+			tried      bool            // its first attempt was made: the next ones are retries
 		}
 		n := rapid.IntRange(2, 8).Draw(t, "calls")
 		calls := make([]*call, n)
@@ -786,11 +801,17 @@ func TestRWEveryWaiterIsEventuallyGranted(t *testing.T) {
 		}
 		attempt := func(c *call) {
 			var r RWAttempt
-			if c.mode == Exclusive {
+			switch {
+			case c.mode == Exclusive && !c.tried:
 				r = m.WriteAttempt(now, c.hold, c.lease, true)
-			} else {
+			case c.mode == Exclusive:
+				r = m.WriteRetry(now, c.hold, c.lease, true)
+			case !c.tried:
 				r = m.ReadAttempt(now, c.hold, c.lease, "", true)
+			default:
+				r = m.ReadRetry(now, c.hold, c.lease, "", true)
 			}
+			c.tried = true
 			grant(r.Grants)
 			switch r.Status {
 			case Acquired:
@@ -969,8 +990,8 @@ func TestRWGrantLeaseIsCutAtTheWaitersDeadline(t *testing.T) {
 }
 
 // A waiter that misses its deadline is never granted and never revived: its
-// heartbeat or its attempt tells it it was dropped, or, once a serve has
-// passed its entry at the head, its attempt is a new arrival at the tail.
+// heartbeat or its retry tells it it was dropped, also once a serve has
+// passed its entry at the head; only a first attempt joins, at the tail.
 func TestRWDeadWaiterIsSkippedAndNotRevived(t *testing.T) {
 	m := NewRW(50, true)
 	mustAttempt(t, "w1", m.WriteAttempt(0, "w1", 200, false), Acquired)
@@ -983,8 +1004,9 @@ func TestRWDeadWaiterIsSkippedAndNotRevived(t *testing.T) {
 	if b, _ := m.Heartbeat(51, "a", 100, Exclusive); b != BeatDropped {
 		t.Fatalf("a's heartbeat after it was dropped: %v", b)
 	}
-	mustAttempt(t, "b's attempt after its deadline", m.WriteAttempt(55, "b", 100, true), Dropped)
-	if q := queueHolds(m, 55); !slices.Equal(q, []string{"c"}) {
+	mustAttempt(t, "b's retry after its deadline", m.WriteRetry(55, "b", 100, true), Dropped)
+	mustAttempt(t, "b's retry once dropped", m.WriteRetry(56, "b", 100, true), Dropped)
+	if q := queueHolds(m, 56); !slices.Equal(q, []string{"c"}) {
 		t.Fatalf("queue %v, want [c]", q)
 	}
 	r, err := m.WriteRelease(60, "w1", true)
@@ -996,9 +1018,38 @@ func TestRWDeadWaiterIsSkippedAndNotRevived(t *testing.T) {
 	mustAttempt(t, "e", m.WriteAttempt(30, "e", 100, true), Queued)
 	r, err = m.WriteRelease(60, "w1", true) // passes d's dead entry at the head
 	mustRelease(t, "w1's release", r, err, "e")
-	mustAttempt(t, "d after its entry was passed", m.WriteAttempt(61, "d", 100, true), Queued)
-	if q := queueHolds(m, 61); !slices.Equal(q, []string{"d"}) {
-		t.Fatalf("queue %v, want [d] as a new arrival", q)
+	mustAttempt(t, "d's retry after its entry was passed", m.WriteRetry(61, "d", 100, true), Dropped)
+	if q := queueHolds(m, 61); q != nil {
+		t.Fatalf("queue %v, want it empty: a retry never joins", q)
+	}
+	mustAttempt(t, "d starting over under a new hold id", m.WriteAttempt(62, "d2", 100, true), Queued)
+	if q := queueHolds(m, 62); !slices.Equal(q, []string{"d2"}) {
+		t.Fatalf("queue %v, want [d2] as a new arrival", q)
+	}
+}
+
+// A waiter granted a hold whose lease runs out before it learns of it (its
+// grant's lease is cut at its liveness deadline) is dropped by its retry:
+// it starts over under a new hold id rather than queue again under the old.
+// The retry serves the queue first, which grants the writer behind it.
+func TestRWRetryOfAGrantThatEndedIsDropped(t *testing.T) {
+	for _, mode := range []Mode{Exclusive, Shared} {
+		m := NewRW(50, true)
+		mustAttempt(t, "w1", m.WriteAttempt(0, "w1", 200, false), Acquired)
+		retry := func(now Time) RWAttempt { return m.WriteRetry(now, "x", 100, true) }
+		if mode == Shared {
+			mustAttempt(t, "x", m.ReadAttempt(0, "x", 100, "", true), Queued) // live until 50
+			retry = func(now Time) RWAttempt { return m.ReadRetry(now, "x", 100, "", true) }
+		} else {
+			mustAttempt(t, "x", m.WriteAttempt(0, "x", 100, true), Queued)
+		}
+		mustAttempt(t, "w2", m.WriteAttempt(1, "w2", 100, true), Queued) // live until 51
+		r, err := m.WriteRelease(40, "w1", true)
+		mustRelease(t, "w1's release", r, err, "x") // a lease of 10 ms, to x's deadline
+		a := mustAttempt(t, fmt.Sprintf("the %v retry of x after its grant ran out", mode), retry(50), Dropped)
+		if w, _, _ := m.Writer(50); w != "w2" || !slices.Equal(a.Grants, []string{"w2"}) || queueHolds(m, 50) != nil {
+			t.Fatalf("after x's retry: grants %v, writer %q, queue %v; want w2 granted", a.Grants, w, queueHolds(m, 50))
+		}
 	}
 }
 
@@ -1016,51 +1067,76 @@ func TestRWDowngradeIsTakenAtOnceAndOutlivesTheWriteHold(t *testing.T) {
 	mustRelease(t, "the downgrade's release", r, err, "w2")
 }
 
-// rw_read_acquire.lua's short path takes a read hold without looking at
-// who holds one: a reader whose grant message was lost and that attempts
-// again while the queue's list is empty (or in the non-fair mode) is told
-// Acquired and has its lease set anew; with a list that is not empty (in the
-// fair mode) the full path tells it Granted and changes nothing.
-func TestRWLiveReadersAttemptTakesTheShortPathWhenTheListIsEmpty(t *testing.T) {
+// rw_read_acquire.lua's short path is a first attempt's only. A reader
+// whose grant message was lost learns of its grant from its retry, which
+// replies Granted and changes nothing, whether or not the queue's list is
+// empty. A first attempt under the id of a live reader (which no real
+// caller makes) takes the short path while the list is empty: it is told
+// Acquired and has its lease set anew; with a list that is not empty (in
+// the fair mode) the full path tells it Granted.
+func TestRWShortPathIsAFirstAttemptsOnly(t *testing.T) {
 	m := NewRW(1000, true)
 	mustAttempt(t, "w", m.WriteAttempt(0, "w", 100, false), Acquired)
 	mustAttempt(t, "r", m.ReadAttempt(0, "r", 300, "", true), Queued)
 	r, err := m.WriteRelease(10, "w", true)
 	mustRelease(t, "w's release", r, err, "r")
-	mustAttempt(t, "r again, empty list", m.ReadAttempt(20, "r", 300, "", true), Acquired)
-	if ms, _ := m.RemainingRead(20, "r"); ms != 300 {
+	mustAttempt(t, "r's retry, empty list", m.ReadRetry(20, "r", 300, "", true), Granted)
+	if ms, _ := m.RemainingRead(20, "r"); ms != 290 {
+		t.Fatalf("r's lease after its retry: %d ms, want 290 (the grant's)", ms)
+	}
+	mustAttempt(t, "a first attempt as r, empty list", m.ReadAttempt(30, "r", 300, "", true), Acquired)
+	if ms, _ := m.RemainingRead(30, "r"); ms != 300 {
 		t.Fatalf("r's lease after the short path: %d ms, want 300", ms)
 	}
 
-	mustAttempt(t, "w2", m.WriteAttempt(30, "w2", 100, true), Queued)
-	mustAttempt(t, "r again, w2 queued", m.ReadAttempt(40, "r", 300, "", true), Granted)
-	if ms, _ := m.RemainingRead(40, "r"); ms != 280 {
+	mustAttempt(t, "w2", m.WriteAttempt(40, "w2", 100, true), Queued)
+	mustAttempt(t, "a first attempt as r, w2 queued", m.ReadAttempt(50, "r", 300, "", true), Granted)
+	if ms, _ := m.RemainingRead(50, "r"); ms != 280 {
 		t.Fatalf("r's lease after the full path: %d ms, want 280", ms)
 	}
 }
 
-// In the non-fair mode a queued reader that takes its hold by a later
-// attempt keeps its queue entry, which is served in its turn: after its own
-// release, the reader is granted a read hold again.
-func TestRWNonFairQueuedReaderThatTakesItsHoldKeepsItsQueueEntry(t *testing.T) {
+// In the non-fair mode a queued reader's retry takes its hold whenever no
+// writer holds. At the head its own serve grants it (Granted); behind a
+// writer that waits at the head for the readers it takes its hold as a
+// newcomer would (Acquired) and leaves the queue: its entry stays behind as
+// a ghost, which is never granted. Its release grants nothing of its own.
+func TestRWNonFairQueuedReaderThatTakesItsHoldLeavesTheQueue(t *testing.T) {
 	m := NewRW(1000, false)
 	mustAttempt(t, "w", m.WriteAttempt(0, "w", 10, false), Acquired)
 	mustAttempt(t, "r", m.ReadAttempt(1, "r", 100, "", true), Queued)
-	// w's lease runs out at 10; nothing serves the queue.
-	mustAttempt(t, "r's retry", m.ReadAttempt(20, "r", 100, "", true), Acquired)
-	if q := queueHolds(m, 20); !slices.Equal(q, []string{"r"}) {
-		t.Fatalf("queue %v, want r still in it", q)
+	// w's lease runs out at 10; nothing serves the queue until r's retry.
+	a := mustAttempt(t, "r's retry", m.ReadRetry(20, "r", 100, "", true), Granted)
+	if !slices.Equal(a.Grants, []string{"r"}) || queueHolds(m, 20) != nil {
+		t.Fatalf("r's retry granted %v, queue %v; want r granted and out of the queue", a.Grants, queueHolds(m, 20))
 	}
-	r, err := m.ReadRelease(30, "r", true)
-	mustRelease(t, "r's release", r, err, "r")
-	if m.ReaderCount(30, "r") != 1 {
-		t.Fatal("r's entry was not granted again")
+
+	m = NewRW(1000, false)
+	mustAttempt(t, "w", m.WriteAttempt(0, "w", 100, false), Acquired)
+	mustAttempt(t, "d", m.ReadAttempt(0, "d", 500, "w", false), Acquired) // w's downgrade
+	mustAttempt(t, "w2", m.WriteAttempt(1, "w2", 100, true), Queued)
+	mustAttempt(t, "r", m.ReadAttempt(2, "r", 100, "", true), Queued)
+	r, err := m.WriteRelease(10, "w", true)
+	mustRelease(t, "w's release", r, err) // w2 waits at the head for d
+	mustAttempt(t, "r's retry behind w2", m.ReadRetry(11, "r", 100, "", true), Acquired)
+	if q := queueHolds(m, 11); !slices.Equal(q, []string{"w2"}) {
+		t.Fatalf("queue %v, want [w2]", q)
+	}
+	r, err = m.ReadRelease(12, "d", true)
+	mustRelease(t, "d's release", r, err)
+	r, err = m.ReadRelease(13, "r", true)
+	mustRelease(t, "the last reader's release", r, err, "w2")
+	r, err = m.WriteRelease(14, "w2", true)
+	mustRelease(t, "w2's release passes r's ghost", r, err)
+	if m.ReaderCount(14, "r") != 0 {
+		t.Fatal("r's ghost was granted")
 	}
 }
 
 // A hold that joins again under the same hold id, lease and mode after its
-// entry lost its deadline away from the head (a give-up, a Dropped reply:
-// the real client never does this) is served from the old entry's place.
+// entry lost its deadline away from the head (a give-up, a Dropped reply)
+// is served from the old entry's place if it joins by a first attempt (the
+// real client never makes one: its ids are fresh); a retry is Dropped.
 func TestRWSameMemberRejoiningTakesItsGhostsPlace(t *testing.T) {
 	m := NewRW(1000, true)
 	mustAttempt(t, "w", m.WriteAttempt(0, "w", 100, false), Acquired)
@@ -1070,9 +1146,25 @@ func TestRWSameMemberRejoiningTakesItsGhostsPlace(t *testing.T) {
 	if st, _ := m.GiveUp(4, "b", 100, Exclusive); st != LeftQueue {
 		t.Fatalf("b's give-up: %v", st)
 	}
-	mustAttempt(t, "b again", m.WriteAttempt(5, "b", 100, true), Queued)
-	if q := queueHolds(m, 5); !slices.Equal(q, []string{"a", "b", "c"}) {
+	mustAttempt(t, "b's retry", m.WriteRetry(5, "b", 100, true), Dropped)
+	mustAttempt(t, "b's first attempt again", m.WriteAttempt(6, "b", 100, true), Queued)
+	if q := queueHolds(m, 6); !slices.Equal(q, []string{"a", "b", "c"}) {
 		t.Fatalf("queue %v, want [a b c]", q)
+	}
+}
+
+// A forced release of a read hold whose lease ran out releases nothing and
+// serves nobody (rw_force_release.lua counts a read hold only while its
+// lease runs).
+func TestRWForcedReleaseOfAnExpiredReadHoldReleasesNothing(t *testing.T) {
+	m := NewRW(1000, true)
+	mustAttempt(t, "r", m.ReadAttempt(0, "r", 10, "", false), Acquired)
+	mustAttempt(t, "w", m.WriteAttempt(1, "w", 100, true), Queued)
+	if held, grants := m.ForceRelease(10, "r"); held || grants != nil {
+		t.Fatalf("forced release of r at its lease's end: held %v, grants %v", held, grants)
+	}
+	if q := queueHolds(m, 10); !slices.Equal(q, []string{"w"}) {
+		t.Fatalf("queue %v, want [w]: nothing served it", q)
 	}
 }
 
@@ -1084,7 +1176,9 @@ func TestRWMisusePanicsAndChangesNothing(t *testing.T) {
 	before.readers, before.deadlines, before.queue = maps.Clone(m.readers), maps.Clone(m.deadlines), slices.Clone(m.queue)
 	for name, f := range map[string]func(){
 		"empty hold":           func() { m.WriteAttempt(10, "", 100, true) },
+		"empty retrying hold":  func() { m.ReadRetry(10, "", 100, "", true) },
 		"zero lease":           func() { m.ReadAttempt(10, "x", 0, "", true) },
+		"zero retry lease":     func() { m.WriteRetry(10, "x", 0, true) },
 		"time going back":      func() { m.Serve(9) },
 		"negative renewal":     func() { m.ReadRenew(10, "r", -1) },
 		"negative re-entry":    func() { m.WriteReenter(10, "w", -1) },
