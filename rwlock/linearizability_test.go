@@ -11,11 +11,12 @@ import (
 )
 
 // The read-write lock is linearizable against its specification (lintest.RWModel: readers or
-// one writer, and in the fair mode no new reader while a writer waits): TryRLock and TryLock
-// with and without waits, re-entry, unlocks, and unlocks of released holds, on locks in the
-// fair mode and one in the non-fair mode. The default leases are renewed by the watchdog, and
-// the writer timeout is beyond the run: expiry is out of play. The run leaves no key without
-// a TTL.
+// one writer, and one queue of readers and writers served in order by every release; in the
+// fair mode no new reader while anyone waits): TryRLock and TryLock with and without waits
+// (a wait is its join and its end), re-entry, downgrades, unlocks, and unlocks of released
+// holds, on locks in the fair mode and one in the non-fair mode. The default leases are
+// renewed by the watchdog, and the waiter timeout is beyond the waits: expiry is out of play.
+// The run leaves no key without a TTL.
 func TestRWLockIsLinearizable(t *testing.T) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
 		first := make([]*rwlock.Lock, lintest.Locks)

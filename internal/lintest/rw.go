@@ -17,21 +17,45 @@ import (
 
 // The read-write lock's specification.
 //
-// Any number of readers, each with its own hold count, or one writer with its count. A new
-// reader enters when no writer holds and, in the fair mode, no writer waits; a new writer
-// enters when nobody holds (waiting writers are not ordered among themselves, so any writer may
-// go first). Re-entry through a held context always succeeds, and so does a downgrade: the
-// writer takes the read side as a new read hold, kept when the write side is released. Unlock by the holder counts
-// down; of a hold released already it is ErrNotOwner.
+// Any number of readers, each with its own hold count, or one writer with its count; and one
+// queue of waiting readers and writers, in the order they joined, served as the lock serves
+// it (see package rwlock's doc, and serve in internal/scripts/_rw.lua): whenever no writer
+// holds, the head is granted what it waits for while it can have it, a writer when no reader
+// holds (and then nobody after it), a reader always (and then the next waiter). Every step
+// serves the queue, so a lock that nobody holds has nobody queued.
 //
-// Waiting writers are part of the state because, in the fair mode, they keep new readers out.
-// A TryLock with a wait is two operations of one call, as for the fair lock (see fair.go):
-// rwWriteJoin, its first attempt, which takes a free lock or marks the writer waiting, and
-// rwWriteEnd, its outcome: it takes the lock when nobody holds (or confirms the take of its
-// join), or the writer leaves. A wait that failed ends no earlier than its wait after the
-// call. A reader's wait has no effect on others, so a TryRLock with a wait is one operation: it
-// succeeded at some attempt that found the lock open to it, or failed at its first attempt,
-// which found it closed.
+// A new reader (TryRLock without a wait, or the first attempt of one with a wait) enters when
+// no writer holds and, in the fair mode, nobody is queued; a new writer enters when nobody
+// holds. Re-entry through a held context always succeeds, and so does a downgrade: the writer
+// takes the read side as a new read hold, kept when the write side is released. Unlock by the
+// holder counts down, and the last one serves the queue; of a hold released already it is
+// ErrNotOwner.
+//
+// A call with a wait (TryLock or TryRLock with aqs.WithWait) is not one atomic step, as for
+// the fair lock (see fair.go): its first attempt takes the lock or joins the queue, and later
+// the waiter is granted by a release, or leaves the queue when its wait runs out, giving up
+// what was granted to it in that instant. Others see the steps in between: while it waits,
+// those who come after it wait behind it, and a waiter whose wait ran out may have held the
+// lock an instant before it left, so a newcomer may be refused by a lock that no reported
+// holder has. So each such call is two operations of the history, of the one call, each with
+// its own linearization point, in that order:
+//
+//   - the join (rwReadJoin, rwWriteJoin): when the lock is open to it as to a newcomer, it
+//     takes it (then the call must have succeeded); otherwise it joins the queue's tail;
+//   - the end (rwReadEnd, rwWriteEnd): a success is legal only if the waiter holds (granted
+//     by a release, or taken at its join), except that in the non-fair mode a queued reader
+//     may take the read side whenever no writer holds (a retry of its does, as a newcomer
+//     would), leaving the queue; a failure is the waiter leaving: out of the queue, or, if it
+//     was granted meanwhile, giving that up; and the queue is served.
+//
+// The join's timestamps are the call's (when its first attempt reached Redis is not
+// observable); a wait that failed ends no earlier than its wait after the call. Waiters
+// queued behind a holder that stays put are not ordered by anything the history shows, so
+// their joins may be placed in any order their calls allow; the order chosen is then the
+// queue's, and a waiter served out of it (a writer that gets in while a reader queued ahead
+// of it still waits, say) makes the history illegal. Leases and the waiter timeout are out of
+// play (the watchdog renews the leases, and the waits are far shorter than the timeout):
+// nobody is dropped from the queue and no hold expires.
 
 // RWLocker is what RunRW needs of a read-write lock: rwlock.Lock has it.
 type RWLocker interface {
@@ -43,7 +67,7 @@ type RWLocker interface {
 
 // Operations of a read-write lock's history.
 const (
-	rwRead         = iota // TryRLock with a fresh context, with or without a wait
+	rwRead         = iota // TryRLock with a fresh context, without wait
 	rwReadReenter         // TryRLock through the worker's held read context
 	rwReadUnlock          // RUnlock of the worker's top held read context
 	rwReadStale           // RUnlock of a read hold released already
@@ -54,6 +78,8 @@ const (
 	rwWriteUnlock         // Unlock of the worker's top held write context
 	rwWriteStale          // Unlock of a write hold released already
 	rwDowngrade           // TryRLock through the worker's held write context: a new read hold
+	rwReadJoin            // TryRLock with a fresh context and a wait: its first attempt
+	rwReadEnd             // the same call: its outcome
 )
 
 // rwInput is an operation on lock key; nonFair tells the model which mode that lock has. For
@@ -67,18 +93,25 @@ type rwInput struct {
 	nonFair bool
 }
 
-// rwMax bounds the readers and the waiting writers of the model: each worker has one hold.
+// rwMax bounds the readers and the waiters of the model: each worker has one call at a time,
+// and two holds at most (a write hold and its downgrade).
 const rwMax = 16
 
 type holdCount struct{ hold, n int }
 
-// rwState is the read-write lock's sequential state. readers[:nr] and waiting[:nw] are
-// sorted by hold, so that equal states are equal values.
+// rwWaiter is one waiter of the queue.
+type rwWaiter struct {
+	hold  int
+	write bool
+}
+
+// rwState is the read-write lock's sequential state. readers[:nr] are sorted by hold, so
+// that equal states are equal values; queue[:nq] are the waiters in order, head first.
 type rwState struct {
 	writer, wcount int
-	nr, nw         int
+	nr, nq         int
 	readers        [rwMax]holdCount
-	waiting        [rwMax]int
+	queue          [rwMax]rwWaiter
 }
 
 func (s rwState) reader(hold int) int {
@@ -91,8 +124,8 @@ func (s rwState) reader(hold int) int {
 }
 
 func (s rwState) waiter(hold int) int {
-	for i := range s.nw {
-		if s.waiting[i] == hold {
+	for i := range s.nq {
+		if s.queue[i].hold == hold {
 			return i
 		}
 	}
@@ -116,29 +149,46 @@ func (s rwState) removeReader(i int) rwState {
 	return s
 }
 
-func (s rwState) addWaiter(hold int) rwState {
-	if s.nw == rwMax {
-		panic("lintest: waiting writers of the model full")
+// join puts a waiter at the tail of the queue.
+func (s rwState) join(hold int, write bool) rwState {
+	if s.nq == rwMax {
+		panic("lintest: queue of the model full")
 	}
-	s.waiting[s.nw] = hold
-	s.nw++
-	sort.Ints(s.waiting[:s.nw])
+	s.queue[s.nq] = rwWaiter{hold, write}
+	s.nq++
 	return s
 }
 
-func (s rwState) removeWaiter(i int) rwState {
-	copy(s.waiting[i:], s.waiting[i+1:s.nw])
-	s.nw--
-	s.waiting[s.nw] = 0
+// leave takes waiter i out of the queue.
+func (s rwState) leave(i int) rwState {
+	copy(s.queue[i:], s.queue[i+1:s.nq])
+	s.nq--
+	s.queue[s.nq] = rwWaiter{}
 	return s
 }
 
-// readable reports whether a new reader may enter; writable whether a new writer may.
-func (s rwState) readable(nonFair bool) bool { return s.wcount == 0 && (nonFair || s.nw == 0) }
+// readable reports whether a new reader may enter; writable whether a new writer may (the
+// queue is empty then: it is always served).
+func (s rwState) readable(nonFair bool) bool { return s.wcount == 0 && (nonFair || s.nq == 0) }
 func (s rwState) writable() bool             { return s.wcount == 0 && s.nr == 0 }
 
 func (s rwState) take(hold int) rwState {
 	s.writer, s.wcount = hold, 1
+	return s
+}
+
+// serve grants the head of the queue what it waits for while it can have it (see above).
+func (s rwState) serve() rwState {
+	for s.wcount == 0 && s.nq > 0 {
+		head := s.queue[0]
+		if head.write {
+			if s.nr > 0 {
+				break
+			}
+			return s.leave(0).take(head.hold)
+		}
+		s = s.leave(0).addReader(head.hold)
+	}
 	return s
 }
 
@@ -156,6 +206,28 @@ var RWModel = porcupine.Model{
 				return s.readable(in.nonFair), s.addReader(in.hold)
 			}
 			return !s.readable(in.nonFair), s
+		case rwReadJoin:
+			if s.readable(in.nonFair) {
+				return out.ok, s.addReader(in.hold)
+			}
+			return true, s.join(in.hold, false)
+		case rwReadEnd:
+			if i := s.reader(in.hold); i >= 0 {
+				if out.ok {
+					return true, s
+				}
+				return true, s.removeReader(i).serve() // granted in the instant it left: given up
+			}
+			i := s.waiter(in.hold)
+			switch {
+			case i < 0:
+				return false, s // not joined yet
+			case !out.ok:
+				return true, s.leave(i).serve()
+			case in.nonFair && s.wcount == 0:
+				return true, s.leave(i).addReader(in.hold) // a retry takes it, as a newcomer would
+			}
+			return false, s // a success without a grant
 		case rwReadReenter:
 			i := s.reader(in.hold)
 			if i < 0 {
@@ -175,7 +247,7 @@ var RWModel = porcupine.Model{
 				s.readers[i].n--
 				return true, s
 			}
-			return true, s.removeReader(i)
+			return true, s.removeReader(i).serve()
 		case rwWrite:
 			if out.ok {
 				return s.writable(), s.take(in.hold)
@@ -185,19 +257,20 @@ var RWModel = porcupine.Model{
 			if s.writable() {
 				return out.ok, s.take(in.hold)
 			}
-			return true, s.addWaiter(in.hold)
+			return true, s.join(in.hold, true)
 		case rwWriteEnd:
 			if s.wcount > 0 && s.writer == in.hold {
-				return out.ok, s // took it at its join
+				if out.ok {
+					return true, s
+				}
+				s.writer, s.wcount = 0, 0 // granted in the instant it left: given up
+				return true, s.serve()
 			}
 			i := s.waiter(in.hold)
-			if i < 0 {
-				return false, s // not joined yet
+			if i < 0 || out.ok {
+				return false, s // not joined yet, or a success without a grant
 			}
-			if !out.ok {
-				return true, s.removeWaiter(i)
-			}
-			return s.writable(), s.removeWaiter(i).take(in.hold)
+			return true, s.leave(i).serve()
 		case rwDowngrade:
 			if s.wcount > 0 && s.writer == in.writer {
 				return out.ok, s.addReader(in.hold)
@@ -217,6 +290,7 @@ var RWModel = porcupine.Model{
 				s.wcount--
 				if s.wcount == 0 {
 					s.writer = 0
+					s = s.serve()
 				}
 				return true, s
 			}
@@ -230,15 +304,19 @@ var RWModel = porcupine.Model{
 		for i := range s.nr {
 			h = h*131 + uint64(s.readers[i].hold)*7 + uint64(s.readers[i].n)
 		}
-		for i := range s.nw {
-			h = h*137 + uint64(s.waiting[i])
+		for i := range s.nq {
+			h = h*137 + uint64(s.queue[i].hold)*2
+			if s.queue[i].write {
+				h++
+			}
 		}
 		return h
 	},
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(rwInput), output.(lockOutput)
 		names := [...]string{"TryRLock", "TryRLock(held)", "RUnlock", "RUnlock(released)", "TryLock",
-			"TryLock joins", "TryLock ends", "TryLock(held)", "Unlock", "Unlock(released)", "TryRLock(write held)"}
+			"TryLock joins", "TryLock ends", "TryLock(held)", "Unlock", "Unlock(released)", "TryRLock(write held)",
+			"TryRLock joins", "TryRLock ends"}
 		mode := ""
 		if in.nonFair {
 			mode = " nonfair"
@@ -258,16 +336,24 @@ var RWModel = porcupine.Model{
 		switch {
 		case s.wcount > 0:
 			fmt.Fprintf(&b, "writer h%d ×%d", s.writer, s.wcount)
-		case s.nr > 0:
+			if s.nr > 0 {
+				b.WriteString(", and ")
+			}
+		case s.nr == 0:
+			b.WriteString("free")
+		}
+		if s.nr > 0 {
 			b.WriteString("readers")
 			for i := range s.nr {
 				fmt.Fprintf(&b, " h%d×%d", s.readers[i].hold, s.readers[i].n)
 			}
-		default:
-			b.WriteString("free")
 		}
-		if s.nw > 0 {
-			fmt.Fprintf(&b, "; writers waiting %v", s.waiting[:s.nw])
+		for i := range s.nq {
+			side := "r"
+			if s.queue[i].write {
+				side = "w"
+			}
+			fmt.Fprintf(&b, " ← h%d(%s)", s.queue[i].hold, side)
 		}
 		return b.String()
 	},
@@ -287,10 +373,10 @@ func partitionBy(history []porcupine.Operation, key func(input any) int) [][]por
 }
 
 // RunRW runs Workers goroutines on each Client and returns the history they recorded:
-// TryRLock and TryLock of fresh contexts (each with a wait of 1-10ms half of the time),
-// re-entry, downgrades (TryRLock through a held write context), unlocks, and unlocks of holds
-// released already. locks[c][k] is lock k of Client c; nonFair[k] says whether lock k was made
-// with rwlock.WithNonFair.
+// TryRLock and TryLock of fresh contexts (each with a wait of 1-10ms half of the time, recorded
+// as its join and its end), re-entry, downgrades (TryRLock through a held write context),
+// unlocks, and unlocks of holds released already. locks[c][k] is lock k of Client c;
+// nonFair[k] says whether lock k was made with rwlock.WithNonFair.
 func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operation {
 	return Work(len(locks), func(w *Worker) {
 		mine := locks[w.Client]
@@ -390,15 +476,19 @@ func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operati
 				}
 				out := lockOutput{ok: ok}
 				switch {
-				case !h.write:
-					w.Record(in, out, callAt, retAt)
-				case in.wait == 0:
+				case in.wait == 0 && h.write:
 					in.op = rwWrite
 					w.Record(in, out, callAt, retAt)
-				default:
-					in.op = rwWriteJoin
+				case in.wait == 0:
 					w.Record(in, out, callAt, retAt)
-					in.op = rwWriteEnd
+				default: // a call with a wait: its join, and its end
+					end := rwReadEnd
+					in.op = rwReadJoin
+					if h.write {
+						in.op, end = rwWriteJoin, rwWriteEnd
+					}
+					w.Record(in, out, callAt, retAt)
+					in.op = end
 					endAt := callAt
 					if !ok {
 						endAt = min(callAt+in.wait.Nanoseconds(), retAt)
@@ -480,15 +570,12 @@ func LogRWOutcomes(t *testing.T, history []porcupine.Operation) {
 		if out.ok || out.notOwner {
 			k.ok = 1
 		}
-		if in.op == rwRead && in.wait > 0 {
-			k.op = -1
-		}
 		n[k]++
 	}
 	t.Logf("TryRLock: %d won, %d not; with wait: %d won, %d not; TryLock: %d won, %d not; "+
 		"with wait: %d won, %d not; re-entries: %d read, %d write; unlocks: %d read, %d write; "+
 		"unlocks of released holds: %d read, %d write; downgrades: %d",
-		n[kind{rwRead, 1}], n[kind{rwRead, 0}], n[kind{-1, 1}], n[kind{-1, 0}],
+		n[kind{rwRead, 1}], n[kind{rwRead, 0}], n[kind{rwReadEnd, 1}], n[kind{rwReadEnd, 0}],
 		n[kind{rwWrite, 1}], n[kind{rwWrite, 0}], n[kind{rwWriteEnd, 1}], n[kind{rwWriteEnd, 0}],
 		n[kind{rwReadReenter, 1}], n[kind{rwWriteReenter, 1}], n[kind{rwReadUnlock, 0}], n[kind{rwWriteUnlock, 0}],
 		n[kind{rwReadStale, 1}], n[kind{rwWriteStale, 1}], n[kind{rwDowngrade, 1}])

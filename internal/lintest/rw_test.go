@@ -15,9 +15,18 @@ func rwOp(call, ret int64, op, hold int, out lockOutput) porcupine.Operation {
 
 // rwWriteWait is a TryLock with a wait as RunRW records it: its join and its end.
 func rwWriteWait(call, ret int64, hold int, wait time.Duration, ok bool) []porcupine.Operation {
-	in := rwInput{op: rwWriteJoin, hold: hold, wait: wait}
+	return rwWait(true, call, ret, hold, wait, ok)
+}
+
+// rwWait is a TryLock (write) or TryRLock with a wait as RunRW records it: its join and its
+// end.
+func rwWait(write bool, call, ret int64, hold int, wait time.Duration, ok bool) []porcupine.Operation {
+	in := rwInput{op: rwReadJoin, hold: hold, wait: wait}
+	if write {
+		in.op = rwWriteJoin
+	}
 	join := porcupine.Operation{Input: in, Call: call, Output: lockOutput{ok: ok}, Return: ret}
-	in.op = rwWriteEnd
+	in.op++ // its end
 	end := join
 	end.Input = in
 	if !ok {
@@ -116,5 +125,50 @@ func TestRWModelDowngrade(t *testing.T) {
 	}
 	if rwLinearizable(false, rwOp(0, 1, rwWrite, 1, won), rwOp(2, 3, rwWriteUnlock, 1, unlocked), downgrade(4, 5, 2, 1)) {
 		t.Fatal("accepted a downgrade through a released write hold")
+	}
+}
+
+// A waiter, reader or writer, granted by a release in the instant its wait ran out held the
+// lock until it left, giving it up: a newcomer refused meanwhile, when no reported holder had
+// the lock, is legal (a specification without the queue, in which a failed wait never held,
+// rejected it). Once the waiter's call has returned, the lock is free, and such a refusal is
+// not legal.
+func TestRWModelAWaiterGrantedAsItsWaitRanOutHeldTheLockUntilItLeft(t *testing.T) {
+	for _, write := range []bool{true, false} {
+		h := func(ret int64) []porcupine.Operation {
+			return append(rwWait(write, 2, ret, 2, 10, false), // its wait runs out at 12
+				rwOp(0, 1, rwWrite, 1, won), rwOp(10, 11, rwWriteUnlock, 1, unlocked), // grants it
+				rwOp(14, 15, rwWrite, 3, refused))
+		}
+		for _, nonFair := range []bool{false, true} {
+			if !rwLinearizable(nonFair, h(30)...) {
+				t.Errorf("rejected a newcomer refused while a waiter (write %v, non-fair %v) gave up its grant", write, nonFair)
+			}
+			if rwLinearizable(nonFair, h(13)...) {
+				t.Errorf("accepted a newcomer refused after the waiter (write %v, non-fair %v) left", write, nonFair)
+			}
+		}
+	}
+}
+
+// The readers queued behind a writer are granted by its release, together, and keep writers
+// out until they leave; a reader's wait cannot succeed before the writer has left.
+func TestRWModelReadersQueuedBehindAWriterAreGrantedByItsRelease(t *testing.T) {
+	base := func(extra ...porcupine.Operation) []porcupine.Operation {
+		h := []porcupine.Operation{rwOp(0, 1, rwWrite, 1, won), rwOp(10, 11, rwWriteUnlock, 1, unlocked),
+			rwOp(30, 31, rwReadUnlock, 2, unlocked), rwOp(32, 33, rwReadUnlock, 3, unlocked)}
+		h = append(h, rwWait(false, 2, 20, 2, 15, true)...)
+		h = append(h, rwWait(false, 3, 20, 3, 15, true)...)
+		return append(h, extra...)
+	}
+	if !rwLinearizable(false, base(rwOp(21, 22, rwWrite, 4, refused), rwOp(40, 41, rwWrite, 5, won))...) {
+		t.Fatal("rejected two readers granted by the writer's release, holding until they unlock")
+	}
+	if rwLinearizable(false, base(rwOp(21, 22, rwWrite, 4, won))...) {
+		t.Fatal("accepted a writer while the granted readers hold")
+	}
+	if rwLinearizable(false, append(rwWait(false, 2, 9, 2, 15, true), rwOp(0, 1, rwWrite, 1, won),
+		rwOp(10, 11, rwWriteUnlock, 1, unlocked))...) {
+		t.Fatal("accepted a reader's wait that succeeded while the writer held")
 	}
 }
