@@ -159,7 +159,10 @@ import (
 // call, in the order they were granted, the caller's own included (a write
 // or read attempt whose own grant comes from its serve replies [Granted]).
 // The real lock publishes each grant to the granted hold's Client, or, for
-// the caller's own Client, returns it; a test splits the list by Client id.
+// the caller's own Client, returns it (the attempts, releases and rw_serve;
+// the heartbeat, the give-up and the forced release publish every grant); a
+// test splits the list by Client id. An attempt's own grant is neither: the
+// script takes it out of the list, and its status, Granted, says it.
 // The wait of a failed attempt, always >= 1, is how long the caller may
 // wait at most before it tries again without a message: the writer's
 // remaining lease when a writer holds, else the time until the nearest
