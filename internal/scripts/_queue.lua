@@ -56,6 +56,17 @@ local function pop_live_head(q, d, now)
   end
 end
 
+-- zadd_or_undo adds members with their scores (score, member, ...) to the deadlines d, after
+-- n members were pushed onto the list q; when d holds another type, it takes the n back off
+-- the list before it raises the error, so that a failed join leaves nothing.
+local function zadd_or_undo(q, d, n, ...)
+  local r = redis.pcall('ZADD', d, ...)
+  if type(r) == 'table' and r.err then
+    redis.call('RPOP', q, n)
+    error(r)
+  end
+end
+
 -- keep_queue makes the queue's keys live at least twice the timeout from now (a join's and a
 -- heartbeat's refresh): an abandoned queue goes away on its own, and a live waiter's entry
 -- never does. GT, so that a longer life another waiter gave them is kept.
@@ -86,9 +97,10 @@ local function join(q, d, member, now, timeout, fresh)
     keep_queue(q, d, timeout)
     return true
   end
-  -- The list first: on a key of another type there, it fails before anything is written.
+  -- The list first: on a key of another type there, it fails before anything is written; and
+  -- the entry is taken back when d is of another type (see zadd_or_undo).
   redis.call('RPUSH', q, member)
-  redis.call('ZADD', d, deadline, member)
+  zadd_or_undo(q, d, 1, deadline, member)
   keep_queue(q, d, timeout)
   return true
 end

@@ -44,8 +44,12 @@ if v and ARGV[4] == '1' and ARGV[6] == '1' then
     local member = hold .. ' ' .. lease
     if wait > 0 then
       -- As join and keep_queue (in _queue.lua) do it.
-      local pushed = redis.call('RPUSH', q, member) -- first: see join
-      redis.call('ZADD', d, string.format('%d', now + timeout), member)
+      local pushed = redis.call('RPUSH', q, member) -- first, and undone: see join
+      local added = redis.pcall('ZADD', d, string.format('%d', now + timeout), member)
+      if type(added) == 'table' and added.err then
+        redis.call('RPOP', q)
+        error(added)
+      end
       if pushed == 1 then
         redis.call('PEXPIRE', q, 2 * timeout)
       else

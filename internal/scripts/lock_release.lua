@@ -90,8 +90,12 @@ if ARGV[2] == '1' and v then
         za[#za + 1] = deadline
         za[#za + 1] = ARGV[i]
       end
-      local pushed = redis.call('RPUSH', q, unpack(ARGV, 7)) -- first: see join
-      redis.call('ZADD', d, unpack(za))
+      local pushed = redis.call('RPUSH', q, unpack(ARGV, 7)) -- first, and undone: see join
+      local added = redis.pcall('ZADD', d, unpack(za))
+      if type(added) == 'table' and added.err then
+        redis.call('RPOP', q, #ARGV - 6)
+        error(added)
+      end
       if pushed == #ARGV - 6 then
         redis.call('PEXPIRE', q, 2 * timeout)
       else

@@ -44,8 +44,12 @@ if first and v[3] and ARGV[5] == '1' and n <= total and total - (tonumber(v[2]) 
   end
   local timeout = tonumber(ARGV[4])
   local member = hold .. ' ' .. n .. ' ' .. lease
-  local pushed = redis.call('RPUSH', q, member) -- first: see join
-  redis.call('ZADD', d, string.format('%d', now + timeout), member)
+  local pushed = redis.call('RPUSH', q, member) -- first, and undone: see join
+  local added = redis.pcall('ZADD', d, string.format('%d', now + timeout), member)
+  if type(added) == 'table' and added.err then
+    redis.call('RPOP', q)
+    error(added)
+  end
   if pushed == 1 then
     redis.call('PEXPIRE', q, 2 * timeout)
   else

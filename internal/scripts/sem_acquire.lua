@@ -49,8 +49,12 @@ if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
   local now = time[1] * 1000 + math.floor(time[2] / 1000)
   local timeout = tonumber(ARGV[3])
   local member = hold .. ' ' .. n
-  local pushed = redis.call('RPUSH', q, member) -- first: see join
-  redis.call('ZADD', d, string.format('%d', now + timeout), member)
+  local pushed = redis.call('RPUSH', q, member) -- first, and undone: see join
+  local added = redis.pcall('ZADD', d, string.format('%d', now + timeout), member)
+  if type(added) == 'table' and added.err then
+    redis.call('RPOP', q)
+    error(added)
+  end
   if pushed == 1 then
     redis.call('PEXPIRE', q, 2 * timeout)
   else
