@@ -278,37 +278,51 @@ func (a *attempt) board() (boarded bool, o outcome, ended error) {
 	if !q.board(a.w) {
 		return false, outcome{}, nil
 	}
-	t := time.NewTimer(q.cfg.Board)
-	defer t.Stop()
-	select {
-	case o = <-a.w.out:
-		return true, o, nil
-	case <-t.C:
-	case <-a.waitCtx.Done():
-		ended = a.waitCtx.Err()
-	case <-q.rt.Done():
-		ended = core.ErrClosed
-	}
-	if q.alight(a.w) {
-		return true, outcome{kind: oDismissed}, ended
-	}
-	// A release carries it: its outcome decides, whatever ended meanwhile (a joined waiter
-	// whose call ended gives up as any queued waiter does). It is bounded, so that the call
-	// returns by its deadline; beyond that the release gives up what it gave this waiter.
-	if ended == nil {
-		return true, <-a.w.out, nil
-	}
-	bound := time.NewTimer(grace)
-	defer bound.Stop()
-	select {
-	case o = <-a.w.out:
-		return true, o, nil
-	case <-bound.C:
-		if !q.orphan(a.w) {
-			return true, <-a.w.out, nil
+	// It waits for a release's outcome until its window runs out or its call ends; then it
+	// alights, unless a release on its way decides about it: that outcome decides, whatever
+	// ended meanwhile (a joined waiter whose call ended gives up as any queued waiter does).
+	// That wait is bounded by grace once the call ended, so that it returns by its deadline;
+	// beyond, the release gives up what it gave this waiter. A release that hands the lock to
+	// another waiter of this Client leaves it boarded (oStill): its window and its context
+	// still count.
+	window := time.NewTimer(q.cfg.Board)
+	defer window.Stop()
+	over, done, closed := window.C, a.waitCtx.Done(), q.rt.Done()
+	var bound <-chan time.Time
+	for {
+		if over == nil || ended != nil {
+			if q.unboard(a.w) {
+				return true, outcome{kind: oDismissed}, ended
+			}
+			if ended != nil && bound == nil {
+				b := time.NewTimer(grace)
+				defer b.Stop()
+				bound = b.C
+			}
 		}
-		a.w = nil
-		return true, outcome{}, ended
+		select {
+		case o = <-a.w.out:
+			if o.kind == oStill {
+				continue
+			}
+			return true, o, nil
+		case <-over:
+			over = nil
+		case <-done:
+			done, ended = nil, a.waitCtx.Err()
+		case <-closed:
+			closed, ended = nil, core.ErrClosed
+		case <-bound:
+			if !q.orphan(a.w) {
+				bound = nil // decided meanwhile: its outcome is on its way
+				if o = <-a.w.out; o.kind != oStill {
+					return true, o, nil
+				}
+				continue
+			}
+			a.w = nil
+			return true, outcome{}, ended
+		}
 	}
 }
 
@@ -370,19 +384,29 @@ func (a *attempt) giveUp(err error) (Won, bool, error) {
 	a.place.stop()
 	a.place = nil
 	if a.w != nil && !a.q.alight(a.w) {
-		// A release of this Client decides about it: wait for the outcome, briefly.
+		// A release of this Client decides about it: wait for the outcome, briefly. Handed
+		// the lock in that instant, it gives it back below, as any grant; picked or not, it
+		// leaves the local waiters before it leaves the queue, so that no later release can
+		// hand the lock to it once it has gone.
 		t := time.NewTimer(grace)
-		select {
-		case o := <-a.w.out:
-			t.Stop()
-			if o.kind == oHanded {
-				a.w = nil
-				// Handed the lock in that instant: give it back, as any grant.
-			}
-		case <-t.C:
-			if a.q.orphan(a.w) {
-				a.w = nil
-				return a.gaveUp(err)
+		defer t.Stop()
+	wait:
+		for {
+			select {
+			case o := <-a.w.out:
+				if o.kind == oHanded {
+					a.w = nil
+					break wait
+				}
+				if a.q.alight(a.w) {
+					break wait
+				}
+			case <-t.C:
+				if a.q.orphan(a.w) {
+					a.w = nil // that release gives up what it gives this waiter
+					return a.gaveUp(err)
+				}
+				// Decided meanwhile: its outcome is on its way.
 			}
 		}
 	}

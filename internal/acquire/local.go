@@ -121,6 +121,20 @@ func (q *Queue) queued(w *waiter) {
 	w.state = wQueued
 }
 
+// unboard takes w, a boarded waiter, off the local waiters to attempt on its own, and reports
+// whether it did: not when a release on its way decides about it, or has decided (its
+// outcome is then on its way to w.out).
+func (q *Queue) unboard(w *waiter) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w.state != wBoarded {
+		return false
+	}
+	q.remove(w)
+	w.state = wAttempting
+	return true
+}
+
 // alight takes w off the local waiters, unless a release on its way decides about it; it
 // reports whether it did.
 func (q *Queue) alight(w *waiter) bool {
@@ -278,9 +292,11 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 	if known && r.Kind == scripts.HandedLocal {
 		handedTo = r.Hold
 	}
+	// The riders joined the queue unless the release handed the lock straight to its pick
+	// (which it may also hand the lock to as the queue's head, after they joined).
+	joined := known && (r.Kind == scripts.Freed || r.Kind == scripts.HandedRemote ||
+		r.Kind == scripts.HandedLocal && r.Joined)
 	pickTaken := pick != nil && handedTo == pick.hold
-	joined := known && !pickTaken &&
-		(r.Kind == scripts.Freed || r.Kind == scripts.HandedLocal || r.Kind == scripts.HandedRemote)
 	handed := outcome{kind: oHanded, since: sentAt, lease: r.Lease}
 
 	var orphans []*waiter // left meanwhile, with something to give up
@@ -324,7 +340,9 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 		case joined:
 			decide(w, outcome{kind: oJoined, since: sentAt}, wQueued)
 		case pickTaken:
-			decide(w, outcome{}, wBoarded) // boarded still: the new holder's release carries it
+			// Boarded still: the new holder's release carries it (told, so that a rider whose
+			// window or context ended meanwhile goes its own way).
+			decide(w, outcome{kind: oStill}, wBoarded)
 		default:
 			decide(w, outcome{kind: oDismissed}, wAttempting)
 		}

@@ -21,9 +21,10 @@
 -- Replies (internal/scripts decodes them in DecodeRelease):
 --   {0, n}            counted down: n >= 1 holds left
 --   {1}               released and freed: nobody waits
---   {2, hold, lease}  released and handed to hold, a waiter of the caller's Client, with a
---                     lease of lease ms; nothing was published (the caller tells the waiter).
---                     The riders joined unless hold is ARGV[5]'s (they then wait for the
+--   {2, hold, lease, joined}  released and handed to hold, a waiter of the caller's Client,
+--                     with a lease of lease ms; nothing was published (the caller tells the
+--                     waiter). joined is 1 when the riders joined the queue first, 0 when the
+--                     lock went to ARGV[5]'s waiter straight away (the riders then wait for the
 --                     next release)
 --   {3}               released and handed to a waiter of another Client, which was told; the
 --                     riders joined
@@ -47,7 +48,7 @@ if ARGV[2] == '1' and v then
     local sp = string.find(pick, ' ', 38, true)
     local next, lease = string.sub(pick, 1, sp - 1), string.sub(pick, sp + 1)
     redis.call('SET', l, next, 'PX', lease)
-    return {2, next, tonumber(lease)}
+    return {2, next, tonumber(lease), 0}
   end
   if v == hold or (string.sub(v, n + 1, n + 4) == ' w e' and string.sub(v, 1, n) == hold) then
     -- The release of a contended lock: a hold as grant (in _lock.lua) writes it, with no count
@@ -78,7 +79,7 @@ if ARGV[2] == '1' and v then
       else
         redis.call('SET', l, next, 'PX', lease)
       end
-      return {2, next, lease}
+      return {2, next, lease, 0}
     end
     if riders then
       -- The riders join at the tail as lock_acquire.lua's join does, all in two calls (their
@@ -124,7 +125,7 @@ if ARGV[2] == '1' and v then
             'PX', string.format('%d', lease + math.max(2 * (s - now), lease, keep)))
           local client = string.sub(next, 1, 36)
           if client == string.sub(hold, 1, 36) then
-            return {2, next, lease}
+            return {2, next, lease, 1}
           end
           redis.call(ARGV[3], l .. ':c:' .. client, next)
           return {3}
@@ -162,7 +163,7 @@ if pick ~= '' and (ARGV[6] == '0' or not redis.call('LINDEX', q, 0)) then
   local next, lease = string.sub(pick, 1, sp - 1), tonumber(string.sub(pick, sp + 1))
   redis.call('ZREM', d, pick)
   set_holder(l, q, d, next, lease, now)
-  return {2, next, lease}
+  return {2, next, lease, 0}
 end
 local keep = 0
 if ARGV[7] then
@@ -176,6 +177,6 @@ if not next then
   return {1}
 end
 if mine then
-  return {2, next, lease}
+  return {2, next, lease, 1}
 end
 return {3}

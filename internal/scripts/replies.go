@@ -158,13 +158,16 @@ type Release struct {
 	// Hold and Lease are the waiter the lock went to and its lease, for HandedLocal.
 	Hold  string
 	Lease time.Duration
+	// Joined, for HandedLocal, reports that the release's riders joined the queue before the
+	// lock was handed on (rather than the lock going straight to the release's pick).
+	Joined bool
 	// Mine, for Freed, are the hold ids of waiters of the caller's Client that the release
 	// granted (the read-write lock's, which may grant many), not published.
 	Mine []string
 }
 
 // DecodeRelease decodes a release's reply: {0, n} Counted, {1, grants...} Freed, {2, hold,
-// lease ms} HandedLocal, {3} HandedRemote, {4} NotHeld.
+// lease ms, joined} HandedLocal, {3} HandedRemote, {4} NotHeld.
 func DecodeRelease(v any) (Release, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) < 1 {
@@ -191,6 +194,10 @@ func DecodeRelease(v any) (Release, error) {
 		r.Hold, _ = a[1].(string)
 		n, _ := a[2].(int64)
 		r.Lease = time.Duration(n) * time.Millisecond
+		if len(a) > 3 {
+			j, _ := a[3].(int64)
+			r.Joined = j == 1
+		}
 	}
 	return r, nil
 }
