@@ -13,66 +13,86 @@ import (
 // # Holds
 //
 // Every operation names a hold: the id the real lock makes fresh for each
-// Lock or TryLock call. One hold id is one attempt to lock and, once it
-// succeeds, one hold; the holder re-enters with [Fair.Reenter], never with
-// another [Fair.Attempt]. At any time the lock has at most one holder, with a
+// Lock or TryLock call. One hold id is one call's attempts to lock (its
+// first, [Fair.Attempt], then [Fair.AttemptAgain] while it waits) and, once
+// it succeeds, one hold; the holder re-enters with [Fair.Reenter], never with
+// another attempt. At any time the lock has at most one holder, with a
 // hold count and an expiry. A hold lasts until it is released or its lease
 // runs out: at now >= its expiry it is gone, as a Redis key whose PEXPIRE
 // deadline has passed.
 //
 // # The wait queue
 //
-// A hold that fails an Attempt made with enqueue joins the queue at its tail,
-// unless it is already queued, in which case it keeps its place: arrival
-// order is the order of the first enqueueing attempt. Each waiter carries the
-// lease it asked for in its latest Attempt and a liveness deadline, which
-// every enqueueing Attempt and every [Fair.Heartbeat] resets to now plus the
-// waiter timeout given to [NewFair]. The real Client heartbeats its waiters
-// in batches while they wait (DESIGN.md, decision 6).
+// A hold's first Attempt that fails with enqueue joins the queue at its
+// tail; arrival order is the order of those first attempts. A queue entry is
+// the hold and the lease it asked for, together (the real queue's member is
+// the string "<hold> <lease>"), and a liveness deadline, which every later
+// enqueueing attempt ([Fair.AttemptAgain]) and every [Fair.Heartbeat] resets
+// to now plus the waiter timeout given to [NewFair]; the entry keeps its
+// place. The real Client heartbeats its waiters in batches while they wait
+// (DESIGN.md, decision 6).
 //
 // A waiter is dead at now >= its deadline, and from that instant it is out
 // of the queue, wherever it stood: it is never granted the lock, never
-// counted by [Fair.Queue] or [Fair.Position], and never revived by a late
-// Heartbeat. If its hold attempts again, that is a new arrival at the tail.
-// The queue is therefore a function of the calls and their times alone.
+// counted by [Fair.Queue] or [Fair.Position], and never revived, neither by
+// a late Heartbeat nor by a later attempt. A later attempt of a hold that is
+// not a live waiter (it died, gave up, never queued, or was granted the lock
+// and lost it since) is Dropped: it changes nothing, and the real caller
+// starts over under a new hold id, which is a new arrival at the tail. So no
+// hold id is ever queued twice, and the queue is a function of the calls and
+// their times alone.
 //
-// The Redis implementation may drop dead entries lazily, popping dead
-// waiters off the head of its list before every operation that looks at the
-// queue, so that each operation stays O(log N); a dead entry further back is
-// dropped when it reaches the head. That is invisible here as long as the
-// implementation treats a dead entry it has not yet dropped as absent: the
-// head it grants is always the first live one (dead heads are popped first),
-// a heartbeat does not refresh a dead entry, a dead hold that attempts again
-// is removed from where it stands and appended at the tail (a rare O(N)
-// LREM), and Position skips dead entries. This model drops every dead
-// waiter at once, at the first call that observes its deadline, which gives
-// the same replies.
+// The Redis implementation drops dead entries lazily, popping dead waiters
+// and the entries of waiters that left (ghosts) off the head of its list
+// before every operation that looks at the queue, so that each operation
+// stays O(log N); a dead entry further back is dropped when it reaches the
+// head. That is invisible here as long as the implementation treats an entry
+// it has not yet dropped as absent: the head it grants is always the first
+// live one, a heartbeat or a later attempt does not refresh a dead entry,
+// and Position skips dead entries. This model drops every dead waiter at
+// once, at the first call that observes its deadline, which gives the same
+// replies.
 //
 // # Fairness
 //
 // A lock that is free goes only to the live head of the queue, or, when no
 // live waiter is queued, to any hold that attempts. A newcomer never acquires
 // while a live waiter is queued, even when the lock is free (no barging), so
-// grants follow arrival order among the waiters that stay alive.
+// grants follow arrival order among the waiters that stay alive, but for the
+// reentrant lock's local hand-off (below).
 //
 // # Handoff
 //
-// When the holder's count reaches zero (Release, a GiveUp by a hold that was
-// granted the lock, ForceRelease), and when the head of the queue gives up
-// while the lock is free and so reserved for it, the lock passes in the same
-// step to the live head of the queue, if there is one: the head becomes the
-// holder with count 1 and a lease of what it asked for, counted from now, and
-// leaves the queue. The reply names the granted hold, so the real lock can
+// When the hold ends (a Release with end, a ReleaseTo that does not hand the
+// lock to its pick, a GiveUp by a hold that was granted the lock,
+// ForceRelease), and when the head of the queue
+// gives up while the lock is free and so reserved for it, the lock passes in
+// the same step to the live head of the queue, if there is one: the head
+// becomes the holder with count 1 and a lease of what it asked for, counted
+// from now (cut at its liveness deadline), and leaves the queue. The reply names the granted hold, so the real lock can
 // notify that waiter alone. The granted waiter learns of its hold from that
-// notification or, if the message is lost, from its next Attempt, which
-// reports the hold without changing it (adoption).
+// notification or, if the message is lost, from its next attempt
+// ([Fair.AttemptAgain]), which reports the hold without changing it
+// (adoption).
 //
 // A hold whose lease runs out is not handed off: no operation runs on the
 // server at that instant. The lock is then free but still reserved for the
-// live head, which takes it at its next Attempt; the real waiter retries
+// live head, which takes it at its next attempt; the real waiter retries
 // when its fallback timer, the Remaining of its last Attempt, fires. If the
 // head never comes (its process died), it dies at its deadline and the next
 // waiter, whose Remaining pointed at that deadline, takes its place.
+//
+// # The local hand-off
+//
+// The reentrant lock shares this lock's scripts and queue, and adds one
+// thing, in its release: [Fair.ReleaseTo] may hand the lock straight to a
+// waiter of the releaser's own Client (the pick), queued or not, passing the
+// queue, unless the releaser's Client had its streak of such hand-offs
+// (over) and a live waiter is queued. The fair lock never picks, but both
+// locks' releases carry riders: new waiters of the releaser's Client that
+// join the queue's tail with the release, as their first attempts would
+// have, before the lock is handed to the live head. So the pick is the only
+// way past a live waiter; an attempt never barges.
 //
 // # Time and misuse
 //
@@ -80,8 +100,13 @@ import (
 // if it is earlier than a time already passed to this model. Queries drop
 // expired holds and dead waiters as every other call does; that never
 // changes a later reply, since expiry and death depend on time alone. Misuse
-// that only a buggy caller commits (an empty hold, a non-positive lease, a
-// zero Fair not made by NewFair) panics.
+// that only a buggy caller commits panics, and a call that panics changes
+// nothing: an empty hold, a non-positive lease, a zero Fair not made by
+// NewFair, and what the real lock never sends because its hold ids are fresh
+// for every call: a first Attempt (or a rider) of a hold that is a live
+// waiter already, which the script would queue twice, and a later attempt
+// or a pick that names a live waiter with another lease than the one it
+// queued with, which the script would not find.
 type Fair struct {
 	clock
 	waiterTimeout int64 // ms a waiter stays live after its latest attempt or heartbeat
@@ -125,6 +150,12 @@ type FairResult struct {
 	// Queued reports whether the caller is a live waiter after the call.
 	// It is false when Acquired.
 	Queued bool
+	// Dropped reports that a later attempt ([Fair.AttemptAgain]) that was to
+	// keep its place found none: hold is not a live waiter (it died, left,
+	// never queued, or was granted the lock and lost it since). Nothing
+	// changed, and the real caller starts over under a new hold id.
+	// Remaining is 0 then.
+	Dropped bool
 	// Remaining is, when the attempt fails, the milliseconds (always >= 1)
 	// until the lock can change hands without a handoff, and so the longest
 	// a waiter that hears no notification should wait before it attempts
@@ -139,9 +170,10 @@ type ReleaseResult struct {
 	// Count is the caller's hold count after the call; 0 means its hold
 	// ended.
 	Count int
-	// Granted is, when the hold ended, the waiter the lock was handed to
-	// (now its holder with count 1), or "" if no live waiter was queued and
-	// the lock is free. It is "" while the caller still holds the lock.
+	// Granted is, when the hold ended, the hold the lock was handed to (now
+	// its holder with count 1): the live head of the queue, or the pick of
+	// ReleaseTo. It is "" if the lock is free, and while the caller still
+	// holds it.
 	Granted string
 }
 
@@ -234,35 +266,70 @@ func (m *Fair) grant(op string, now Time) string {
 	return head.hold
 }
 
-// Attempt makes one attempt by hold to take the lock for lease milliseconds:
-// what one run of the acquire script does on the server.
+// Attempt makes the first attempt of hold, a hold id the lock has not
+// queued, to take the lock for lease milliseconds: what one run of the
+// acquire script with its "first" flag set does on the server.
 //
-//   - If hold already holds the lock (it was handed the lock and has not
-//     seen the notification, or it asks again), the reply reports its hold
-//     and nothing changes: the count and the expiry stay as they are.
-//     Attempt never re-enters; that is Reenter's job.
+//   - If hold already holds the lock, the reply reports its hold and nothing
+//     changes: the count and the expiry stay as they are. Attempt never
+//     re-enters; that is Reenter's job.
 //   - If the lock is free (never held, released, forced open, or its lease
-//     has run out) and the queue has no live waiter, or its live head is
-//     hold, hold gets a new hold with count 1 and expiry now+lease, and
-//     leaves the queue if it was in it.
+//     has run out) and the queue has no live waiter, hold gets a new hold
+//     with count 1 and expiry now+lease.
 //   - Otherwise the attempt fails. With enqueue, hold joins the tail of the
-//     queue if it is not a live waiter already (an existing waiter keeps its
-//     place), its liveness deadline becomes now plus the waiter timeout, and
-//     the lease it asked for becomes lease. Without enqueue (TryLock with no
-//     wait) nothing changes, not even the deadline of a hold that is queued.
+//     queue with this lease and a liveness deadline of now plus the waiter
+//     timeout. Without enqueue (TryLock with no wait) nothing changes.
 //
-// In particular a hold that is not the live head never acquires while a live
-// waiter is queued, even when the lock is free.
+// In particular a newcomer never acquires while a live waiter is queued, even
+// when the lock is free.
 //
-// Attempt panics if hold is empty or lease is not positive.
+// Attempt panics if hold is empty, lease is not positive, or hold is a live
+// waiter already: its attempts after the first are [Fair.AttemptAgain]'s.
 func (m *Fair) Attempt(now Time, hold string, lease int64, enqueue bool) FairResult {
 	const op = "Fair.Attempt"
+	return m.attempt(op, now, hold, lease, enqueue, true)
+}
+
+// AttemptAgain makes a later attempt of hold, whose first was [Fair.Attempt]
+// (or the release that carried it as a rider): what one run of the acquire
+// script without its "first" flag does on the server. It is Attempt, but for
+// where a failed attempt with enqueue stands in the queue:
+//
+//   - If hold holds the lock (it was handed the lock and has not seen the
+//     notification), the reply reports its hold and nothing changes.
+//   - If the lock is free and the queue has no live waiter, or its live head
+//     is hold, hold gets a new hold with count 1 and expiry now+lease, and
+//     leaves the queue if it was in it.
+//   - Otherwise the attempt fails. With enqueue, a live waiter keeps its
+//     place, and its liveness deadline becomes now plus the waiter timeout;
+//     any other hold is Dropped, and nothing changes (it is never queued
+//     again under this id: see the type's doc). Without enqueue nothing
+//     changes, not even the deadline of a hold that is queued.
+//
+// AttemptAgain panics if hold is empty, lease is not positive, or hold is a
+// live waiter that queued with another lease.
+func (m *Fair) AttemptAgain(now Time, hold string, lease int64, enqueue bool) FairResult {
+	const op = "Fair.AttemptAgain"
+	return m.attempt(op, now, hold, lease, enqueue, false)
+}
+
+// attempt is Attempt (first) or AttemptAgain.
+func (m *Fair) attempt(op string, now Time, hold string, lease int64, enqueue, first bool) FairResult {
 	checkOwner(op, hold)
 	m.made(op)
 	at := deadline(op, now, lease)
 	var waiterDeadline Time
 	if enqueue {
 		waiterDeadline = deadline(op, now, m.waiterTimeout)
+	}
+	if w, ok := m.liveEntry(op, now, hold); ok {
+		if first {
+			panic(fmt.Sprintf("model: %s of %s, which is a live waiter already (the script would queue it twice)", op, hold))
+		}
+		if w.lease != lease {
+			panic(fmt.Sprintf("model: %s of %s with lease %d ms; it queued with %d ms (the script would not find it)",
+				op, hold, lease, w.lease))
+		}
 	}
 	m.at(op, now)
 
@@ -278,13 +345,33 @@ func (m *Fair) Attempt(now Time, hold string, lease int64, enqueue bool) FairRes
 		return FairResult{Acquired: true, Count: 1}
 	}
 	if enqueue {
-		if i < 0 {
-			m.queue = append(m.queue, fairWaiter{hold: hold})
+		switch {
+		case i >= 0:
+			m.queue[i].deadline = waiterDeadline
+		case first:
+			m.queue = append(m.queue, fairWaiter{hold: hold, lease: lease, deadline: waiterDeadline})
 			i = len(m.queue) - 1
+		default:
+			return FairResult{Dropped: true}
 		}
-		m.queue[i].lease, m.queue[i].deadline = lease, waiterDeadline
 	}
 	return FairResult{Queued: i >= 0, Remaining: m.wait(now)}
+}
+
+// liveEntry returns hold's queue entry when hold is a live waiter at now,
+// changing nothing: the preconditions of a call are checked with it before
+// the call changes anything. It panics, as every call does, if now is before
+// the model's time.
+func (m *Fair) liveEntry(op string, now Time, hold string) (fairWaiter, bool) {
+	if m.started && now < m.now {
+		m.observe(op, now) // panics: time went backwards
+	}
+	for _, w := range m.queue {
+		if w.hold == hold && now < w.deadline {
+			return w, true
+		}
+	}
+	return fairWaiter{}, false
 }
 
 // Heartbeat keeps a waiter alive: if hold is a live waiter, its liveness
@@ -293,9 +380,10 @@ func (m *Fair) Attempt(now Time, hold string, lease int64, enqueue bool) FairRes
 //
 // Otherwise Heartbeat reports false and changes nothing. False means hold is
 // no longer waiting: it was granted the lock (it is the holder; its next
-// Attempt adopts the hold), it gave up, it never queued, or its deadline
+// attempt adopts the hold), it gave up, it never queued, or its deadline
 // passed (at now >= deadline a waiter is gone and a heartbeat does not
-// revive it; its hold must attempt again and queue at the tail).
+// revive it; its next attempt is Dropped, and the real caller starts over
+// under a new hold id, at the tail).
 //
 // When hold is the live head of a free lock (its holder's lease ran out, or the waiter it was
 // handed to died), the heartbeat grants it the lock, as a release would have: Heartbeat then
@@ -379,10 +467,11 @@ func (m *Fair) Renew(now Time, hold string, lease int64) bool {
 // decides which release ends the hold, and it ends it with end). A release
 // that leaves the hold held changes nothing else; the expiry stands.
 //
-// When the hold ends and the lock is handed off in
-// the same step: the live head of the queue, if any, becomes the holder with
-// count 1 and expiry now plus the lease it asked for, and leaves the queue;
-// the reply names it in Granted. With no live waiter the lock is free.
+// When the hold ends the lock is handed off in the same step: the live head
+// of the queue, if any, becomes the holder with count 1 and expiry now plus
+// the lease it asked for (cut at its liveness deadline), and leaves the
+// queue; the reply names it in Granted. With no live waiter the lock is
+// free.
 //
 // If hold does not hold the lock (free, its hold expired, or another hold
 // holds it) Release returns ErrNotOwner and changes nothing; an expired hold
@@ -399,6 +488,83 @@ func (m *Fair) Release(now Time, hold string, end bool) (ReleaseResult, error) {
 	if !end {
 		m.count = max(m.count-1, 1)
 		return ReleaseResult{Count: m.count}, nil
+	}
+	return ReleaseResult{Granted: m.handoff(op, now)}, nil
+}
+
+// FairRider is a new waiter that joins the queue with a release (see
+// [Fair.ReleaseTo]): its hold and the lease it asks for, its queue member.
+type FairRider struct {
+	Hold  string
+	Lease int64
+}
+
+// ReleaseTo ends hold's hold whatever its count, as Release with end does,
+// with the hand-off within the releaser's Client (see the type's doc): what
+// one run of the release script with its pick, over flag and riders does.
+//
+//   - If pick is not "" and either over is false or no live waiter is
+//     queued, the lock goes to pick: it becomes the holder with count 1 and
+//     expiry now plus lease (the lease its queue member names, not cut at a
+//     liveness deadline: its Client is alive, releasing), and leaves the
+//     queue if it was a live waiter. It passes every waiter ahead of it. The
+//     riders do not join: they wait for the next release.
+//   - Otherwise the riders join the tail of the queue in their order, each
+//     as its first attempt would have (a liveness deadline of now plus the
+//     waiter timeout), and the lock is handed off as by Release: to the
+//     live head, which may be a rider (or pick, queued or riding), or
+//     nobody.
+//
+// The reply names the new holder in Granted ("" when the lock is free). If
+// hold does not hold the lock, ReleaseTo returns ErrNotOwner and changes
+// nothing: the riders do not join either.
+//
+// The real lock's pick and riders are waiters of the releaser's Client:
+// the pick is its longest-waiting local waiter, queued or boarded, and a
+// boarded pick rides too. ReleaseTo panics if hold or a rider's hold is
+// empty, a lease is not positive, pick is hold, pick is a live waiter that
+// queued with another lease, or a rider is hold, a live waiter, or named
+// twice.
+func (m *Fair) ReleaseTo(now Time, hold, pick string, lease int64, over bool, riders ...FairRider) (ReleaseResult, error) {
+	const op = "Fair.ReleaseTo"
+	checkOwner(op, hold)
+	m.made(op)
+	if pick != "" {
+		deadline(op, now, lease)
+		if pick == hold {
+			panic(fmt.Sprintf("model: %s of %s to itself", op, hold))
+		}
+		if w, ok := m.liveEntry(op, now, pick); ok && w.lease != lease {
+			panic(fmt.Sprintf("model: %s to %s with lease %d ms; it queued with %d ms (the script would not find it)",
+				op, pick, lease, w.lease))
+		}
+	}
+	var riderDeadline Time
+	if len(riders) > 0 {
+		riderDeadline = deadline(op, now, m.waiterTimeout)
+	}
+	named := map[string]bool{}
+	for _, r := range riders {
+		checkOwner(op, r.Hold)
+		deadline(op, now, r.Lease)
+		if _, queued := m.liveEntry(op, now, r.Hold); queued || r.Hold == hold || named[r.Hold] {
+			panic(fmt.Sprintf("model: %s with rider %s, which is the releaser, a live waiter or another rider already", op, r.Hold))
+		}
+		named[r.Hold] = true
+	}
+	m.at(op, now)
+	if m.holder != hold {
+		return ReleaseResult{}, ErrNotOwner
+	}
+	if pick != "" && (!over || len(m.queue) == 0) {
+		if i := m.index(pick); i >= 0 {
+			m.queue = slices.Delete(m.queue, i, i+1)
+		}
+		m.holder, m.count, m.expiresAt = pick, 1, now+Time(lease)
+		return ReleaseResult{Granted: pick}, nil
+	}
+	for _, r := range riders {
+		m.queue = append(m.queue, fairWaiter{hold: r.Hold, lease: r.Lease, deadline: riderDeadline})
 	}
 	return ReleaseResult{Granted: m.handoff(op, now)}, nil
 }
@@ -445,7 +611,7 @@ func (m *Fair) GiveUp(now Time, hold string) GiveUpResult {
 //
 // On a lock that is not held ForceRelease changes nothing and grants
 // nobody, even if a live waiter is queued: the lock is then already free
-// and reserved for that waiter, which takes it at its next Attempt, so
+// and reserved for that waiter, which takes it at its next attempt, so
 // there is nothing to force (and fair_force_release.lua need not look at
 // the queue). The queue itself is never touched; waiters leave it only by
 // being granted, giving up or dying.

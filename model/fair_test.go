@@ -186,6 +186,7 @@ func (s *fairMachine) actions() map[string]func(*rapid.T) {
 		"reenter":           s.reenter,
 		"renew":             s.renew,
 		"release":           s.release,
+		"releaseTo":         s.releaseTo,
 		"giveUp":            s.giveUp,
 		"forceRelease":      s.forceRelease,
 		"":                  s.check,
@@ -218,15 +219,27 @@ func (s *fairMachine) advanceToDeadline(t *rapid.T) {
 	s.settle()
 }
 
+// attempt makes a first attempt (Attempt) of a hold that is not a live
+// waiter, or a later one (AttemptAgain) of any hold: a live waiter keeps its
+// place with it, any other is Dropped when it must wait.
 func (s *fairMachine) attempt(t *rapid.T) {
 	hold := s.drawHold(t)
+	w, queued := s.waiters[hold]
+	again := queued || rapid.IntRange(0, 3).Draw(t, "again") == 0
 	lease := rapid.Int64Range(1, fairMaxLease).Draw(t, "lease")
+	if queued {
+		lease = w.lease // a hold asks for one lease in all its attempts
+	}
 	enqueue := rapid.IntRange(0, 3).Draw(t, "enqueue") > 0 // mostly Lock, sometimes TryLock
-	_, queued := s.waiters[hold]
 	newcomer := !queued && s.holder != hold
 	liveWaiters := s.order()
 	before := s.state()
-	got := s.m.Attempt(s.now, hold, lease, enqueue)
+	var got FairResult
+	if again {
+		got = s.m.AttemptAgain(s.now, hold, lease, enqueue)
+	} else {
+		got = s.m.Attempt(s.now, hold, lease, enqueue)
+	}
 
 	if got.Acquired && newcomer && len(liveWaiters) > 0 {
 		t.Fatalf("no barging: newcomer %s acquired at %d while live waiters %v are queued", hold, s.now, liveWaiters)
@@ -248,6 +261,14 @@ func (s *fairMachine) attempt(t *rapid.T) {
 				hold, s.now, liveWaiters, got, want)
 		}
 		s.take(t, "attempt", hold, s.now+Time(lease)) // the caller is alive: no cap
+	case again && enqueue && !queued:
+		// A later attempt that is to keep a place it no longer has starts
+		// over under a new id: this one is never queued again.
+		if want := (FairResult{Dropped: true}); got != want {
+			t.Fatalf("dropped: later attempt by %s at %d, which is not a live waiter: got %+v, want %+v",
+				hold, s.now, got, want)
+		}
+		s.unchanged(t, "a dropped attempt changes nothing", before)
 	default:
 		want := FairResult{Queued: queued || enqueue}
 		if s.holder != "" {
@@ -256,8 +277,8 @@ func (s *fairMachine) attempt(t *rapid.T) {
 			want.Remaining = int64(s.waiters[liveWaiters[0]].deadline - s.now)
 		}
 		if got != want {
-			t.Fatalf("failed attempt by %s at %d (holder %q, queue %v, enqueue %v): got %+v, want %+v",
-				hold, s.now, s.holder, liveWaiters, enqueue, got, want)
+			t.Fatalf("failed attempt by %s at %d (holder %q, queue %v, enqueue %v, again %v): got %+v, want %+v",
+				hold, s.now, s.holder, liveWaiters, enqueue, again, got, want)
 		}
 		if want.Remaining < 1 {
 			t.Fatalf("failed attempt: fallback wait %d ms is not positive", want.Remaining)
@@ -266,14 +287,13 @@ func (s *fairMachine) attempt(t *rapid.T) {
 			s.unchanged(t, "a failed attempt without enqueue changes nothing", before)
 			return
 		}
-		w := s.waiters[hold]
 		if w == nil {
 			s.arrivals++
-			w = &fairShadowWaiter{arrival: s.arrivals}
+			w = &fairShadowWaiter{arrival: s.arrivals, lease: lease}
 			s.waiters[hold] = w
 			delete(s.dead, hold)
 		}
-		w.lease, w.deadline = lease, s.now+fairWaiterTimeout
+		w.deadline = s.now + fairWaiterTimeout
 	}
 }
 
@@ -370,6 +390,82 @@ func (s *fairMachine) release(t *rapid.T) {
 	want := ReleaseResult{Granted: s.handoff(t)}
 	if got != want {
 		t.Fatalf("handoff: release by %s at %d ended the hold: got %+v, want %+v (the first live waiter)", hold, s.now, got, want)
+	}
+}
+
+// releaseTo ends a hold with the reentrant lock's local hand-off: a pick (a
+// live waiter, with the lease it queued with; a rider, as the real lock's
+// boarded pick rides too; or a hold that is neither), the over flag, and
+// riders, holds that are not queued.
+func (s *fairMachine) releaseTo(t *rapid.T) {
+	hold := s.drawHold(t)
+	var fresh []string // neither queued nor holding: may ride
+	for _, h := range fairHolds {
+		if _, queued := s.waiters[h]; !queued && h != hold && h != s.holder {
+			fresh = append(fresh, h)
+		}
+	}
+	fresh = rapid.Permutation(fresh).Draw(t, "fresh")
+	var riders []FairRider
+	for _, h := range fresh[:rapid.IntRange(0, min(2, len(fresh))).Draw(t, "riders")] {
+		riders = append(riders, FairRider{Hold: h, Lease: rapid.Int64Range(1, fairMaxLease).Draw(t, "rider lease")})
+	}
+	pick, lease := "", int64(0)
+	switch rapid.IntRange(0, 3).Draw(t, "pick") {
+	case 1:
+		if o := slices.DeleteFunc(s.order(), func(h string) bool { return h == hold }); len(o) > 0 {
+			pick = rapid.SampledFrom(o).Draw(t, "queued pick")
+			lease = s.waiters[pick].lease
+		}
+	case 2:
+		if len(riders) > 0 {
+			pick, lease = riders[0].Hold, riders[0].Lease
+		}
+	case 3:
+		if len(fresh) > len(riders) {
+			pick, lease = fresh[len(riders)], rapid.Int64Range(1, fairMaxLease).Draw(t, "pick lease")
+		}
+	}
+	over := rapid.Bool().Draw(t, "over")
+	liveWaiters := s.order()
+	before := s.state()
+	got, err := s.m.ReleaseTo(s.now, hold, pick, lease, over, riders...)
+
+	if hold != s.holder {
+		if !errors.Is(err, ErrNotOwner) || got != (ReleaseResult{}) {
+			t.Fatalf("release by a non-holder: %s (holder %q): got (%+v, %v), want ErrNotOwner", hold, s.holder, got, err)
+		}
+		s.unchanged(t, "release by a non-holder changes nothing, and carries no rider", before)
+		return
+	}
+	if err != nil {
+		t.Fatalf("release by holder %s: %v", hold, err)
+	}
+	var want ReleaseResult
+	if pick != "" && (!over || len(liveWaiters) == 0) {
+		// The local hand-off passes the queue, while the streak lasts; the
+		// riders wait for the next release.
+		delete(s.waiters, pick)
+		delete(s.dead, pick)
+		s.holder, s.count, s.expiresAt = pick, 1, s.now+Time(lease)
+		if ms, ok := s.m.RemainingLease(s.now); !ok || ms != lease {
+			t.Fatalf("local hand-off lease: %s handed %s the lock at %d: RemainingLease = (%d, %v), want its whole %d ms",
+				hold, pick, s.now, ms, ok, lease)
+		}
+		want = ReleaseResult{Granted: pick}
+	} else {
+		// Over, or no pick: the riders join the tail, and the queue is
+		// served in order (take checks that no live waiter is passed).
+		for _, r := range riders {
+			s.arrivals++
+			s.waiters[r.Hold] = &fairShadowWaiter{arrival: s.arrivals, lease: r.Lease, deadline: s.now + fairWaiterTimeout}
+			delete(s.dead, r.Hold)
+		}
+		want = ReleaseResult{Granted: s.handoff(t)}
+	}
+	if got != want {
+		t.Fatalf("local hand-off: release by %s at %d to %q (lease %d, over %v, riders %v, queue %v): got %+v, want %+v",
+			hold, s.now, pick, lease, over, riders, liveWaiters, got, want)
 	}
 }
 
@@ -490,11 +586,18 @@ func fairMachineWith(names ...string) func(*rapid.T) {
 
 func TestFairAgreesWithShadowUnderAllOperations(t *testing.T) {
 	rapid.Check(t, fairMachineWith("advance", "advanceToDeadline", "attempt", "heartbeat",
-		"reenter", "renew", "release", "giveUp", "forceRelease"))
+		"reenter", "renew", "release", "releaseTo", "giveUp", "forceRelease"))
 }
 
 func TestFairMutualExclusionNeverTwoHolders(t *testing.T) {
-	rapid.Check(t, fairMachineWith("advance", "attempt", "heartbeat", "reenter", "release", "giveUp"))
+	rapid.Check(t, fairMachineWith("advance", "attempt", "heartbeat", "reenter", "release", "releaseTo", "giveUp"))
+}
+
+// The reentrant lock's release hands the lock to a waiter of its own Client
+// past the queue only while its streak is not over; over, it serves the queue
+// in order with its riders at the tail.
+func TestFairLocalHandOffPassesTheQueueOnlyUntilOver(t *testing.T) {
+	rapid.Check(t, fairMachineWith("advance", "advanceToDeadline", "attempt", "heartbeat", "releaseTo", "giveUp"))
 }
 
 func TestFairGrantsFollowEnqueueOrder(t *testing.T) {
@@ -535,13 +638,23 @@ func TestFairHeartbeatingWaiterIsNeverLostAndAcquiresInTurn(t *testing.T) {
 		lease := func() int64 { return rapid.Int64Range(1, fairMaxLease).Draw(t, "lease") }
 		m := NewFair(fairWaiterTimeout)
 		now := Time(0)
+		// attempt makes hold's first attempt, or, when it is a live waiter,
+		// a later one with the lease it queued with.
+		leases := map[string]int64{}
+		attempt := func(hold string) FairResult {
+			if slices.Contains(m.Queue(now), hold) {
+				return m.AttemptAgain(now, hold, leases[hold], true)
+			}
+			leases[hold] = lease()
+			return m.Attempt(now, hold, leases[hold], true)
+		}
 
 		if r := m.Attempt(now, "o0", lease(), true); !r.Acquired {
 			t.Fatalf("first attempt on a free lock failed: %+v", r)
 		}
 		for _, o := range others {
 			if rapid.Bool().Draw(t, "queue "+o) {
-				m.Attempt(now, o, lease(), true)
+				attempt(o)
 			}
 		}
 		if r := m.Attempt(now, w, lease(), true); !r.Queued {
@@ -574,7 +687,7 @@ func TestFairHeartbeatingWaiterIsNeverLostAndAcquiresInTurn(t *testing.T) {
 				switch rapid.IntRange(0, 3).Draw(t, "activity") {
 				case 0: // comes or retries; may take a free lock it is first in line for
 					before, _, _ := m.Holder(now)
-					if r := m.Attempt(now, o, lease(), true); r.Acquired && before != o {
+					if r := attempt(o); r.Acquired && before != o {
 						granted(o)
 					}
 				case 1: // the head of a free lock takes it with its heartbeat
@@ -604,7 +717,7 @@ func TestFairHeartbeatingWaiterIsNeverLostAndAcquiresInTurn(t *testing.T) {
 				granted(r.Granted)
 			} else {
 				head := m.Queue(now)[0] // w at least is queued
-				if r := m.Attempt(now, head, lease(), true); !r.Acquired {
+				if r := attempt(head); !r.Acquired {
 					t.Fatalf("FIFO: head %s could not take the free lock at %d: %+v", head, now, r)
 				}
 				granted(head)
@@ -670,19 +783,70 @@ func TestFairHandoffSkipsWaiterWhoseDeadlinePassesAtReleaseInstant(t *testing.T)
 	if ms, _ := m.RemainingLease(50); ms != 10 {
 		t.Fatalf("c's lease after handoff = %d, want 10: the 20 ms it asked for, cut at its liveness deadline 60", ms)
 	}
-	if r := m.Attempt(51, "b", 10, true); r != (FairResult{Queued: true, Remaining: 9}) {
-		t.Fatalf("dead b attempts again: %+v, want a new arrival behind c's hold", r)
+	if r := m.AttemptAgain(51, "b", 10, true); r != (FairResult{Dropped: true}) {
+		t.Fatalf("dead b attempts again: %+v, want it dropped (it starts over under a new id)", r)
+	}
+	if r := m.Attempt(51, "b2", 10, true); r != (FairResult{Queued: true, Remaining: 9}) {
+		t.Fatalf("b starts over as b2: %+v, want a new arrival behind c's hold", r)
 	}
 }
 
-func TestFairHandoffUsesLeaseOfLatestAttempt(t *testing.T) {
+// A waiter's lease is part of its queue entry: fixed by the attempt that
+// queued it, kept by its later attempts, and the one a handoff grants.
+func TestFairHandoffUsesTheLeaseTheWaiterQueuedWith(t *testing.T) {
 	m := NewFair(50)
 	m.Attempt(0, "a", 1000, true)
-	m.Attempt(0, "b", 10, true)
-	m.Attempt(5, "b", 30, true)
+	m.Attempt(0, "b", 30, true)
+	if r := m.AttemptAgain(5, "b", 30, true); !r.Queued {
+		t.Fatalf("later attempt of b: %+v", r)
+	}
 	m.Release(6, "a", true)
 	if ms, _ := m.RemainingLease(6); ms != 30 {
-		t.Fatalf("lease of the handed-off hold = %d, want 30 (latest attempt)", ms)
+		t.Fatalf("lease of the handed-off hold = %d, want 30 (its queue entry's)", ms)
+	}
+}
+
+// A later attempt that is to keep a place its hold no longer has is Dropped,
+// whatever took the place (death, a give-up, a grant whose lease ran out, no
+// join at all), and changes nothing: the caller starts over under a new id.
+// It still takes a lock that nobody is ahead of, and a later TryLock is
+// refused as any TryLock is.
+func TestFairLaterAttemptOfAHoldWithoutAPlaceIsDropped(t *testing.T) {
+	m := NewFair(50)
+	m.Attempt(0, "a", 1000, true)
+	m.Attempt(0, "dies", 10, true) // dead at 50
+	m.Attempt(0, "leaves", 10, true)
+	m.Attempt(0, "w", 10, true)
+	m.Heartbeat(40, "w")
+	m.GiveUp(40, "leaves")
+	if r := m.Attempt(40, "busy", 10, false); r.Queued || r.Acquired {
+		t.Fatalf("TryLock of busy: %+v", r)
+	}
+	for _, h := range []string{"dies", "leaves", "busy", "never"} {
+		if r := m.AttemptAgain(60, h, 10, true); r != (FairResult{Dropped: true}) {
+			t.Fatalf("later attempt of %s at 60: %+v, want Dropped", h, r)
+		}
+		if r := m.AttemptAgain(60, h, 10, false); r != (FairResult{Remaining: 940}) {
+			t.Fatalf("later TryLock of %s at 60: %+v, want a plain refusal", h, r)
+		}
+	}
+	if q := m.Queue(60); !slices.Equal(q, []string{"w"}) {
+		t.Fatalf("queue = %v, want [w]: a dropped hold is not queued again", q)
+	}
+	// w is granted the lock, and loses it (its lease runs out) before it
+	// knew: its later attempt finds another waiter ahead, and is dropped.
+	m.Release(61, "a", true) // w holds until 71
+	m.Attempt(62, "x", 10, true)
+	if r := m.AttemptAgain(71, "w", 10, true); r != (FairResult{Dropped: true}) {
+		t.Fatalf("later attempt of w after its grant ran out: %+v, want Dropped", r)
+	}
+	if q := m.Queue(71); !slices.Equal(q, []string{"x"}) {
+		t.Fatalf("queue = %v, want [x]", q)
+	}
+	// With nobody ahead, a later attempt takes the free lock.
+	m.GiveUp(72, "x")
+	if r := m.AttemptAgain(72, "dies", 10, true); r != (FairResult{Acquired: true, Count: 1}) {
+		t.Fatalf("later attempt of dies on a free lock nobody waits for: %+v, want Acquired", r)
 	}
 }
 
@@ -791,7 +955,7 @@ func TestFairHeartbeatOfHeadTakesAFreeLock(t *testing.T) {
 	if ms, _ := m.RemainingLease(15); ms != 50 {
 		t.Fatalf("b's lease = %d, want 50 (to its refreshed deadline 65, not 115)", ms)
 	}
-	if r := m.Attempt(16, "b", 100, true); r != (FairResult{Acquired: true, Count: 1}) {
+	if r := m.AttemptAgain(16, "b", 100, true); r != (FairResult{Acquired: true, Count: 1}) {
 		t.Fatalf("b adopts the hold its heartbeat took: %+v", r)
 	}
 	if m.Heartbeat(16, "b") {
@@ -849,7 +1013,7 @@ func TestFairExpiredHoldGrantsNobodyButReservesLockForHead(t *testing.T) {
 	if m.IsLocked(10) {
 		t.Fatal("release of an expired hold handed the lock off")
 	}
-	if r := m.Attempt(20, "b", 10, true); r != (FairResult{Acquired: true, Count: 1}) {
+	if r := m.AttemptAgain(20, "b", 10, true); r != (FairResult{Acquired: true, Count: 1}) {
 		t.Fatalf("head takes the free lock: %+v", r)
 	}
 	if q := m.Queue(20); len(q) != 0 {
@@ -874,7 +1038,7 @@ func TestFairAttemptAdoptsHandoffWithoutChangingIt(t *testing.T) {
 	if m.Heartbeat(15, "b") {
 		t.Fatal("heartbeat of a granted waiter reported it queued")
 	}
-	if r := m.Attempt(20, "b", 100, true); r != (FairResult{Acquired: true, Count: 1}) {
+	if r := m.AttemptAgain(20, "b", 100, true); r != (FairResult{Acquired: true, Count: 1}) {
 		t.Fatalf("adoption: %+v", r)
 	}
 	if ms, _ := m.RemainingLease(20); ms != 20 {
@@ -887,11 +1051,11 @@ func TestFairQueuedWaiterKeepsPlaceAndTryLockChangesNothing(t *testing.T) {
 	m.Attempt(0, "a", 1000, true)
 	m.Attempt(0, "b", 10, true)
 	m.Attempt(10, "c", 10, true)
-	if r := m.Attempt(20, "b", 10, true); r != (FairResult{Queued: true, Remaining: 980}) || m.Position(20, "b") != 0 {
+	if r := m.AttemptAgain(20, "b", 10, true); r != (FairResult{Queued: true, Remaining: 980}) || m.Position(20, "b") != 0 {
 		t.Fatalf("re-attempt by a queued waiter must keep its place: %+v at position %d", r, m.Position(20, "b"))
 	}
 	// b lives until 70 now. A TryLock by b does not refresh that.
-	if r := m.Attempt(60, "b", 10, false); r != (FairResult{Queued: true, Remaining: 940}) {
+	if r := m.AttemptAgain(60, "b", 10, false); r != (FairResult{Queued: true, Remaining: 940}) {
 		t.Fatalf("TryLock by a queued waiter: %+v", r)
 	}
 	if p := m.Position(70, "b"); p != -1 {
@@ -902,17 +1066,20 @@ func TestFairQueuedWaiterKeepsPlaceAndTryLockChangesNothing(t *testing.T) {
 	}
 }
 
-func TestFairDeadWaiterRequeuesAtTail(t *testing.T) {
+func TestFairDeadWaiterStartsOverAtTheTail(t *testing.T) {
 	m := NewFair(50)
 	m.Attempt(0, "a", 1000, true)
 	m.Attempt(0, "b", 10, true)  // dead at 50
 	m.Attempt(10, "c", 10, true) // heartbeats below
 	m.Heartbeat(45, "c")
-	if r := m.Attempt(55, "b", 10, true); !r.Queued {
-		t.Fatalf("dead b re-attempts: %+v", r)
+	if r := m.AttemptAgain(55, "b", 10, true); r != (FairResult{Dropped: true}) {
+		t.Fatalf("dead b re-attempts: %+v, want Dropped", r)
 	}
-	if q := m.Queue(55); !slices.Equal(q, []string{"c", "b"}) {
-		t.Fatalf("queue = %v, want [c b]: a dead waiter loses its place", q)
+	if r := m.Attempt(55, "b2", 10, true); !r.Queued {
+		t.Fatalf("b starts over as b2: %+v", r)
+	}
+	if q := m.Queue(55); !slices.Equal(q, []string{"c", "b2"}) {
+		t.Fatalf("queue = %v, want [c b2]: a dead waiter loses its place", q)
 	}
 }
 
@@ -934,9 +1101,12 @@ func TestFairDeadWaiterBehindLiveHeadIsGoneAtOnce(t *testing.T) {
 		t.Fatalf("give-up by a dead waiter = %+v, want nothing", g)
 	}
 	m.Attempt(55, "d", 10, true)
-	m.Attempt(56, "c", 10, true)
-	if q := m.Queue(56); !slices.Equal(q, []string{"b", "d", "c"}) {
-		t.Fatalf("queue = %v, want [b d c]: c's new attempt is a new arrival", q)
+	if r := m.AttemptAgain(56, "c", 10, true); r != (FairResult{Dropped: true}) {
+		t.Fatalf("later attempt of dead c: %+v, want Dropped", r)
+	}
+	m.Attempt(56, "c2", 10, true)
+	if q := m.Queue(56); !slices.Equal(q, []string{"b", "d", "c2"}) {
+		t.Fatalf("queue = %v, want [b d c2]: c starts over as a new arrival", q)
 	}
 }
 
@@ -1020,6 +1190,77 @@ func TestFairReleaseCountsDownBeforeHandoff(t *testing.T) {
 	}
 	if _, err := m.Release(3, "a", false); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("release after the hold ended: %v", err)
+	}
+}
+
+// The reentrant lock's local hand-off: a release hands the lock to its pick
+// past the live waiters, with the pick's whole lease, leaving the riders out;
+// over, it passes nobody: the riders join the tail and the live head gets
+// the lock, the pick in its turn if it is queued.
+func TestFairReleaseToPicksPastTheQueueUntilOver(t *testing.T) {
+	m := NewFair(50)
+	m.Attempt(0, "a", 1000, true)
+	m.Attempt(0, "b", 100, true) // another Client's waiter
+	m.Attempt(0, "c", 100, true) // a waiter of a's Client, queued
+	// Not over: a boarded waiter p (riding too) is picked past b and c.
+	if r, err := m.ReleaseTo(10, "a", "p", 100, false, FairRider{"p", 100}, FairRider{"r", 100}); err != nil ||
+		r != (ReleaseResult{Granted: "p"}) {
+		t.Fatalf("release to p = (%+v, %v), want a hand-off to p", r, err)
+	}
+	if ms, _ := m.RemainingLease(10); ms != 100 {
+		t.Fatalf("p's lease = %d, want its whole 100 ms (not cut at a liveness deadline)", ms)
+	}
+	if q := m.Queue(10); !slices.Equal(q, []string{"b", "c"}) {
+		t.Fatalf("queue = %v, want [b c]: the riders wait for the next release", q)
+	}
+	// Not over: the queued c is picked past b and leaves the queue.
+	if r, err := m.ReleaseTo(20, "p", "c", 100, false); err != nil || r != (ReleaseResult{Granted: "c"}) {
+		t.Fatalf("release to c = (%+v, %v), want a hand-off to c", r, err)
+	}
+	if q := m.Queue(20); !slices.Equal(q, []string{"b"}) {
+		t.Fatalf("queue = %v, want [b]", q)
+	}
+	// Over, with b queued: the riders join behind b, who gets the lock.
+	if r, err := m.ReleaseTo(30, "c", "r", 100, true, FairRider{"r", 100}, FairRider{"s", 100}); err != nil ||
+		r != (ReleaseResult{Granted: "b"}) {
+		t.Fatalf("release over = (%+v, %v), want the lock to b", r, err)
+	}
+	if q := m.Queue(30); !slices.Equal(q, []string{"r", "s"}) {
+		t.Fatalf("queue = %v, want [r s]: the riders joined at the tail", q)
+	}
+	// Over, with the pick queued at the head: served in its turn, as a grant.
+	if r, err := m.ReleaseTo(40, "b", "r", 100, true); err != nil || r != (ReleaseResult{Granted: "r"}) {
+		t.Fatalf("release over to the queued head = (%+v, %v), want the lock to r", r, err)
+	}
+	if ms, _ := m.RemainingLease(40); ms != 40 {
+		t.Fatalf("r's lease = %d, want 40: a grant from the queue, cut at r's deadline 80", ms)
+	}
+	m.Renew(41, "r", 100) // r is alive: it renews its grant
+	// Over, with nobody live queued (s died at 80): the pick is taken.
+	if r, err := m.ReleaseTo(80, "r", "t", 100, true, FairRider{"t", 100}); err != nil || r != (ReleaseResult{Granted: "t"}) {
+		t.Fatalf("release over with nobody queued = (%+v, %v), want the lock to t", r, err)
+	}
+	if q := m.Queue(80); len(q) != 0 {
+		t.Fatalf("queue = %v, want empty", q)
+	}
+	// No pick: riders join and the head, the first rider, gets the lock.
+	if r, err := m.ReleaseTo(90, "t", "", 0, false, FairRider{"u", 30}, FairRider{"v", 100}); err != nil ||
+		r != (ReleaseResult{Granted: "u"}) {
+		t.Fatalf("release with riders = (%+v, %v), want the lock to u", r, err)
+	}
+	if q := m.Queue(90); !slices.Equal(q, []string{"v"}) {
+		t.Fatalf("queue = %v, want [v]", q)
+	}
+	// A release by a non-holder changes nothing; its riders do not join.
+	if r, err := m.ReleaseTo(91, "t", "w", 100, false, FairRider{"w", 100}); !errors.Is(err, ErrNotOwner) || r != (ReleaseResult{}) {
+		t.Fatalf("release by a non-holder = (%+v, %v), want ErrNotOwner", r, err)
+	}
+	if h, _, _ := m.Holder(91); h != "u" || !slices.Equal(m.Queue(91), []string{"v"}) {
+		t.Fatalf("a refused release changed the lock: holder %q, queue %v", h, m.Queue(91))
+	}
+	// No pick, no riders: a plain release.
+	if r, err := m.ReleaseTo(92, "u", "", 0, true); err != nil || r != (ReleaseResult{Granted: "v"}) {
+		t.Fatalf("plain release = (%+v, %v), want the lock to v", r, err)
 	}
 }
 
@@ -1125,6 +1366,17 @@ func TestFairMisusePanics(t *testing.T) {
 		{"lease overflows time", "overflows", func(m *Fair) { m.Attempt(10, "c", 1<<63-1, true) }},
 		{"zero Fair", "not made by NewFair", func(m *Fair) { (&Fair{}).Attempt(10, "c", 10, true) }},
 		{"zero Fair query", "not made by NewFair", func(m *Fair) { (&Fair{}).IsLocked(10) }},
+		{"first attempt of a live waiter", "live waiter already", func(m *Fair) { m.Attempt(10, "b", 10, true) }},
+		{"later attempt with another lease", "queued with 10 ms", func(m *Fair) { m.AttemptAgain(11, "b", 20, true) }},
+		{"later attempt goes backwards", "before the already observed time", func(m *Fair) { m.AttemptAgain(9, "b", 20, true) }},
+		{"pick with another lease", "queued with 10 ms", func(m *Fair) { m.ReleaseTo(10, "a", "b", 20, false) }},
+		{"pick is the releaser", "to itself", func(m *Fair) { m.ReleaseTo(10, "a", "a", 10, false) }},
+		{"zero pick lease", "non-positive lease", func(m *Fair) { m.ReleaseTo(10, "a", "c", 0, false) }},
+		{"rider is a live waiter", "rider b", func(m *Fair) { m.ReleaseTo(10, "a", "", 0, false, FairRider{"b", 10}) }},
+		{"rider is the releaser", "rider a", func(m *Fair) { m.ReleaseTo(10, "a", "", 0, false, FairRider{"a", 10}) }},
+		{"rider twice", "rider c", func(m *Fair) { m.ReleaseTo(10, "a", "", 0, false, FairRider{"c", 10}, FairRider{"c", 10}) }},
+		{"empty rider", "empty owner", func(m *Fair) { m.ReleaseTo(10, "a", "", 0, false, FairRider{"", 10}) }},
+		{"zero rider lease", "non-positive lease", func(m *Fair) { m.ReleaseTo(10, "a", "", 0, false, FairRider{"c", 0}) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := queued()
