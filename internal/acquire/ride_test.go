@@ -105,6 +105,60 @@ func TestRiderJoinsOnItsOwnAfterTheWindow(t *testing.T) {
 	assertNoKeysLeft(t, rdb, l)
 }
 
+// A rider that the release joined behind another Client's waiter is granted the lock later
+// by that Client's release, through its grant channel, and holds it: the hold Lock returns is
+// trusted (its lease counted from no earlier than the grant could have started it), and its
+// held context stays live until its Unlock.
+//
+// It is not: run (acquire.go) sets the rider's queuedAt from the release's outcome ("case
+// boarded && o.kind == oJoined"), and then, with r.Status Queued and sentAt never set on that
+// path, overwrites it with the zero time ("a.queuedAt = sentAt"). A grant through the hub or a
+// heartbeat is then adopted with a.since(), the zero time, as its lease start: the hold's local
+// deadline is long past, so it is not trusted until the watchdog's extension comes back, and
+// the watchdog, woken by Adopt, can cancel it ("lease no longer trusted") before won sets that
+// extension, while Redis holds the lock for it until the grant's lease ends. The multi-process
+// tests of package reentrant fail on it under load.
+func TestRiderGrantedByAnotherClientsReleaseKeepsItsHold(t *testing.T) {
+	t.Skip("fails: a carried rider's queuedAt is overwritten with the zero time (internal/acquire/acquire.go run), so its grant is adopted as long expired; reported")
+	rdb := redistest.Single(t).Client(t)
+	ctx := context.Background()
+	c, oc := newClient(t, rdb), newClient(t, rdb)
+	rt := c.Runtime(core.Access{})
+	for round := range 5 {
+		l := newLock(t, c, fmt.Sprintf("%s-%d", redistest.Name(t), round), time.Minute, 0)
+		other := newLock(t, oc, l.Name(), time.Minute, 0)
+		held, err := lock(ctx, l)
+		require.NoError(t, err)
+		oheld := make(chan context.Context, 1)
+		go func() {
+			h, err := lock(ctx, other)
+			assert.NoError(t, err)
+			oheld <- h
+		}()
+		waitQueued(t, rdb, l, 1)
+		rider := make(chan error, 1)
+		go func() {
+			h, err := lock(ctx, l)
+			if err == nil {
+				if !rt.Held(h, l.Key()).Hold().LeaseTrusted() {
+					err = errors.New("the hold Lock returned is not trusted")
+				}
+				time.Sleep(10 * time.Millisecond) // the watchdog looks at the new hold
+				if err == nil {
+					err = context.Cause(h)
+				}
+				err = errors.Join(err, l.Unlock(h))
+			}
+			rider <- err
+		}()
+		waitBoarded(t, l, 1)
+		require.NoError(t, l.Unlock(held)) // the rider joins behind other's waiter
+		require.NoError(t, other.Unlock(<-oheld))
+		require.NoError(t, <-rider, "round %d", round)
+		assertNoKeysLeft(t, rdb, l)
+	}
+}
+
 // A boarded waiter whose call ends (its context, or its wait bound) leaves nothing: nothing of
 // it reached Redis, and the release carries only the waiters still boarded.
 func TestRiderThatGivesUpLeavesNothing(t *testing.T) {
@@ -203,21 +257,24 @@ func isRelease(cmd redis.Cmder) bool {
 // A release that carried riders but whose reply was lost did what it did: here it queued them
 // and handed the lock to the first. The riders, told nothing, find out by attempts of their
 // own (later attempts: they keep the places the release gave them), and each gets the lock
-// once, in their order, and holds it: its held context stays live until its Unlock.
+// once, in their order, and holds it: the hold Lock returns is trusted, and its held context
+// stays live until its Unlock.
 //
-// The first rider's hold is at times lost at once: its attempt replies Granted, and won adopts
-// the hold with a.since() (acquire.go), the zero time for a waiter that never had a Queued
-// reply, so the hold's local deadline is long past; the watchdog, woken by Adopt, can find it
-// overdue before won sets its extension (ExtendLater) and cancels it ("lease no longer
-// trusted") while Redis holds the lock for it. Over rounds it fails every few runs.
+// The first rider's is not: its attempt replies Granted, and run adopts the hold with a.since()
+// (acquire.go, "case scripts.Granted"), the zero time for a waiter that never had a Queued
+// reply, so the hold's local deadline is long past: it is not trusted until the watchdog's
+// extension comes back, and the watchdog, woken by Adopt, can find it overdue before won sets
+// that extension (ExtendLater) and cancel it ("lease no longer trusted") while Redis holds the
+// lock for it.
 func TestRidersOfAReleaseWhoseReplyWasLost(t *testing.T) {
-	t.Skip("fails at times: a hold found Granted by a waiter's attempt with no Queued reply before is adopted with the zero time as its lease start (internal/acquire/acquire.go since, hold.go won); reported")
+	t.Skip("fails: a hold found Granted by an attempt of a waiter with no Queued reply before is adopted with the zero time as its lease start (internal/acquire/acquire.go run, since); reported")
 	rdb := redistest.Single(t).Client(t)
 	hook := &loseReplies{}
 	rdb.AddHook(hook)
 	ctx := context.Background()
 	for round := range 20 {
-		l := newLock(t, newClient(t, rdb), fmt.Sprintf("%s-%d", redistest.Name(t), round), time.Minute, 0)
+		c := newClient(t, rdb)
+		l := newLock(t, c, fmt.Sprintf("%s-%d", redistest.Name(t), round), time.Minute, 0)
 		held, err := lock(ctx, l)
 		require.NoError(t, err)
 		var mu sync.Mutex
@@ -230,10 +287,14 @@ func TestRidersOfAReleaseWhoseReplyWasLost(t *testing.T) {
 					mu.Lock()
 					order = append(order, name)
 					mu.Unlock()
-					time.Sleep(10 * time.Millisecond) // the watchdog looks at the new hold
-					if err = context.Cause(h); err == nil {
-						err = l.Unlock(h)
+					if !c.Runtime(core.Access{}).Held(h, l.Key()).Hold().LeaseTrusted() {
+						err = errors.New(name + ": the hold Lock returned is not trusted")
 					}
+					time.Sleep(10 * time.Millisecond) // the watchdog looks at the new hold
+					if err == nil {
+						err = context.Cause(h)
+					}
+					err = errors.Join(err, l.Unlock(h))
 				}
 				errs <- err
 			}()
