@@ -176,6 +176,11 @@ func TestReleaseHandsTheLockToAQueuedWaiterOfItsOwnClient(t *testing.T) {
 	assertFreed(t, rdb, l)
 }
 
+// riderLost explains the failure of a rider's Unlock after another Client's release granted it
+// the lock: the engine adopts such a grant as long expired, and may find it lost at once.
+const riderLost = "a rider granted through its Client's grant channel lost its hold: see " +
+	"TestRiderGrantedByAnotherClientsReleaseKeepsItsHold in internal/acquire"
+
 // acquisition is a Lock call's success: who called, on which Lock value, the held context.
 type acquisition struct {
 	who  string
@@ -254,7 +259,7 @@ func TestStreakOfLocalHandOffsEndsWithTheQueuedWaiterOfAnotherClient(t *testing.
 		require.NoError(t, b.Unlock(cur.held))
 		last := c.next()
 		assert.Equal(t, "a", last.who)
-		require.NoError(t, a.Unlock(last.held))
+		require.NoError(t, a.Unlock(last.held), riderLost)
 		assertFreed(t, rdb, a)
 	})
 }
@@ -288,10 +293,10 @@ func TestWaiterOfAnotherClientWaitsAtMostNineHoldsForEachClientAhead(t *testing.
 
 	// The waiters of a and c that rode the streaks' last releases get the lock in turn.
 	for range 2 {
-		require.NoError(t, cur.l.Unlock(cur.held))
+		require.NoError(t, cur.l.Unlock(cur.held), riderLost)
 		cur = c.next()
 	}
-	require.NoError(t, cur.l.Unlock(cur.held))
+	require.NoError(t, cur.l.Unlock(cur.held), riderLost)
 	assertFreed(t, rdb, a)
 }
 
