@@ -255,8 +255,10 @@ func (s *fairMachine) releasePicking(t *rapid.T) {
 		// lock leaves one). Over, it then refuses the pick and serves the queue with the riders
 		// joined, and replies with the pick's hold all the same when the pick is the first
 		// rider; model.Fair, whose queue has no ghosts, hands the lock to the pick and leaves
-		// the riders out. The script deviates from its header here (reported with this test's
-		// commit); the case is not compared.
+		// the riders out. The script deviates from its header here (a reported bug: its reply
+		// does not tell the riders that they joined; see internal/acquire's
+		// TestRidersOfAReleaseThatServedItsPickFromTheQueueAreQueuedOnce); the case is not
+		// compared.
 		t.Skip("over, with only ghosts in the queue's list")
 	}
 	s.releaseTo(t, sl, pick, over, riders)
