@@ -64,7 +64,6 @@ func TestBoardedWaiterAttemptsAtOnceWhenTheHoldIsLost(t *testing.T) {
 // waiter instead (oJoined, wQueued) leaves its queue entry behind the same way. About one round
 // in a few hundred.
 func TestBoardedWaiterCancelledAsTheReleaseHandsItTheLockLeavesNothingHeld(t *testing.T) {
-	t.Skip("fails at times: board ignores the outcome a release told a waiter between its context's end and alight (internal/acquire/acquire.go board, local.go drop); reported")
 	rdb := redistest.Single(t).Client(t)
 	ctx := context.Background()
 	l := newLock(t, newClient(t, rdb), redistest.Name(t), time.Minute, 8)
@@ -147,7 +146,6 @@ func pickScene(t *testing.T, rdb redis.UniversalClient, board time.Duration) (l 
 // context nor a timer: the call returns only at the pick's release, however long the pick
 // holds.
 func TestBoardedWaiterReturnsByItsContextWhenTheReleasePicksAnother(t *testing.T) {
-	t.Skip("fails: a rider put back among the boarded waits for the next release past its context (internal/acquire/acquire.go board, local.go settle); reported")
 	rdb := redistest.Single(t).Client(t)
 	hook := &slowRelease{d: 30 * time.Millisecond}
 	rdb.AddHook(hook)
@@ -178,7 +176,6 @@ func TestBoardedWaiterReturnsByItsContextWhenTheReleasePicksAnother(t *testing.T
 // the release's outcome without its context (acquire.go, "return true, <-a.w.out, nil" when
 // ended is nil), and the release, handing the lock to its pick, tells it nothing.
 func TestBoardedWaiterReturnsByItsContextWhenItsWindowEndsDuringARelease(t *testing.T) {
-	t.Skip("fails: a rider whose window ended during a release that picked another waits for the next release past its context (internal/acquire/acquire.go board, local.go settle); reported")
 	rdb := redistest.Single(t).Client(t)
 	hook := &slowRelease{d: 40 * time.Millisecond}
 	rdb.AddHook(hook)
@@ -215,7 +212,6 @@ func TestBoardedWaiterReturnsByItsContextWhenItsWindowEndsDuringARelease(t *test
 // sends no heartbeat, and when its window ends it attempts as a first attempt and is queued a
 // second time. No hold id is to be queued twice.
 func TestRidersOfAReleaseThatServedItsPickFromTheQueueAreQueuedOnce(t *testing.T) {
-	t.Skip("fails: the reply {2, pick} does not say that the riders joined (lock_release.lua), and settle takes them for boarded (local.go); reported")
 	rdb := redistest.Single(t).Client(t)
 	ctx := context.Background()
 	l := newLock(t, newClient(t, rdb), redistest.Name(t), 200*time.Millisecond, 8)

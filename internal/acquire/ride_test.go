@@ -119,7 +119,6 @@ func TestRiderJoinsOnItsOwnAfterTheWindow(t *testing.T) {
 // extension, while Redis holds the lock for it until the grant's lease ends. The multi-process
 // tests of package reentrant fail on it under load.
 func TestRiderGrantedByAnotherClientsReleaseKeepsItsHold(t *testing.T) {
-	t.Skip("fails: a carried rider's queuedAt is overwritten with the zero time (internal/acquire/acquire.go run), so its grant is adopted as long expired; reported")
 	rdb := redistest.Single(t).Client(t)
 	ctx := context.Background()
 	c, oc := newClient(t, rdb), newClient(t, rdb)
@@ -267,7 +266,6 @@ func isRelease(cmd redis.Cmder) bool {
 // that extension (ExtendLater) and cancel it ("lease no longer trusted") while Redis holds the
 // lock for it.
 func TestRidersOfAReleaseWhoseReplyWasLost(t *testing.T) {
-	t.Skip("fails: a hold found Granted by an attempt of a waiter with no Queued reply before is adopted with the zero time as its lease start (internal/acquire/acquire.go run, since); reported")
 	rdb := redistest.Single(t).Client(t)
 	hook := &loseReplies{}
 	rdb.AddHook(hook)
