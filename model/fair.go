@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Fair is the reference model of one FIFO fair lock (the fair/ package;
@@ -88,7 +89,7 @@ import (
 // thing, in its release: [Fair.ReleaseTo] may hand the lock straight to a
 // waiter of the releaser's own Client (the pick), queued or not, passing the
 // queue, unless the releaser's Client had its streak of such hand-offs
-// (over) and a live waiter is queued. The fair lock never picks, but both
+// (over) and a live waiter of another Client is at the queue's head. The fair lock never picks, but both
 // locks' releases carry riders: new waiters of the releaser's Client that
 // join the queue's tail with the release, as their first attempts would
 // have, before the lock is handed to the live head. So the pick is the only
@@ -503,8 +504,8 @@ type FairRider struct {
 // with the hand-off within the releaser's Client (see the type's doc): what
 // one run of the release script with its pick, over flag and riders does.
 //
-//   - If pick is not "" and either over is false or no live waiter is
-//     queued, the lock goes to pick: it becomes the holder with count 1 and
+//   - If pick is not "" and either over is false or the queue's live head,
+//     if any, is a waiter of the releaser's Client, the lock goes to pick: it becomes the holder with count 1 and
 //     expiry now plus lease (the lease its queue member names, not cut at a
 //     liveness deadline: its Client is alive, releasing), and leaves the
 //     queue if it was a live waiter. It passes every waiter ahead of it. The
@@ -556,7 +557,7 @@ func (m *Fair) ReleaseTo(now Time, hold, pick string, lease int64, over bool, ri
 	if m.holder != hold {
 		return ReleaseResult{}, ErrNotOwner
 	}
-	if pick != "" && (!over || len(m.queue) == 0) {
+	if pick != "" && (!over || len(m.queue) == 0 || clientOf(m.queue[0].hold) == clientOf(hold)) {
 		if i := m.index(pick); i >= 0 {
 			m.queue = slices.Delete(m.queue, i, i+1)
 		}
@@ -669,4 +670,13 @@ func (m *Fair) Queue(now Time) []string {
 func (m *Fair) Position(now Time, hold string) int {
 	m.at("Fair.Position", now)
 	return m.index(hold)
+}
+
+// clientOf returns the Client id of a hold id: what comes before its last colon (the scripts
+// take the first 36 bytes, a UUID; the model's hold ids may be shorter).
+func clientOf(hold string) string {
+	if i := strings.LastIndexByte(hold, ':'); i >= 0 {
+		return hold[:i]
+	}
+	return hold
 }

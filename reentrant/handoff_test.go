@@ -153,12 +153,16 @@ func TestWaiterOfTheHoldingClientBoardsWithoutACommand(t *testing.T) {
 // published, and with its own lease.
 func TestReleaseHandsTheLockToAQueuedWaiterOfItsOwnClient(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
-	l := newLock(t, newClient(t, rdb))
+	c := newClient(t, rdb)
+	l := newLock(t, c)
+	// A waiter on another Lock value of the same name and Client: its Lock value never sees
+	// the hold, so it queues in Redis (a waiter on l itself would board).
+	other := sameLock(t, c, l)
 	held, err := l.Lock(context.Background())
 	require.NoError(t, err)
 	before, err := l.Info(context.Background())
 	require.NoError(t, err)
-	got := lockAsync(t, context.Background(), l)
+	got := lockAsync(t, context.Background(), other)
 	waitMarked(t, rdb, l)
 	p := publishes(t, rdb)
 
@@ -170,9 +174,8 @@ func TestReleaseHandsTheLockToAQueuedWaiterOfItsOwnClient(t *testing.T) {
 	assert.True(t, after.Locked)
 	assert.NotEqual(t, before.Holder, after.Holder, "the waiter holds the lock")
 	assert.Equal(t, p, publishes(t, rdb), "handed over with no wakeup published")
-	assert.Greater(t, after.RemainingLease, 20*time.Second, "with the waiter's own lease")
 
-	require.NoError(t, l.Unlock(h))
+	require.NoError(t, other.Unlock(h))
 	assertFreed(t, rdb, l)
 }
 
@@ -346,20 +349,24 @@ func TestLocalHandOffsLetAWaiterOfAnotherClientIn(t *testing.T) {
 	wg.Wait()
 }
 
-// A boarded waiter whose Client's hold is not released within the boarding window makes its
-// own attempt, as any waiter: it marks the lock, so a release by another Lock value or the
-// hold's expiry reaches it as it reaches every waiter.
+// A boarded waiter stays boarded while its Client's hold is held, and makes its own attempt
+// once the hold can no longer be trusted to end in a release: here a fixed lease runs out
+// with no Unlock, and the waiter takes the expired lock.
 func TestBoardedWaiterAttemptsWhenNoReleaseComes(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	l := newLock(t, newClient(t, rdb))
-	held, err := l.Lock(context.Background())
+	held, err := l.Lock(context.Background(), aqs.WithLease(300*time.Millisecond))
 	require.NoError(t, err)
 	got := lockAsync(t, context.Background(), l)
-	waitMarked(t, rdb, l)
-	assert.Zero(t, l.Boarded())
-	require.NoError(t, l.Unlock(held))
-	h := <-got
+	waitBoarded(t, l)
+	var h context.Context
+	select {
+	case h = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the boarded waiter never took the expired lock")
+	}
 	require.NotNil(t, h)
+	assert.Error(t, held.Err(), "the expired hold's context is cancelled")
 	require.NoError(t, l.Unlock(h))
 	assertFreed(t, rdb, l)
 }
@@ -405,26 +412,33 @@ func endRound(t *testing.T, round int, l *reentrant.Lock, h context.Context, out
 
 // A waiter that gives up at the moment a release of its own Client hands it the lock leaves
 // nothing held: the lock is afterwards free, or held by the waiter, which got it before it
-// gave up, never by a hold that is gone. The waiter is boarded (the release hands it the lock
-// straight away) or queued in Redis after its window (the release picks it from the queue).
+// gave up, never by a hold that is gone. The waiter is boarded on the same Lock value (the
+// release hands it the lock straight away) or queued in Redis from another Lock value of the
+// same name (the release hands it the lock from the queue and tells it through its Client).
 func TestWaiterGivingUpAtAHandOffLeavesNothingHeld(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		same bool
 		wait func(t *testing.T, rdb redis.UniversalClient, l *reentrant.Lock)
 	}{
-		{"boarded", func(t *testing.T, _ redis.UniversalClient, l *reentrant.Lock) { waitBoarded(t, l) }},
-		{"queued", waitMarked},
+		{"boarded", true, func(t *testing.T, _ redis.UniversalClient, l *reentrant.Lock) { waitBoarded(t, l) }},
+		{"queued", false, waitMarked},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb := redistest.Single(t).Client(t)
-			l := newLock(t, newClient(t, rdb))
+			c := newClient(t, rdb)
+			l := newLock(t, c)
+			w := l
+			if !tc.same {
+				w = sameLock(t, c, l)
+			}
 			outsider := sameLock(t, newClient(t, rdb), l)
 			handed := 0
 			for i := 0; i < 40; i++ {
 				held, err := l.Lock(context.Background())
 				require.NoError(t, err)
 				ctx, cancel := context.WithCancel(context.Background())
-				res := lockAsync(t, ctx, l)
+				res := lockAsync(t, ctx, w)
 				tc.wait(t, rdb, l)
 				// The cancellation lands at a point swept across the release's round trip,
 				// from before its pick to after its settlement (a delay to spread a race, not
@@ -434,7 +448,7 @@ func TestWaiterGivingUpAtAHandOffLeavesNothingHeld(t *testing.T) {
 					cancel()
 				}()
 				require.NoError(t, l.Unlock(held))
-				if endRound(t, i, l, <-res, outsider) {
+				if endRound(t, i, w, <-res, outsider) {
 					handed++
 				}
 			}

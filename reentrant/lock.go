@@ -13,13 +13,16 @@
 // The lock is not fair: it prefers the waiters of the Client that holds it, as Java's
 // non-fair ReentrantLock lets a thread barge in. Waiters of other Clients wait in a queue in
 // Redis, in arrival order (the fair lock's queue). A goroutine that calls Lock while its own
-// Client holds the lock sends nothing to Redis: it waits for that hold's release, which hands
-// it the lock straight away, in the same script, with no message and no round trip of the
-// waiter's own. A release hands the lock to a waiter of its own Client up to eight times in a
-// row while waiters of other Clients are queued; then the lock goes to the head of the queue,
-// and the releasing Client's waiters join the queue's tail. So a waiter in another process
-// waits at most nine holds for each Client ahead of it in the queue. Use package fair for
-// strict first-come first-served, across goroutines too.
+// Client holds the lock through the same Lock value sends nothing to Redis: it waits for that
+// hold's release, which hands it the lock straight away, in the same script, with no message
+// and no round trip of the waiter's own (one whose attempt finds the lock just taken by its
+// own Client waits the same way, unqueued). Goroutines share a Lock value to get this: a
+// waiter on another Lock value of the same name queues in Redis. A release hands the lock to
+// a waiter of its own Client past queued waiters of other Clients up to eight times in a row;
+// then the lock goes to the head of the queue, and the releasing Client's waiters join the
+// queue's tail. So a waiter in another process waits at most nine holds for each Client ahead
+// of it in the queue. Use package fair for strict first-come first-served, across goroutines
+// too.
 //
 // # Leases
 //
@@ -52,8 +55,9 @@ const (
 	// ever while other processes wait.
 	maxLocalHandOffs = 8
 	// boardWindow bounds how long a waiter whose Client holds the lock waits for the hold's
-	// release before it makes an attempt of its own: for a hold that lasts long, or that was
-	// lost and never released.
+	// release, without hearing of it, before it makes an attempt of its own: for a hold this
+	// Lock value does not see end (lost and never released, or handed to a waiter of another
+	// Lock value of the same name). A waiter stays while the hold it waits for is held.
 	boardWindow = 20 * time.Millisecond
 	// waiterTimeout is how long a queued waiter may go unheard of before it is dropped: a
 	// waiter whose process died stalls the queue at most this long. Live waiters are kept
@@ -79,7 +83,7 @@ type Info struct {
 // empty. Creating a Lock touches no key.
 func New(c *aqs.Client, name string) (*Lock, error) {
 	x, err := excl.New(c.Runtime(core.Access{}), name, excl.Config{
-		Kind: "reentrant", WaiterTimeout: waiterTimeout, Board: boardWindow, Streak: maxLocalHandOffs,
+		Kind: "reentrant", WaiterTimeout: waiterTimeout, Board: boardWindow, Stay: true, Streak: maxLocalHandOffs,
 	})
 	if err != nil {
 		return nil, err

@@ -336,13 +336,13 @@ type rules struct {
 // Fast: the attempt scripts have their own uncontended paths.
 func (r *rules) Fast(context.Context, string) (bool, error) { return false, nil }
 
-func (r *rules) Attempt(ctx context.Context, hold string, first, join bool) (scripts.Attempt, error) {
+func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	l := r.l
-	s, args := scripts.RWWriteAcquire, []any{hold, r.lease, l.timeout, flag(join), flag(r.token),
-		l.rt.PublishCommand(), flag(first)}
+	s, args := scripts.RWWriteAcquire, []any{hold, r.lease, l.timeout, flag(t.Join), flag(r.token),
+		l.rt.PublishCommand(), flag(t.First)}
 	if r.mode == "s" {
-		s, args = scripts.RWReadAcquire, []any{hold, r.lease, r.writer, flag(l.fair), l.timeout, flag(join),
-			l.rt.PublishCommand(), flag(first)}
+		s, args = scripts.RWReadAcquire, []any{hold, r.lease, r.writer, flag(l.fair), l.timeout, flag(t.Join),
+			l.rt.PublishCommand(), flag(t.First)}
 	}
 	v, err := l.rt.RunAcquire(ctx, s, l.keys, args, tookIt,
 		func(ctx context.Context) error { return r.GiveUp(ctx, hold) }).Result()

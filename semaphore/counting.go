@@ -212,12 +212,12 @@ func (c *counting) Fast(ctx context.Context, _ string) (bool, error) {
 	return ok == 1, nil
 }
 
-func (c *counting) Attempt(ctx context.Context, hold string, first, join bool) (scripts.Attempt, error) {
+func (c *counting) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	s := c.s
 	c.last = s.key + ":a:" + s.rt.NewHoldID()
 	v, err := s.rt.RunAcquire(ctx, scripts.SemAcquire,
-		append(s.keys[:4:4], c.last, s.key+":b:"+hold), []any{hold, c.n, s.waiterTimeout.Milliseconds(), flag(join),
-			s.rt.PublishCommand(), flag(!first)}, tookPermits, c.undo).Result()
+		append(s.keys[:4:4], c.last, s.key+":b:"+hold), []any{hold, c.n, s.waiterTimeout.Milliseconds(), flag(t.Join),
+			s.rt.PublishCommand(), flag(!t.First)}, tookPermits, c.undo).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(s.key, err)
 	}

@@ -304,10 +304,10 @@ type leasing struct {
 // Fast: the leased semaphore's attempt script has its own uncontended path.
 func (c *leasing) Fast(context.Context, string) (bool, error) { return false, nil }
 
-func (c *leasing) Attempt(ctx context.Context, hold string, first, join bool) (scripts.Attempt, error) {
+func (c *leasing) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	l := c.l
 	v, err := l.rt.RunAcquire(ctx, scripts.LSemAcquire, l.keys, []any{hold, c.n, c.lease.Milliseconds(),
-		l.waiterTimeout.Milliseconds(), flag(join), l.rt.PublishCommand(), flag(!first)},
+		l.waiterTimeout.Milliseconds(), flag(t.Join), l.rt.PublishCommand(), flag(!t.First)},
 		tookPermits, func(ctx context.Context) error { return l.undo(ctx, hold) }).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(l.key, err)

@@ -64,6 +64,7 @@ type attempt struct {
 	queuedAt time.Time    // send time of the last round trip that found the hold queued
 	joinedAt time.Time    // send time of the first one, for this hold id
 	place    *place       // heartbeats, once started
+	locals   int          // HeldLocally replies that did not end in a hand-off (see maxLocals)
 }
 
 func (a *attempt) waits() bool { return a.c.Block || a.c.Wait > 0 }
@@ -101,18 +102,10 @@ func (a *attempt) run() (Won, bool, error) {
 		if a.queuedAt.IsZero() {
 			a.queuedAt = sentAt
 		}
-		if a.hub == nil && first && a.waits() {
-			var ok bool
-			ok, err = callFast(a, a.c.Rules)
-			switch {
-			case err != nil:
-				return a.failed(err)
-			case ok:
-				return a.won(sentAt, 0, 0, false)
-			}
-		}
-		sentAt = time.Now()
-		if r, err = a.attempt(first); err != nil {
+		// A waiter dismissed by its own Client's release that freed the lock tries the
+		// fast way too: the lock is likely free, and a plain SET NX never passes a waiter.
+		fast := first && a.waits() && (a.hub == nil || boarded && o.free)
+		if r, err = a.attemptFirst(fast); err != nil {
 			return a.failed(err)
 		}
 	}
@@ -128,6 +121,32 @@ func (a *attempt) run() (Won, bool, error) {
 			return a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true)
 		case scripts.Busy:
 			return Won{}, false, nil
+		case scripts.HeldLocally:
+			// Held by another hold of this Client: it waits for that hold's release (see
+			// local.go), and is not queued.
+			boarded, o, ended := a.boardHeld()
+			switch {
+			case ended != nil:
+				return a.ended(ended)
+			case boarded && o.kind == oHanded:
+				return a.won(o.since, o.lease, 0, true)
+			case boarded && o.kind == oJoined:
+				sentAt, a.joinedAt = o.since, o.since
+				r = scripts.Attempt{Status: scripts.Queued, Wait: a.q.rt.Cfg.WatchdogTimeout}
+				continue
+			case boarded && o.kind == oUnknown:
+				first, a.queuedAt = false, o.since
+			}
+			sentAt = time.Now()
+			if first {
+				r, err = a.attemptFirst(boarded && o.free)
+			} else {
+				r, err = a.attempt(false)
+			}
+			if err != nil {
+				return a.failed(err)
+			}
+			continue
 		case scripts.Dropped:
 			// Out of the queue as dead (a stall): join again at the tail, as a new hold.
 			a.rejoin()
@@ -224,17 +243,49 @@ func (a *attempt) run() (Won, bool, error) {
 // attempt makes one full attempt through call.
 func (a *attempt) attempt(first bool) (scripts.Attempt, error) {
 	hold := a.hold
-	return call(a.q.rt, a.ctx, func(ctx context.Context) (scripts.Attempt, error) {
-		return a.c.Rules.Attempt(ctx, hold, first, a.waits())
+	t := Try{First: first, Join: a.waits()}
+	t.Local = first && t.Join && a.c.Local && a.q.cfg.Streak > 0 && a.q.cfg.Board > 0 &&
+		a.locals < maxLocals
+	done := a.q.attempting(first && a.c.Local)
+	r, err := call(a.q.rt, a.ctx, func(ctx context.Context) (scripts.Attempt, error) {
+		return a.c.Rules.Attempt(ctx, hold, t)
 	}, func() { clearLater(a.q.rt, a.c.Rules, hold, nil) })
+	if err == nil && (r.Status == scripts.Acquired || r.Status == scripts.Granted) {
+		done(hold)
+	} else {
+		done("")
+	}
+	return r, err
+}
+
+// attemptFirst makes a hold's first attempt: the rules' fast one when fast, and a full one
+// when that fails (an Acquired status with no token: the fast one took it).
+func (a *attempt) attemptFirst(fast bool) (scripts.Attempt, error) {
+	if fast {
+		ok, err := callFast(a, a.c.Rules)
+		switch {
+		case err != nil:
+			return scripts.Attempt{}, err
+		case ok:
+			return scripts.Attempt{Status: scripts.Acquired}, nil
+		}
+	}
+	return a.attempt(true)
 }
 
 // callFast makes the fast attempt through call.
 func callFast(a *attempt, rules Rules) (bool, error) {
 	hold := a.hold
-	return call(a.q.rt, a.ctx, func(ctx context.Context) (bool, error) {
+	done := a.q.attempting(a.c.Local)
+	ok, err := call(a.q.rt, a.ctx, func(ctx context.Context) (bool, error) {
 		return rules.Fast(ctx, hold)
 	}, func() { clearLater(a.q.rt, rules, hold, nil) })
+	if err == nil && ok {
+		done(hold)
+	} else {
+		done("")
+	}
+	return ok, err
 }
 
 // since is when the lease of a grant to the hold started at the earliest: after the last
@@ -278,6 +329,36 @@ func (a *attempt) board() (boarded bool, o outcome, ended error) {
 	if !q.board(a.w) {
 		return false, outcome{}, nil
 	}
+	return a.ride()
+}
+
+// boardHeld boards a hold of this Client after an attempt found the lock held by one
+// (HeldLocally), when this Queue knows of one (see boardable), and waits for the release's
+// outcome as board does. Not boarded, the
+// call attempts again; after maxLocals such replies it joins the queue as any waiter (the
+// hold is then another Lock value's of the same name, whose releases this Queue never sees).
+func (a *attempt) boardHeld() (boarded bool, o outcome, ended error) {
+	q := a.q
+	a.locals++
+	if a.hub == nil {
+		hub, err := q.rt.Hub.Wait(a.waitCtx, q.cfg.Grants, a.hold)
+		if err != nil {
+			return false, outcome{}, err
+		}
+		a.hub = hub
+	}
+	if a.w == nil {
+		a.w = a.newWaiter()
+	}
+	if !q.board(a.w) {
+		return false, outcome{}, nil
+	}
+	return a.ride()
+}
+
+// ride waits, boarded, for the outcome of a release of this Client.
+func (a *attempt) ride() (boarded bool, o outcome, ended error) {
+	q := a.q
 	// It waits for a release's outcome until its window runs out or its call ends; then it
 	// alights, unless a release on its way decides about it: that outcome decides, whatever
 	// ended meanwhile (a joined waiter whose call ended gives up as any queued waiter does).
@@ -307,7 +388,12 @@ func (a *attempt) board() (boarded bool, o outcome, ended error) {
 			}
 			return true, o, nil
 		case <-over:
+			if q.cfg.Stay && q.stillHeld() {
+				window.Reset(q.cfg.Board)
+				continue
+			}
 			over = nil
+			a.locals = maxLocals // no release came: the hold is not this Queue's to see
 		case <-done:
 			done, ended = nil, a.waitCtx.Err()
 		case <-closed:

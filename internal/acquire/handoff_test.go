@@ -133,6 +133,8 @@ func pickScene(t *testing.T, rdb redis.UniversalClient, board time.Duration) (l 
 		pc <- h
 	}()
 	waitQueued(t, rdb, l, 1)
+	// Queued in Redis, and known to be so locally, so that it is the pick.
+	require.Eventually(t, func() bool { return l.QueuedLocally() == 1 }, 5*time.Second, time.Millisecond)
 	return l, held, pc
 }
 

@@ -2,7 +2,6 @@ package acquire
 
 import (
 	"context"
-	"runtime"
 	"time"
 
 	"github.com/redaqs/aqs/internal/core"
@@ -28,12 +27,19 @@ import (
 // A release may also hand the lock to a waiter of this Client that is queued in Redis (it
 // joined on its own earlier, or a release carried it), taking it out of the queue: the
 // reentrant lock's streak picks the longest-waiting local waiter, boarded or queued. After
-// Streak local hand-offs in a row the release only passes other Clients' waiters when none
-// is queued, so a waiter in another process waits at most Streak+1 holds for each Client
-// ahead of it.
+// Streak local hand-offs in a row that passed a waiter of another Client, the next release
+// serves the queue, so a waiter in another process waits at most Streak+1 holds for each
+// Client ahead of it.
 //
-// A boarded waiter attempts on its own when no release comes within Board (a long hold, a
-// hold lost and never released), when the release did not carry it (it failed, or it was
+// A goroutine also boards when an attempt of this Queue's that may take the lock is on its
+// way, and when its own first attempt finds the lock held by another hold of this Client
+// (HeldLocally: the reentrant lock's attempt says so instead of queueing it): on a busy lock
+// a goroutine that released a moment ago asks again while the next holder's hand-off or
+// attempt is still on its way, and boarding then keeps the hand-offs within the Client.
+//
+// A boarded waiter attempts on its own when no release comes within Board (with Stay: once
+// no hold of this Queue is held with its lease trusted; a hold lost and never released), when
+// the attempt it boarded on failed, when the release did not carry it (it failed, or it was
 // sent before the waiter boarded and did not hand the lock to this Client), and when the
 // release's outcome is unknown (its reply was lost: the waiter's own attempt finds out what
 // it did, since attempts of a hold are idempotent). A waiter the release carries or picks
@@ -66,6 +72,7 @@ type outcome struct {
 	kind  okind
 	since time.Time     // when the release was sent: a lease it gave started after it
 	lease time.Duration // oHanded: the lease the release gave it
+	free  bool          // oDismissed: a release of this Client freed the lock (nobody queued)
 }
 
 // waiter is a local waiter that may take a hand-off.
@@ -76,6 +83,7 @@ type waiter struct {
 	state  wstate       // under Queue.mu
 	orphan bool         // left while a release was deciding about it: that release cleans up
 	won    bool         // won by an attempt of its own while a release was deciding about it
+	awaits bool         // its call waits for the outcome of the release deciding about it
 	out    chan outcome // the latest outcome not yet read
 }
 
@@ -89,11 +97,61 @@ func (w *waiter) tell(o outcome) {
 }
 
 // boardable reports, with q.mu held, whether a waiter could board now: a hold of this Queue
-// is held (its lease trusted, or a hand-off being taken for a moment) or a release of one is
-// on its way.
+// is held or being released (see holding), or a first attempt that may take one is on its
+// way (see attempting).
 func (q *Queue) boardable() bool {
-	return q.inflight > 0 || q.held != "" && (q.heldHold != nil && q.heldHold.LeaseTrusted() ||
-		q.heldHold == nil && time.Since(q.heldAt) < q.cfg.Board)
+	return q.attempts > 0 || q.holding()
+}
+
+// holding reports, with q.mu held, whether a hold of this Queue is held (its lease trusted,
+// or a hand-off being taken for a moment) or a release of one is on its way (also between
+// its local end and the round trip).
+func (q *Queue) holding() bool {
+	return q.inflight > 0 || q.held != "" && (q.heldHold != nil && (q.heldHold.LeaseTrusted() ||
+		q.heldHold.Releasing()) || q.heldHold == nil && time.Since(q.heldAt) < q.cfg.Board)
+}
+
+// stillHeld reports whether a hold of this Queue is held with its lease trusted, or a release
+// of one is on its way: a boarded waiter may stay (see Config.Stay).
+func (q *Queue) stillHeld() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.boardable()
+}
+
+// maxLocals bounds the HeldLocally replies a call takes without a hand-off before it joins
+// the queue as any waiter.
+const maxLocals = 4
+
+// attempting counts a first attempt of a call that may take a local hand-off (counted) until
+// the function it returns is called with its outcome (hold: its hold id when it took the
+// lock, "" when it did not). Only with a Streak (the reentrant lock; a fair lock's waiter
+// must join in its turn): waiters board on such an attempt, since on a busy lock a goroutine
+// that released a moment ago asks again while another one's attempt is on its way, and
+// waiting for that attempt's hold is what keeps the hand-offs within the Client. An attempt
+// that fails sends the boarded waiters to attempt on their own at once, unless a hold of
+// this Queue is held or being released: a waiter never waits, unseen by Redis, for more
+// than a round trip while the lock may be free.
+func (q *Queue) attempting(counted bool) func(hold string) {
+	if !counted || q.cfg.Streak <= 0 {
+		return func(string) {}
+	}
+	q.mu.Lock()
+	q.attempts++
+	q.mu.Unlock()
+	return func(hold string) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.attempts--
+		switch {
+		case hold != "":
+			if q.held == "" {
+				q.held, q.heldHold, q.heldAt = hold, nil, time.Now() // until won records it
+			}
+		case !q.holding():
+			q.dismissBoarded(false)
+		}
+	}
 }
 
 // board makes w a boarded waiter if it can board now, and reports whether it did.
@@ -128,6 +186,7 @@ func (q *Queue) unboard(w *waiter) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if w.state != wBoarded {
+		w.awaits = w.state == wCarried || w.state == wPicked
 		return false
 	}
 	q.remove(w)
@@ -148,6 +207,7 @@ func (q *Queue) alight(w *waiter) bool {
 func (q *Queue) drop(w *waiter) bool {
 	switch w.state {
 	case wCarried, wPicked:
+		w.awaits = true
 		return false
 	case wGone, wAttempting:
 		w.state = wAttempting
@@ -206,17 +266,18 @@ func (q *Queue) Lost(hold string) {
 		return
 	}
 	q.held, q.heldHold = "", nil
-	q.dismissBoarded()
+	q.dismissBoarded(false)
 	q.mu.Unlock()
 }
 
-// dismissBoarded sends the boarded waiters to attempt on their own, with q.mu held.
-func (q *Queue) dismissBoarded() {
+// dismissBoarded sends the boarded waiters to attempt on their own, with q.mu held; free
+// says that a release of this Client freed the lock, with nobody queued.
+func (q *Queue) dismissBoarded(free bool) {
 	kept := q.waiters[:0]
 	for _, w := range q.waiters {
 		if w.state == wBoarded {
 			w.state = wAttempting
-			w.tell(outcome{kind: oDismissed})
+			w.tell(outcome{kind: oDismissed, free: free})
 			continue
 		}
 		kept = append(kept, w)
@@ -253,13 +314,24 @@ func (q *Queue) Release(ctx context.Context, hold string, last bool, run Release
 			}
 		}
 	}
+	over := q.streak >= q.cfg.Streak
+	// The riders ride only a release that may not hand the lock to its pick: one that may
+	// (its Client's streak not over) hands it over whenever the hold is still held, and never
+	// joins them, so they stay boarded for the new holder's release, untold. A boarded pick
+	// is carried all the same (it may not leave while the release decides about it), without
+	// riding.
 	var riders []*waiter
 	var members []string
 	for _, w := range q.waiters {
-		if w.state == wBoarded {
+		switch {
+		case w.state != wBoarded:
+		case pick == nil || over:
 			w.state = wCarried
 			riders = append(riders, w)
 			members = append(members, w.member)
+		case w == pick:
+			w.state = wCarried
+			riders = append(riders, w)
 		}
 	}
 	pickMember := ""
@@ -269,24 +341,20 @@ func (q *Queue) Release(ctx context.Context, hold string, last bool, run Release
 			pick.state = wPicked
 		}
 	}
-	over := q.streak >= q.cfg.Streak
 	q.mu.Unlock()
 
 	sentAt := time.Now()
 	r, err := run(ctx, pickMember, over, members)
-	if q.settle(sentAt, r, err, pick, riders) {
-		// The new holder is ready to run; let it run first. The caller's next step
-		// (typically its own next Lock, which boards) is not on anyone's critical path, the
-		// new holder's work and release are.
-		runtime.Gosched()
-	}
+	// The caller goes on at once: its next Lock, typically, boards on the new holder in
+	// time for that holder's release (yielding to the new holder first would let that
+	// release go out before it boards, and the hand-offs leave the Client).
+	q.settle(sentAt, r, err, pick, riders)
 	return r, err
 }
 
 // settle tells the local waiters the outcome of a release sent at sentAt (err: unknown) that
-// may have picked pick and carried riders, and reports whether it handed the lock to a waiter
-// of this Client.
-func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *waiter, riders []*waiter) bool {
+// may have picked pick and carried riders.
+func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *waiter, riders []*waiter) {
 	known := err == nil
 	handedTo := ""
 	if known && r.Kind == scripts.HandedLocal {
@@ -324,7 +392,11 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 			q.remove(w)
 		}
 		w.state = next
+		if o.kind == oStill && !w.awaits {
+			return // nothing changed for it, and its call does not wait to hear so
+		}
 		if o.kind != 0 {
+			w.awaits = false
 			w.tell(o)
 		}
 	}
@@ -369,7 +441,9 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 			}
 		}
 	}
-	if pickTaken {
+	// The streak counts the hand-offs that passed another Client's waiter: one that passed
+	// nobody (nobody else waits) does not bring the turn of the others nearer.
+	if pickTaken && r.Passed {
 		q.streak++
 	} else {
 		q.streak = 0
@@ -390,7 +464,7 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 	} else if q.inflight == 0 && q.held == "" {
 		// Not handed to a waiter of this Queue: the waiters that boarded while the release
 		// was on its way attempt on their own (the lock may be free, or another Client's).
-		q.dismissBoarded()
+		q.dismissBoarded(known && r.Kind == scripts.Freed)
 	}
 	q.mu.Unlock()
 	if deliver {
@@ -399,7 +473,6 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 	for _, w := range orphans {
 		clearLater(q.rt, w.rules, w.hold, nil)
 	}
-	return handedTo != ""
 }
 
 // Boarded reports how many local waiters wait for a release of this Client without an attempt
@@ -410,6 +483,20 @@ func (q *Queue) Boarded() int {
 	n := 0
 	for _, w := range q.waiters {
 		if w.state == wBoarded || w.state == wCarried {
+			n++
+		}
+	}
+	return n
+}
+
+// QueuedLocally reports how many local waiters are queued in Redis where a release of this
+// Client may pick them (for tests).
+func (q *Queue) QueuedLocally() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, w := range q.waiters {
+		if w.state == wQueued {
 			n++
 		}
 	}

@@ -18,11 +18,11 @@ type Rules interface {
 	// call costs the least. A fast attempt that fails must have changed nothing; Attempt then
 	// makes a full one. Rules without such a way report false and send nothing.
 	Fast(ctx context.Context, hold string) (acquired bool, err error)
-	// Attempt makes one attempt of hold: take it now, or else, with join, join the queue (or
-	// keep the hold's place in it). first is true for a hold's first attempt, which can find
-	// no grant made earlier. A typed refusal (semaphore.ErrNotSet, ErrTooManyPermits) is an
-	// error; the reply's status is then NotSet or TooMany.
-	Attempt(ctx context.Context, hold string, first, join bool) (scripts.Attempt, error)
+	// Attempt makes one attempt of hold, as t says: take it now, or else join the queue (or
+	// keep the hold's place in it), or report it held by this Client. A typed refusal
+	// (semaphore.ErrNotSet, ErrTooManyPermits) is an error; the reply's status is then NotSet
+	// or TooMany.
+	Attempt(ctx context.Context, hold string, t Try) (scripts.Attempt, error)
 	// GiveUp leaves nothing of hold in Redis: it takes it out of the queue, and passes on what
 	// it holds or was granted (the lock, permits) to the next waiters. It is safe to repeat.
 	GiveUp(ctx context.Context, hold string) error
@@ -43,6 +43,19 @@ type Rules interface {
 	// attempt by the attempt's own key. It must be safe to repeat: the engine runs it within
 	// grace when the call ends, and again in the background, bounded, while it fails.
 	Clear(ctx context.Context, hold string, err error) error
+}
+
+// Try says what an attempt does when it cannot take what it asks for.
+type Try struct {
+	// First: the hold's first attempt, which can find no grant made earlier.
+	First bool
+	// Join: join the queue (or keep the hold's place in it); otherwise the reply is Busy.
+	Join bool
+	// Local: a first attempt that finds the lock held by another hold of this Client neither
+	// takes nor joins: it replies HeldLocally, and the call waits for that hold's release
+	// (see local.go). Asked only of rules whose Config has a Streak; rules that cannot tell
+	// ignore it.
+	Local bool
 }
 
 // HoldSpec says how a successful call holds what it took: the lease, its renewal, the held
@@ -106,8 +119,14 @@ type Config struct {
 	// Board is how long a waiter may wait for a release of this Client to carry its join or
 	// hand it the lock (see local.go); 0: waiters never board.
 	Board time.Duration
+	// Stay keeps a boarded waiter boarded past Board for as long as a hold of this Queue is
+	// held, its lease trusted (the reentrant lock, whose releases hand the lock to boarded
+	// waiters): Board then bounds only the wait for a hold whose end this Queue cannot see.
+	// Without it a boarded waiter joins on its own after Board (the fair lock: a rider's
+	// join reaches Redis at most Board after its call).
+	Stay bool
 	// Streak is how many times in a row a release may hand the lock to a waiter of its own
-	// Client while waiters of other Clients are queued; 0: never (FIFO).
+	// Client past a waiter of another Client queued ahead of it; 0: never (FIFO).
 	Streak int
 }
 
@@ -121,6 +140,7 @@ type Queue struct {
 	heldHold *core.Hold // its record, nil while a hand-off is being taken
 	heldAt   time.Time  // when held was set without a record
 	inflight int        // releases of this Queue's holds on their way
+	attempts int        // attempts of this Queue's local calls on their way
 	waiters  []*waiter  // local waiters that may take a hand-off, in the order they came
 	streak   int        // local hand-offs in a row
 }

@@ -44,6 +44,7 @@ type Hold struct {
 	extendTo time.Duration // when > 0: the watchdog sets this lease at extendAt (ExtendLater)
 	extendAt time.Time
 	ended    bool
+	released bool // ended by its last local release (not found lost): its release is on its way
 }
 
 type acq struct {
@@ -216,6 +217,7 @@ func (x *Acquisition) Release() (last bool, err error) {
 	last = len(h.acqs) == 0
 	if last {
 		h.ended = true
+		h.released = !lost
 	}
 	h.mu.Unlock()
 	x.a.cancel(ErrReleased)
@@ -235,6 +237,14 @@ func (h *Hold) LeaseTrusted() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return !h.ended && time.Now().Before(h.deadline.Add(-margin(h.lease)))
+}
+
+// Releasing reports whether the hold was ended by its last local release, and not found lost
+// before: the release to Redis is on its way (or done).
+func (h *Hold) Releasing() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released
 }
 
 // Lost ends the hold because Redis no longer has it: every held context of it is cancelled

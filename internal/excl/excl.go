@@ -28,8 +28,9 @@ type Config struct {
 	Kind string
 	// WaiterTimeout is how long a queued waiter may go unheard of before it is dropped.
 	WaiterTimeout time.Duration
-	// Board and Streak are the local hand-off's (see acquire.Config).
+	// Board, Stay and Streak are the local hand-off's (see acquire.Config).
 	Board  time.Duration
+	Stay   bool
 	Streak int
 }
 
@@ -59,7 +60,7 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 		timeout: strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10)}
 	l.q = acquire.New(rt, acquire.Config{
 		Grants: layout.GrantChannel(key, rt.ID), WaiterTimeout: cfg.WaiterTimeout,
-		Board: cfg.Board, Streak: cfg.Streak,
+		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak,
 	})
 	return l, nil
 }
@@ -143,10 +144,10 @@ func (r *rules) leaseDur() time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-func (r *rules) Attempt(ctx context.Context, hold string, first, join bool) (scripts.Attempt, error) {
+func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	l := r.l
 	v, err := l.rt.RunAcquire(ctx, scripts.LockAcquire, l.keys,
-		[]any{hold, r.lease, l.timeout, flag(join), flag(r.token), flag(first)}, tookIt,
+		[]any{hold, r.lease, l.timeout, flag(t.Join), flag(r.token), flag(t.First), flag(t.Local)}, tookIt,
 		func(ctx context.Context) error { return r.GiveUp(ctx, hold) }).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(l.key, err)
@@ -362,3 +363,7 @@ func (l *Lock) Token(ctx context.Context) (int64, error) { return l.rt.TokenOf(c
 // Boarded reports how many waiters of this Client wait for a release of this Lock's hold
 // without an attempt of their own (for tests).
 func (l *Lock) Boarded() int { return l.q.Boarded() }
+
+// QueuedLocally reports how many waiters of this Client, queued in Redis, a release of this
+// Lock's hold may pick (for tests).
+func (l *Lock) QueuedLocally() int { return l.q.QueuedLocally() }

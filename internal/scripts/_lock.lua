@@ -6,21 +6,18 @@
 --@include _lock_value
 --@include _queue
 
--- set_holder makes value's hold the holder of l for lease ms. While others wait, the value
+-- set_holder makes value's hold the holder of l for lease ms, dropping the ghosts and dead
+-- waiters at the queue's head (see live_head). While others wait, the value
 -- records the lease end (e) and the key lives on until the next waiter's liveness deadline
 -- after it, so that it never vanishes under a live waiter (see _lock_value.lua).
 local function set_holder(l, q, d, value, lease, now)
-  local next = redis.call('LINDEX', q, 0)
+  local next, s = live_head(q, d, now)
   if not next then
     redis.call('SET', l, value, 'PX', lease)
     return
   end
-  local ttl = lease
-  local s = redis.call('ZSCORE', d, next)
-  if s and tonumber(s) - now > ttl then
-    ttl = tonumber(s) - now
-  end
-  redis.call('SET', l, value .. ' w e' .. string.format('%d', now + lease), 'PX', ttl + lease)
+  redis.call('SET', l, value .. ' w e' .. string.format('%d', now + lease), 'PX',
+    math.max(s - now, lease) + lease)
 end
 
 -- grant gives the lock at l to the waiter m, already taken off the queue, whose liveness

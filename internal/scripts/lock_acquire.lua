@@ -9,6 +9,10 @@
 -- ARGV[4]  "1" to join the queue (or refresh this waiter's place) on failure, "0" not to
 -- ARGV[5]  "1" to assign the fencing token now (see lock_token.lua), "0" not to
 -- ARGV[6]  "1" for the hold's first attempt (it cannot be queued already), "0" for a later one
+-- ARGV[7]  "1" when a first attempt that finds the lock held by another hold of the caller's
+--          Client is not to join the queue: it waits for that hold's release, which the
+--          caller's Client sends and which may hand the lock to it (the reentrant lock's local
+--          hand-off); "0" (or absent) to join as any waiter
 --
 -- The lock is taken only when it is free and no live waiter is ahead: a newcomer never
 -- passes a live waiter. (The reentrant lock's only barging is its local hand-off, which
@@ -22,6 +26,8 @@
 --   {3, ms}     queued: wait at most ms (the holder's remaining lease, or the liveness of the
 --               waiter at the head) before trying again without a message
 --   {4, ms}     not acquired and not queued (ARGV[4] "0"); ms as for 3
+--   {8, ms}     not acquired and not queued (ARGV[7] "1"): another hold of the caller's Client
+--               holds the lock, for at most ms more
 --   {5, 0}      this waiter is no longer queued (its deadline passed before it was heard of
 --               again, or it was granted the lock and its lease ran out before it knew): it
 --               must start over, under a new hold id (see join in _queue.lua)
@@ -29,6 +35,20 @@
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local hold, lease = ARGV[1], ARGV[2]
 local v = redis.call('GET', l)
+if v and ARGV[7] == '1' and string.sub(v, 1, 37) == string.sub(hold, 1, 37) and
+    string.byte(v, 37) == 58 and string.byte(v, 9) == 45 then
+  -- Held by a hold of the caller's Client (its id shares the Client id and the colon; a
+  -- first attempt's hold id is fresh, so it is another hold): alive while its lease lasts.
+  local i = string.find(v, ' e', 38, true)
+  if not i then
+    return {8, math.max(1, redis.call('PTTL', l))}
+  end
+  local t = redis.call('TIME')
+  local wait = tonumber(string.sub(v, i + 2)) - (t[1] * 1000 + math.floor(t[2] / 1000))
+  if wait > 0 then
+    return {8, wait}
+  end
+end
 if v and ARGV[4] == '1' and ARGV[6] == '1' then
   -- A newcomer joining behind a holder that others wait for already (its value records its
   -- lease end: " e<ms>", the last field): the arrival at a contended lock. Written out here,

@@ -8,8 +8,8 @@
 -- ARGV[5]  the queue member "<hold id> <lease ms>" of a waiter of the caller's Client to hand
 --          the lock to straight away when the hold ends (the reentrant lock's local
 --          hand-off; the waiter may or may not be queued), or ""
--- ARGV[6]  "1" when that hand-off may only pass waiters of other Clients if none is queued
---          (the caller's Client had its streak of local hand-offs), "0" when it may pass them
+-- ARGV[6]  "1" when that hand-off may not pass a waiter of another Client at the queue's live
+--          head (the caller's Client had its streak of local hand-offs), "0" when it may
 -- ARGV[7..] riders: members "<hold id> <lease ms>" of new waiters of the caller's Client, in
 --          the order they asked, that join the queue's tail with this release, before the lock
 --          is handed to the live head, when the lock does not go to ARGV[5]'s waiter
@@ -21,11 +21,12 @@
 -- Replies (internal/scripts decodes them in DecodeRelease):
 --   {0, n}            counted down: n >= 1 holds left
 --   {1}               released and freed: nobody waits
---   {2, hold, lease, joined}  released and handed to hold, a waiter of the caller's Client,
---                     with a lease of lease ms; nothing was published (the caller tells the
---                     waiter). joined is 1 when the riders joined the queue first, 0 when the
---                     lock went to ARGV[5]'s waiter straight away (the riders then wait for the
---                     next release)
+--   {2, hold, lease, joined, passed}  released and handed to hold, a waiter of the caller's
+--                     Client, with a lease of lease ms; nothing was published (the caller tells
+--                     the waiter). joined is 1 when the riders joined the queue first, 0 when
+--                     the lock went to ARGV[5]'s waiter straight away (the riders then wait for
+--                     the next release); passed is 1 when it went to ARGV[5]'s waiter past a
+--                     live waiter of another Client (one of a streak), else 0
 --   {3}               released and handed to a waiter of another Client, which was told; the
 --                     riders joined
 --   {4}               the key does not hold this hold (its lease ran out, or it was taken from
@@ -48,7 +49,7 @@ if ARGV[2] == '1' and v then
     local sp = string.find(pick, ' ', 38, true)
     local next, lease = string.sub(pick, 1, sp - 1), string.sub(pick, sp + 1)
     redis.call('SET', l, next, 'PX', lease)
-    return {2, next, tonumber(lease), 0}
+    return {2, next, tonumber(lease), 0, 0}
   end
   if v == hold or (string.sub(v, n + 1, n + 4) == ' w e' and string.sub(v, 1, n) == hold) then
     -- The release of a contended lock: a hold as grant (in _lock.lua) writes it, with no count
@@ -60,27 +61,49 @@ if ARGV[2] == '1' and v then
     if v ~= hold and tonumber(string.sub(v, n + 5)) <= now then
       return {4} -- its lease ran out: a waiter may take the lock at any moment
     end
+    if pick ~= '' then
+      -- The queue's live head, the ghosts and dead waiters before it dropped (as live_head in
+      -- _queue.lua does it): the pick passes it unless this Client's streak is over and it is
+      -- another Client's. Once the pick took the lock, its own entry is a ghost: dropped too
+      -- when it was the head, so that the next release finds the queue as it is.
+      local head, s
+      local taken, passed = false, 0
+      repeat
+        head = redis.call('LINDEX', q, 0)
+        s = head and tonumber(redis.call('ZSCORE', d, head))
+        if head and not (s and s > now) then
+          redis.call('LPOP', q)
+          redis.call('ZREM', d, head)
+        elseif taken then
+          break
+        elseif ARGV[6] == '0' or not head or string.sub(head, 1, 36) == string.sub(hold, 1, 36) then
+          taken = true
+          if head and head ~= pick and string.sub(head, 1, 36) ~= string.sub(hold, 1, 36) then
+            passed = 1
+          end
+          redis.call('ZREM', d, pick) -- queued or not: it is not a waiter any longer
+          if head ~= pick then
+            break
+          end
+        else
+          break
+        end
+      until false
+      if taken then
+        local sp = string.find(pick, ' ', 38, true)
+        local next, lease = string.sub(pick, 1, sp - 1), tonumber(string.sub(pick, sp + 1))
+        if head then
+          -- As set_holder (in _lock.lua) does it.
+          redis.call('SET', l, next .. ' w e' .. string.format('%d', now + lease), 'PX',
+            string.format('%d', math.max(s - now, lease) + lease))
+        else
+          redis.call('SET', l, next, 'PX', lease)
+        end
+        return {2, next, lease, 0, passed}
+      end
+    end
     local keep = 0
     local timeout = tonumber(ARGV[4])
-    if pick ~= '' and (ARGV[6] == '0' or not redis.call('LINDEX', q, 0)) then
-      local sp = string.find(pick, ' ', 38, true)
-      local next, lease = string.sub(pick, 1, sp - 1), tonumber(string.sub(pick, sp + 1))
-      redis.call('ZREM', d, pick) -- queued or not: it is not a waiter any longer
-      local head = redis.call('LINDEX', q, 0)
-      if head then
-        -- As set_holder (in _lock.lua) does it.
-        local ttl = lease
-        local s = redis.call('ZSCORE', d, head)
-        if s and tonumber(s) - now > ttl then
-          ttl = tonumber(s) - now
-        end
-        redis.call('SET', l, next .. ' w e' .. string.format('%d', now + lease), 'PX',
-          string.format('%d', ttl + lease))
-      else
-        redis.call('SET', l, next, 'PX', lease)
-      end
-      return {2, next, lease, 0}
-    end
     if riders then
       -- The riders join at the tail as lock_acquire.lua's join does, all in two calls (their
       -- hold ids are fresh: none is queued already), and the key then outlives the new
@@ -125,7 +148,7 @@ if ARGV[2] == '1' and v then
             'PX', string.format('%d', lease + math.max(2 * (s - now), lease, keep)))
           local client = string.sub(next, 1, 36)
           if client == string.sub(hold, 1, 36) then
-            return {2, next, lease, 1}
+            return {2, next, lease, 1, 0}
           end
           redis.call(ARGV[3], l .. ':c:' .. client, next)
           return {3}
@@ -158,12 +181,14 @@ end
 -- A hold with a count or a token ends here, the same way as above.
 now = now or server_ms()
 local timeout = tonumber(ARGV[4])
-if pick ~= '' and (ARGV[6] == '0' or not redis.call('LINDEX', q, 0)) then
+local first = pick ~= '' and live_head(q, d, now)
+local other = first and first ~= pick and string.sub(first, 1, 36) ~= string.sub(hold, 1, 36)
+if pick ~= '' and (ARGV[6] == '0' or not other) then
   local sp = string.find(pick, ' ', 38, true)
   local next, lease = string.sub(pick, 1, sp - 1), tonumber(string.sub(pick, sp + 1))
   redis.call('ZREM', d, pick)
   set_holder(l, q, d, next, lease, now)
-  return {2, next, lease, 0}
+  return {2, next, lease, 0, other and 1 or 0}
 end
 local keep = 0
 if ARGV[7] then
@@ -177,6 +202,6 @@ if not next then
   return {1}
 end
 if mine then
-  return {2, next, lease, 1}
+  return {2, next, lease, 1, 0}
 end
 return {3}

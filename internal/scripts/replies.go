@@ -34,6 +34,10 @@ const (
 	NotSet Status = 6
 	// TooMany: more permits asked than the semaphore has in all (the hold left the queue).
 	TooMany Status = 7
+	// HeldLocally: not acquired and not queued: another hold of the caller's Client holds the
+	// lock (asked for by the reentrant lock's first attempt, which then waits for that
+	// hold's release within its Client rather than in the queue).
+	HeldLocally Status = 8
 )
 
 func (s Status) String() string {
@@ -52,6 +56,8 @@ func (s Status) String() string {
 		return "not set"
 	case TooMany:
 		return "too many"
+	case HeldLocally:
+		return "held locally"
 	}
 	return fmt.Sprintf("status(%d)", uint8(s))
 }
@@ -61,7 +67,7 @@ type Attempt struct {
 	Status Status
 	// Token is the fencing token an Acquired attempt assigned, 0 when it assigned none.
 	Token int64
-	// Wait, for Queued and Busy, is how long to wait at most before trying again without a
+	// Wait, for Queued, Busy and HeldLocally, is how long to wait at most before trying again without a
 	// message: the holder's remaining lease, the nearest lease end, the head's liveness; 0
 	// when nothing runs out by itself.
 	Wait time.Duration
@@ -71,7 +77,7 @@ type Attempt struct {
 }
 
 // DecodeAttempt decodes an attempt script's reply {status, value, grants...}: value is the
-// token for Acquired, the wait in ms for Queued and Busy.
+// token for Acquired, the wait in ms for Queued, Busy and HeldLocally.
 func DecodeAttempt(v any) (Attempt, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) < 2 {
@@ -79,14 +85,14 @@ func DecodeAttempt(v any) (Attempt, error) {
 	}
 	st, ok1 := a[0].(int64)
 	n, ok2 := a[1].(int64)
-	if !ok1 || !ok2 || st < int64(Acquired) || st > int64(TooMany) {
+	if !ok1 || !ok2 || st < int64(Acquired) || st > int64(HeldLocally) {
 		return Attempt{}, fmt.Errorf("aqs: unexpected attempt reply %v", v)
 	}
 	r := Attempt{Status: Status(st)}
 	switch r.Status {
 	case Acquired:
 		r.Token = n
-	case Queued, Busy:
+	case Queued, Busy, HeldLocally:
 		r.Wait = time.Duration(n) * time.Millisecond
 	}
 	r.Mine = holds(a[2:])
@@ -161,13 +167,16 @@ type Release struct {
 	// Joined, for HandedLocal, reports that the release's riders joined the queue before the
 	// lock was handed on (rather than the lock going straight to the release's pick).
 	Joined bool
+	// Passed, for HandedLocal, reports that the lock went to the release's pick past a live
+	// waiter of another Client (a local hand-off that counts in its Client's streak).
+	Passed bool
 	// Mine, for Freed, are the hold ids of waiters of the caller's Client that the release
 	// granted (the read-write lock's, which may grant many), not published.
 	Mine []string
 }
 
 // DecodeRelease decodes a release's reply: {0, n} Counted, {1, grants...} Freed, {2, hold,
-// lease ms, joined} HandedLocal, {3} HandedRemote, {4} NotHeld.
+// lease ms, joined, passed} HandedLocal, {3} HandedRemote, {4} NotHeld.
 func DecodeRelease(v any) (Release, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) < 1 {
@@ -197,6 +206,10 @@ func DecodeRelease(v any) (Release, error) {
 		if len(a) > 3 {
 			j, _ := a[3].(int64)
 			r.Joined = j == 1
+		}
+		if len(a) > 4 {
+			p, _ := a[4].(int64)
+			r.Passed = p == 1
 		}
 	}
 	return r, nil

@@ -22,7 +22,7 @@ func TestRepliesDecodeIntoTypedValues(t *testing.T) {
 	a, err = scripts.DecodeAttempt([]any{int64(2), int64(0)})
 	require.NoError(t, err)
 	assert.Equal(t, scripts.Granted, a.Status)
-	for _, bad := range []any{int64(1), []any{int64(1)}, []any{int64(0), int64(0)}, []any{int64(8), int64(0)}, []any{"1", int64(0)}} {
+	for _, bad := range []any{int64(1), []any{int64(1)}, []any{int64(0), int64(0)}, []any{int64(9), int64(0)}, []any{"1", int64(0)}} {
 		_, err := scripts.DecodeAttempt(bad)
 		assert.Error(t, err, "%v", bad)
 	}

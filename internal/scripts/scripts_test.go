@@ -279,6 +279,17 @@ func TestRunAnswersCorrectlyAfterScriptFlush(t *testing.T) {
 			assert.True(t, other.Status == scripts.Busy && other.Wait <= time.Minute,
 				"held by another owner for %v more (reply %+v)", other.Wait, other)
 
+			// A first attempt of another hold of the owner's Client that asks (ARGV[7]) is told
+			// the lock is held locally, and neither queues nor marks it.
+			tp.flush(t)
+			sibling := strings.TrimSuffix(owner, ":1") + ":2"
+			local := attemptOf(t, scripts.LockAcquire.Run(ctx, tp.rdb, keys, sibling, 60000, 60000, "1", "0", "1", "1"))
+			assert.True(t, local.Status == scripts.HeldLocally && local.Wait > 0 && local.Wait <= time.Minute,
+				"held by a hold of the same Client (reply %+v)", local)
+			queued, err := tp.rdb.ZCard(ctx, keys[2]).Result()
+			require.NoError(t, err)
+			assert.Zero(t, queued, "not queued")
+
 			tp.flush(t)
 			alive, err := scripts.LockRenew.Run(ctx, tp.rdb, keys, owner, 60000).Int64()
 			require.NoError(t, err)
