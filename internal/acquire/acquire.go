@@ -318,29 +318,25 @@ func (a *attempt) board() (boarded bool, o outcome, ended error) {
 	if !ok {
 		return false, outcome{}, nil
 	}
-	// The first boarder of this Client subscribes first (as the first attempt would once
-	// queued), so that a grant after the release finds it.
-	hub, err := q.rt.Hub.Wait(a.waitCtx, q.cfg.Grants, a.hold)
-	if err != nil {
-		return false, outcome{}, err
-	}
-	a.hub = hub
-	a.w = a.newWaiter()
-	if !q.board(a.w) {
-		return false, outcome{}, nil
-	}
-	return a.ride()
+	return a.boardNow()
 }
 
 // boardHeld boards a hold of this Client after an attempt found the lock held by one
 // (HeldLocally), when this Queue knows of one (see boardable), and waits for the release's
-// outcome as board does. Not boarded, the
-// call attempts again; after maxLocals such replies it joins the queue as any waiter (the
-// hold is then another Lock value's of the same name, whose releases this Queue never sees).
+// outcome as board does. Not boarded, the call attempts again; after maxLocals such replies
+// it joins the queue as any waiter (the hold is then another Lock value's of the same name,
+// whose releases this Queue never sees).
 func (a *attempt) boardHeld() (boarded bool, o outcome, ended error) {
-	q := a.q
 	a.locals++
+	return a.boardNow()
+}
+
+// boardNow boards, if a hold of this Client is still there to board on, and rides.
+func (a *attempt) boardNow() (boarded bool, o outcome, ended error) {
+	q := a.q
 	if a.hub == nil {
+		// The first boarder of this Client subscribes first (as the first attempt would once
+		// queued), so that a grant after the release finds it.
 		hub, err := q.rt.Hub.Wait(a.waitCtx, q.cfg.Grants, a.hold)
 		if err != nil {
 			return false, outcome{}, err
