@@ -2,6 +2,8 @@ package acquire
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redaqs/aqs/internal/core"
@@ -456,7 +458,13 @@ func (a *attempt) failed(err error) (Won, bool, error) {
 		hold, rules := a.hold, a.c.Rules
 		now(a.q.rt, a.ctx, func(ctx context.Context) error { return rules.Clear(ctx, hold, err) })
 	}
-	return Won{}, false, cause(a.ctx, err)
+	out := cause(a.ctx, err)
+	if closed := a.q.rt.Check(); closed != nil && a.ctx.Err() == nil && !errors.Is(out, closed) {
+		// The Client was closed while the round trip was on its way (which then failed, its
+		// go-redis client closed too, say): the call ends as every call after Close does.
+		out = fmt.Errorf("%w: %w", closed, out)
+	}
+	return Won{}, false, out
 }
 
 // giveUp ends a queued call without the lock: its hold leaves the queue, passing on what was

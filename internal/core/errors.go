@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The sentinel errors of aqs. The root package re-exports each of them under the same name;
@@ -59,6 +61,11 @@ func RedisError(key string, err error) error {
 	}
 	if strings.Contains(err.Error(), "WRONGTYPE") {
 		return &WrongTypeError{Key: key}
+	}
+	if errors.Is(err, redis.ErrClosed) {
+		// The go-redis client was closed (typically right after the Client): the Client can
+		// do nothing more, as after its own Close.
+		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	return fmt.Errorf("aqs: redis: %w", err)
 }
