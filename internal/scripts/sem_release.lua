@@ -55,6 +55,9 @@ if v[1] and tonumber(v[2]) + 1125899906842624 == 0 then
         redis.call('ZREMRANGEBYSCORE', g, '-inf', now)
       end
       redis.call('ZADD', g, string.format('%d', deadline), m)
+      if redis.call('PEXPIRE', g, deadline - now + 1000, 'GT') == 0 then -- as keep_grants
+        redis.call('PEXPIRE', g, deadline - now + 1000, 'NX')
+      end
       local client = string.sub(hold, 1, 36)
       if client == ARGV[3] then
         return {0, 0, hold}
