@@ -147,7 +147,7 @@ func (l *Leased) take(ctx context.Context, n int, cfg core.LockConfig, block boo
 		Wait:  cfg.Wait,
 		Hold: &acquire.HoldSpec{
 			Key: l.kp, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LSemRenew,
-			FetchToken: noToken, Release: l.releaseHeld,
+			RenewKeys: []string{l.kp + "n"}, FetchToken: noToken, Release: l.releaseHeld,
 		},
 	})
 	if !ok || err != nil {
@@ -281,7 +281,7 @@ func (l *Leased) SetLease(ctx context.Context, p *Permit, d time.Duration) error
 		lease = l.rt.Cfg.WatchdogTimeout
 	}
 	sentAt := time.Now()
-	ok, err := scripts.LSemRenew.Run(ctx, l.rt.Redis, []string{l.kp}, p.id, lease.Milliseconds()).Int()
+	ok, err := scripts.LSemRenew.Run(ctx, l.rt.Redis, []string{l.kp, l.kp + "n"}, p.id, lease.Milliseconds()).Int()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
@@ -330,7 +330,7 @@ func (c *leasing) GiveUp(ctx context.Context, hold string) error {
 // waiter's write is the renewal of the permit to its full lease.
 func (c *leasing) Confirm(ctx context.Context, hold string) error {
 	l := c.l
-	r, err := l.rt.ConfirmGrant(ctx, scripts.LSemRenew, []string{l.kp}, []any{hold, c.lease.Milliseconds()},
+	r, err := l.rt.ConfirmGrant(ctx, scripts.LSemRenew, []string{l.kp, l.kp + "n"}, []any{hold, c.lease.Milliseconds()},
 		func(reply any) bool { return reply == int64(1) },
 		func(ctx context.Context) error { return l.undo(ctx, hold) })
 	if err != nil {

@@ -901,10 +901,14 @@ func (s *lsemMachine) cleanup() {
 	s.rdb.Del(context.Background(), s.keys...)
 }
 
-// noKeyWithoutTTL checks that the queue's keys (q, d) expire; s, p and pn have no TTL by
-// design (the permits, and the leases of the permits taken, belong with the configuration).
-// d as for the counting semaphore.
-func (s *lsemMachine) noKeyWithoutTTL(t testing.TB) { queueKeysExpire(t, s.rdb, s.keys) }
+// noKeyWithoutTTL checks that the queue's keys (q, d) and the permits' (p, pn) expire; s has no
+// TTL by design (the permits belong with the configuration). d as for the counting semaphore.
+func (s *lsemMachine) noKeyWithoutTTL(t testing.TB) {
+	queueKeysExpire(t, s.rdb, s.keys)
+	for _, k := range s.keys[3:5] {
+		redistest.AssertNoKeyWithoutTTL(t, s.rdb, k, k)
+	}
+}
 
 // queueKeysExpire checks that a semaphore's queue list q (keys[1]) and deadline zset d
 // (keys[2]) have a TTL.
@@ -1064,7 +1068,7 @@ func (s *lsemMachine) renewPermit(t *rapid.T) {
 
 // extend renews permit id for lease ms, or with 0 only checks it.
 func (s *lsemMachine) extend(t rapid.TB, id string, lease int64) {
-	r := s.int(t, scripts.LSemRenew, s.keys[3:4], id, lease)
+	r := s.int(t, scripts.LSemRenew, s.keys[3:5], id, lease)
 	var want bool
 	if lease == 0 { // a check only
 		want = s.hasPermit(id)

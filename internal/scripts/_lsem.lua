@@ -7,8 +7,10 @@
 --                     Client's watchdog or fixed.
 --   pn  "aqs:{n}:pn"  a hash: permit id -> permits it holds, for permits holding more than one
 --                     (absent: one)
--- A permit's id is the hold id of the acquisition that got it. p and pn have no TTL: they
--- belong with s.
+-- A permit's id is the hold id of the acquisition that got it. p and pn live a second beyond
+-- the latest lease end they record (keep_permits; each write of a lease extends them), so
+-- that an abandoned semaphore leaves only s: a p gone means every lease in it had ended, and
+-- in_use then counts no permit leased out.
 --@include _sem
 
 -- in_use drops the permits whose lease ran out (each once: the cost is paid by the permit, so
@@ -16,7 +18,12 @@
 local function in_use(s, p, pn, now)
   local gone = redis.call('ZRANGEBYSCORE', p, '-inf', now)
   if #gone == 0 then
-    return tonumber(redis.call('HGET', s, 'u')) or 0
+    local u = tonumber(redis.call('HGET', s, 'u')) or 0
+    if u > 0 and redis.call('EXISTS', p) == 0 then
+      redis.call('HDEL', s, 'u') -- p expired: the leases it held all ended
+      return 0
+    end
+    return u
   end
   local back = 0
   for _, id in ipairs(gone) do
@@ -27,17 +34,29 @@ local function in_use(s, p, pn, now)
   return redis.call('HINCRBY', s, 'u', -back)
 end
 
+-- keep_permits keeps p, and pn when with_pn, alive at least ms + 1000 more (extending their
+-- TTL, never shortening it).
+local function keep_permits(p, pn, ms, with_pn)
+  if redis.call('PEXPIRE', p, ms + 1000, 'GT') == 0 then
+    redis.call('PEXPIRE', p, ms + 1000, 'NX')
+  end
+  if with_pn and redis.call('PEXPIRE', pn, ms + 1000, 'GT') == 0 then
+    redis.call('PEXPIRE', pn, ms + 1000, 'NX')
+  end
+end
+
 -- add_permit leases n permits to id until now + lease. A permit id that is leased already
 -- (the same acquisition run again: go-redis re-sends a command whose reply a broken connection
 -- lost) only has its lease set: its permits are not counted twice.
 local function add_permit(s, p, pn, id, n, lease, now)
-  if redis.call('ZADD', p, string.format('%d', now + lease), id) == 0 then
-    return
-  end
-  if n > 1 then
+  local added = redis.call('ZADD', p, string.format('%d', now + lease), id)
+  if added == 1 and n > 1 then
     redis.call('HSET', pn, id, n)
   end
-  redis.call('HINCRBY', s, 'u', n)
+  keep_permits(p, pn, lease, n > 1)
+  if added == 1 then
+    redis.call('HINCRBY', s, 'u', n)
+  end
 end
 
 -- permits_in returns the leased semaphore's give (see dispatch): the waiter's permit is

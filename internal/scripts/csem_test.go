@@ -38,3 +38,32 @@ func TestCountingGrantRecordsExpire(t *testing.T) {
 	require.Greater(t, pttl, 59*time.Second)
 	require.LessOrEqual(t, pttl, 61*time.Second)
 }
+
+// A leased semaphore's permits (zset p, hash pn) live a second beyond the latest lease end
+// they record, and a p that is gone (expired: every lease in it had ended) counts no permit
+// leased out, though the count in s still had them.
+func TestLeasedPermitKeysExpire(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Single(t).Client(t)
+	key := "aqs:{" + redistest.Name(t) + "}"
+	keys := []string{key, key + ":q", key + ":d", key + ":p", key + ":pn"}
+	a := uuid.NewString()
+	_, err := scripts.SemSet.Run(ctx, rdb, keys, "set", 3, "PUBLISH", a, "l").Result()
+	require.NoError(t, err)
+	st := attemptOf(t, scripts.LSemAcquire.Run(ctx, rdb, keys, a+":1", 2, 30000, 60000, "1", "PUBLISH", "0"))
+	require.Equal(t, scripts.Acquired, st.Status)
+	for _, k := range keys[3:5] {
+		pttl, err := rdb.PTTL(ctx, k).Result()
+		require.NoError(t, err)
+		require.Greater(t, pttl, 29*time.Second, k)
+		require.LessOrEqual(t, pttl, 31*time.Second, k)
+	}
+	avail := func() int64 {
+		v, err := scripts.LSemAvailable.Run(ctx, rdb, []string{keys[0], keys[3], keys[4]}).Int64Slice()
+		require.NoError(t, err)
+		return v[0]
+	}
+	require.Equal(t, int64(1), avail())
+	require.NoError(t, rdb.Del(ctx, keys[3], keys[4]).Err()) // as their expiry does
+	require.Equal(t, int64(3), avail(), "no permit leased out once p is gone")
+}

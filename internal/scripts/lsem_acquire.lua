@@ -69,9 +69,16 @@ if first and not v[3] then
   if (not nearest_end or nearest_end > now) and total - (tonumber(v[2]) or 0) >= n then
     -- As add_permit does it: a hold leased already (this attempt run again by go-redis's
     -- retry) is not counted twice.
-    if redis.call('ZADD', p, string.format('%d', now + lease), hold) == 1 then
+    local added = redis.call('ZADD', p, string.format('%d', now + lease), hold)
+    if redis.call('PEXPIRE', p, lease + 1000, 'GT') == 0 then -- as keep_permits
+      redis.call('PEXPIRE', p, lease + 1000, 'NX')
+    end
+    if added == 1 then
       if n > 1 then
         redis.call('HSET', pn, hold, n)
+        if redis.call('PEXPIRE', pn, lease + 1000, 'GT') == 0 then
+          redis.call('PEXPIRE', pn, lease + 1000, 'NX')
+        end
       end
       redis.call('HINCRBY', s, 'u', n)
     end

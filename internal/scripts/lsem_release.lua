@@ -51,9 +51,15 @@ if k == n and v[3] and tonumber(v[1]) - tonumber(v[2]) == 0 then
       local hold = string.sub(m, 1, a - 1)
       local lease = math.max(1, math.min(tonumber(string.sub(m, b + 1)), deadline - now))
       redis.call('ZADD', p, string.format('%d', now + lease), hold)
+      if redis.call('PEXPIRE', p, lease + 1000, 'GT') == 0 then -- as keep_permits
+        redis.call('PEXPIRE', p, lease + 1000, 'NX')
+      end
       if n > 1 then
         redis.call('HDEL', pn, id)
         redis.call('HSET', pn, hold, n)
+        if redis.call('PEXPIRE', pn, lease + 1000, 'GT') == 0 then
+          redis.call('PEXPIRE', pn, lease + 1000, 'NX')
+        end
       end
       local client = string.sub(hold, 1, 36)
       if client == ARGV[4] then

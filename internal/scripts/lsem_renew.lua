@@ -1,6 +1,6 @@
 -- lsem_renew: extend, or only check, one leased permit (the watchdog's call, and SetLease's).
 --
--- KEYS[1] p (see _lsem.lua)
+-- KEYS[1] p, KEYS[2] pn (see _lsem.lua)
 -- ARGV[1]  permit id
 -- ARGV[2]  lease in ms from now, or 0 to check that the permit is still live without extending
 --          it
@@ -16,5 +16,6 @@ if not sc or tonumber(sc) <= now then
 end
 if ARGV[2] ~= '0' then
   redis.call('ZADD', KEYS[1], 'XX', string.format('%d', now + tonumber(ARGV[2])), ARGV[1])
+  keep_permits(KEYS[1], KEYS[2], tonumber(ARGV[2]), true)
 end
 return 1
