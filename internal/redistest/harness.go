@@ -75,6 +75,13 @@ func Binary() (string, error) {
 func Main(m *testing.M) int {
 	before := goleak.IgnoreCurrent()
 	code := m.Run()
+	if code == 0 {
+		if err := checkKeysExpire(); err != nil {
+			fmt.Fprintf(os.Stderr, "redistest: %v\n", err)
+			fmt.Println("FAIL") // m.Run printed PASS already
+			code = 1
+		}
+	}
 	stopAll()
 	if code != 0 {
 		return code

@@ -2,6 +2,9 @@ package redistest
 
 import (
 	"context"
+	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,4 +61,47 @@ func AssertNoKeyWithoutTTL(t testing.TB, rdb redis.UniversalClient, name, slotKe
 	t.Logf("keys left: %v", seen)
 	assert.Contains(t, seen, probe, "the scan did not find the probe key")
 	assert.Empty(t, persisted, "keys without a TTL")
+}
+
+// checkKeysExpire scans the shared servers, once the tests of the binary have run, for keys
+// of aqs's default prefix that have no TTL: every key a primitive writes expires once it is
+// abandoned, except a semaphore's permits hash (its configuration: a hash with the total in
+// field t). Keys under other prefixes are the tests' own.
+func checkKeysExpire() error {
+	var servers []*Server
+	if single.srv != nil {
+		servers = append(servers, single.srv)
+	}
+	if cluster.c != nil {
+		servers = append(servers, cluster.c.nodes...)
+	}
+	ctx := context.Background()
+	var persisted []string
+	for _, s := range servers {
+		rdb := redis.NewClient(s.Options())
+		iter := rdb.Scan(ctx, 0, "aqs:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			key := iter.Val()
+			if pttl, err := rdb.PTTL(ctx, key).Result(); err != nil || pttl != -1 {
+				continue
+			}
+			if rdb.Type(ctx, key).Val() == "hash" && rdb.HExists(ctx, key, "t").Val() {
+				continue
+			}
+			persisted = append(persisted, key)
+		}
+		err := iter.Err()
+		rdb.Close()
+		if err != nil {
+			return fmt.Errorf("scanning %s for keys without a TTL: %w", s.Addr(), err)
+		}
+	}
+	if len(persisted) > 0 {
+		sort.Strings(persisted)
+		if len(persisted) > 20 {
+			persisted = append(persisted[:20], "…")
+		}
+		return fmt.Errorf("keys without a TTL left by the tests: %s", strings.Join(persisted, ", "))
+	}
+	return nil
 }
