@@ -84,7 +84,7 @@ func (s *Semaphore) AddPermits(ctx context.Context, delta int) error {
 
 // Acquire blocks until n permits are granted or ctx is done. Waiters are served in arrival
 // order. It fails at once with ErrTooManyPermits when n is above the total, and with ErrNotSet
-// when the permits were never set.
+// when the permits were never set (a semaphore made WithSize sets them instead).
 //
 // On failure Acquire returns context.Cause(ctx) (or the error), and leaves the semaphore
 // unchanged: it leaves the queue, and permits granted to it in the same instant go to the
@@ -147,6 +147,8 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 	switch {
 	case err != nil:
 		return err
+	case r.Status == scripts.SemNotSet && s.sized:
+		return s.seed(ctx, s.keys, "c") // the permits it gives back are in the size (see WithSize)
 	case r.Status == scripts.SemNotSet:
 		return fmt.Errorf("semaphore %q: %w", s.name, ErrNotSet)
 	case r.Status == scripts.SemOverRelease:
@@ -213,6 +215,18 @@ func (c *counting) Fast(ctx context.Context, _ string) (bool, error) {
 }
 
 func (c *counting) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
+	a, err := c.attempt(ctx, hold, t)
+	if a.Status == scripts.NotSet && c.s.sized {
+		if err := c.s.seed(ctx, c.s.keys, "c"); err != nil {
+			return scripts.Attempt{}, err
+		}
+		return c.attempt(ctx, hold, t)
+	}
+	return a, err
+}
+
+// attempt makes one run of sem_acquire.lua.
+func (c *counting) attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	s := c.s
 	c.last = s.key + ":a:" + s.rt.NewHoldID()
 	v, err := s.rt.RunAcquire(ctx, scripts.SemAcquire,

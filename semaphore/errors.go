@@ -5,7 +5,7 @@ import "errors"
 // The errors of package semaphore. Each leaves the semaphore unchanged.
 var (
 	// ErrNotSet is returned by calls on a semaphore whose permits were never set (see
-	// TrySetPermits and AddPermits).
+	// TrySetPermits and AddPermits), unless it was made WithSize.
 	ErrNotSet = errors.New("semaphore: permits not set")
 	// ErrTooManyPermits is returned by Acquire and TryAcquire asking for more permits than the
 	// semaphore has in total, at once rather than after a wait that could never end. A waiter

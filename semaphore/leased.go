@@ -107,8 +107,8 @@ func (p *Permit) Context() context.Context { return p.held }
 
 // Acquire blocks until n permits are granted or ctx is done, and returns the permit. Waiters
 // are served in arrival order. It fails at once with ErrTooManyPermits when n is above the
-// total, and with ErrNotSet when the permits were never set. Option: aqs.WithLease, for a
-// fixed lease instead of the watchdog's renewals.
+// total, and with ErrNotSet when the permits were never set (a semaphore made WithSize sets
+// them instead). Option: aqs.WithLease, for a fixed lease instead of the watchdog's renewals.
 //
 // On failure Acquire returns context.Cause(ctx) (or the error), and leaves the semaphore
 // unchanged: it leaves the queue, and a permit granted to it in the same instant goes to the
@@ -305,6 +305,18 @@ type leasing struct {
 func (c *leasing) Fast(context.Context, string) (bool, error) { return false, nil }
 
 func (c *leasing) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
+	a, err := c.attempt(ctx, hold, t)
+	if a.Status == scripts.NotSet && c.l.sized {
+		if err := c.l.seed(ctx, c.l.keys, "l"); err != nil {
+			return scripts.Attempt{}, err
+		}
+		return c.attempt(ctx, hold, t)
+	}
+	return a, err
+}
+
+// attempt makes one run of lsem_acquire.lua.
+func (c *leasing) attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	l := c.l
 	v, err := l.rt.RunAcquire(ctx, scripts.LSemAcquire, l.keys, []any{hold, c.n, c.lease.Milliseconds(),
 		l.waiterTimeout.Milliseconds(), flag(t.Join), l.rt.PublishCommand(), flag(!t.First)},

@@ -1,6 +1,7 @@
 package semaphore
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"time"
@@ -34,6 +35,8 @@ type base struct {
 	key           string // s, the hash (see internal/scripts/_sem.lua)
 	grants        string // this Client's grant channel
 	waiterTimeout time.Duration
+	size          int  // WithSize's
+	sized         bool // WithSize was given
 	q             *acquire.Queue
 }
 
@@ -52,6 +55,35 @@ func WithWaiterTimeout(d time.Duration) Option {
 		b.waiterTimeout = d
 		return nil
 	}
+}
+
+// WithSize gives the semaphore its size: n permits in all, set when a call finds the permits
+// not set (the first use, or after a Redis restart without persistence lost the key), so that
+// callers never see ErrNotSet. It does not change permits that are set: TrySetPermits and
+// AddPermits do. n must not be negative.
+//
+// Permits held when a restart lost the key are forgotten with it. The size set again is all
+// available, so until those holders release, up to their number of holders too many may hold
+// permits at once. A counting semaphore's release of such permits is absorbed: it succeeds,
+// and while the key is gone it sets the size again; once the size is set, it gives the
+// permits back (or fails with ErrOverRelease when that would make more available than the
+// total). A leased permit held at the restart is lost: its renewal fails, its held context is
+// cancelled with aqs.ErrLockLost, and its Release reports it gone.
+func WithSize(n int) Option {
+	return func(b *base) error {
+		if n < 0 {
+			return core.Invalid("size %d is negative", n)
+		}
+		b.size, b.sized = n, true
+		return nil
+	}
+}
+
+// seed sets the permits to the size given with WithSize if they are not set; kind is "c" or
+// "l" (see sem_set.lua).
+func (b *base) seed(ctx context.Context, keys []string, kind string) error {
+	_, err := trySet(ctx, b, keys, b.size, kind)
+	return err
 }
 
 // newBase returns the shared part of the semaphore of the given name on rt (a Client's
