@@ -491,6 +491,66 @@ func smHoldOf(t rapid.TB, m string) string {
 	return m[:37+i]
 }
 
+// smMachine is what runSmMachine needs of a semaphore's machine.
+type smMachine interface {
+	harness() *smHarness
+	set(t rapid.TB, k int64, from string)
+	check(t rapid.TB)
+	cleanup()
+	noKeyWithoutTTL(t testing.TB)
+	// actions are the machine's steps for rt.Repeat: rapid draws them in the order of their
+	// names, the first ones more often.
+	actions() map[string]func(*rapid.T)
+}
+
+func (h *smHarness) harness() *smHarness { return h }
+
+// newSmMachine makes a machine (newSemMachine, newLsemMachine).
+type newSmMachine[M smMachine] func(t rapid.TB, c *aqs.Client, rdb redis.UniversalClient, name string,
+	checks *int, stats map[string]int, slots int, fresh func(h *smHarness, sl *smSlot)) M
+
+// runSmMachine runs a machine's random runs, then its fixed scenarios.
+func runSmMachine[M smMachine](t *testing.T, rdb redis.UniversalClient, newM newSmMachine[M], scenarios []smScenario[M]) {
+	c := newClient(t, rdb)
+	name := redistest.Name(t)
+	checks, runs, stats := 0, 0, map[string]int{}
+	start := time.Now()
+	t.Run("random", func(t *testing.T) {
+		rapid.Check(t, func(rt *rapid.T) {
+			runs++
+			s := newM(rt, c, rdb, fmt.Sprintf("%s-%d", name, runs), &checks, stats, 6,
+				func(h *smHarness, sl *smSlot) { h.renew(rt, sl) })
+			defer s.cleanup()
+			// Most runs start with permits set, so that most steps do more than fail.
+			if k := rapid.SampledFrom([]int64{3, 2, 4, 1, 0, -1}).Draw(rt, "initial permits"); k >= 0 {
+				s.set(rt, k, s.harness().clients[0])
+			}
+			rt.Repeat(s.actions())
+			s.noKeyWithoutTTL(lintest.InRapid(t, rt))
+		})
+		if runs < 100 {
+			t.Fatalf("only %d runs", runs)
+		}
+		t.Logf("%d runs, %d state checks in %v; outcomes %v", runs, checks, time.Since(start), stats)
+	})
+	for i, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			s := newM(t, c, rdb, fmt.Sprintf("%s-s%d", name, i), &checks, stats, len(sc.slots),
+				func(h *smHarness, sl *smSlot) {
+					v := sc.slots[len(h.slots)]
+					h.assign(sl, v[0], v[1]*smUnit)
+				})
+			defer s.cleanup()
+			s.check(t)
+			for _, step := range sc.steps {
+				step(t, s)
+				s.check(t)
+			}
+			s.noKeyWithoutTTL(t)
+		})
+	}
+}
+
 // smScenario is a fixed sequence of steps on a machine; the machine's invariant runs after
 // each. Its slots are made with the n and lease given.
 type smScenario[M any] struct {
@@ -742,58 +802,24 @@ func (s *semMachine) check(t rapid.TB) {
 	}
 }
 
-func runSemMachine(t *testing.T, rdb redis.UniversalClient) {
-	c := newClient(t, rdb)
-	name := redistest.Name(t)
-	checks, runs, stats := 0, 0, map[string]int{}
-	start := time.Now()
-	t.Run("random", func(t *testing.T) {
-		rapid.Check(t, func(rt *rapid.T) {
-			runs++
-			s := newSemMachine(rt, c, rdb, fmt.Sprintf("%s-%d", name, runs), &checks, stats, 6,
-				func(h *smHarness, sl *smSlot) { h.renew(rt, sl) })
-			defer s.cleanup()
-			// Most runs start with permits set, so that most steps do more than fail.
-			if k := rapid.SampledFrom([]int64{3, 2, 4, 1, 0, -1}).Draw(rt, "initial permits"); k >= 0 {
-				s.set(rt, k, s.clients[0])
-			}
-			// rapid draws the actions in the order of their names, the first ones more often.
-			rt.Repeat(map[string]func(*rapid.T){
-				"0 attempt":   s.attempt, // twice: attempts make the queue
-				"1 attempt":   s.attempt,
-				"2 heartbeat": s.heartbeat,
-				"3 release":   s.release,
-				"4 add":       s.add,
-				"5 giveUp":    s.giveUp,
-				"6 advance":   s.advance,
-				"7 collect":   func(t *rapid.T) { s.collect(t, func(*smSlot) {}) },
-				"8 drain":     func(t *rapid.T) { s.drain(t) },
-				"9 trySet":    s.trySet,
-				"":            func(t *rapid.T) { s.check(t) },
-			})
-			s.noKeyWithoutTTL(lintest.InRapid(t, rt))
-		})
-		if runs < 100 {
-			t.Fatalf("only %d runs", runs)
-		}
-		t.Logf("%d runs, %d state checks in %v; outcomes %v", runs, checks, time.Since(start), stats)
-	})
-	for i, sc := range semScenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			s := newSemMachine(t, c, rdb, fmt.Sprintf("%s-s%d", name, i), &checks, stats, len(sc.slots),
-				func(h *smHarness, sl *smSlot) {
-					v := sc.slots[len(h.slots)]
-					h.assign(sl, v[0], v[1]*smUnit)
-				})
-			defer s.cleanup()
-			s.check(t)
-			for _, step := range sc.steps {
-				step(t, s)
-				s.check(t)
-			}
-			s.noKeyWithoutTTL(t)
-		})
+func (s *semMachine) actions() map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"0 attempt":   s.attempt, // twice: attempts make the queue
+		"1 attempt":   s.attempt,
+		"2 heartbeat": s.heartbeat,
+		"3 release":   s.release,
+		"4 add":       s.add,
+		"5 giveUp":    s.giveUp,
+		"6 advance":   s.advance,
+		"7 collect":   func(t *rapid.T) { s.collect(t, func(*smSlot) {}) },
+		"8 drain":     func(t *rapid.T) { s.drain(t) },
+		"9 trySet":    s.trySet,
+		"":            func(t *rapid.T) { s.check(t) },
 	}
+}
+
+func runSemMachine(t *testing.T, rdb redis.UniversalClient) {
+	runSmMachine(t, rdb, newSemMachine, semScenarios)
 }
 
 // semScenarios are fixed runs of the counting semaphore's machine. Holds alternate between
@@ -1147,57 +1173,24 @@ func (s *lsemMachine) check(t rapid.TB) {
 	}
 }
 
-func runLeasedMachine(t *testing.T, rdb redis.UniversalClient) {
-	c := newClient(t, rdb)
-	name := redistest.Name(t)
-	checks, runs, stats := 0, 0, map[string]int{}
-	start := time.Now()
-	t.Run("random", func(t *testing.T) {
-		rapid.Check(t, func(rt *rapid.T) {
-			runs++
-			s := newLsemMachine(rt, c, rdb, fmt.Sprintf("%s-%d", name, runs), &checks, stats, 6,
-				func(h *smHarness, sl *smSlot) { h.renew(rt, sl) })
-			defer s.cleanup()
-			if k := rapid.SampledFrom([]int64{3, 2, 4, 1, 0, -1}).Draw(rt, "initial permits"); k >= 0 {
-				s.set(rt, k, s.clients[0])
-			}
-			// rapid draws the actions in the order of their names, the first ones more often.
-			rt.Repeat(map[string]func(*rapid.T){
-				"0 attempt":   s.attempt, // twice: attempts make the queue
-				"1 attempt":   s.attempt,
-				"2 heartbeat": s.heartbeat,
-				"3 release":   s.release,
-				"4 add":       s.add,
-				"5 giveUp":    s.giveUp,
-				"6 advance":   s.advance,
-				"7 renew":     s.renewPermit,
-				"8 collect":   func(t *rapid.T) { s.collect(t, func(sl *smSlot) { s.permits = append(s.permits, sl.hold) }) },
-				"9 trySet":    s.trySet,
-				"":            func(t *rapid.T) { s.check(t) },
-			})
-			s.noKeyWithoutTTL(lintest.InRapid(t, rt))
-		})
-		if runs < 100 {
-			t.Fatalf("only %d runs", runs)
-		}
-		t.Logf("%d runs, %d state checks in %v; outcomes %v", runs, checks, time.Since(start), stats)
-	})
-	for i, sc := range lsemScenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			s := newLsemMachine(t, c, rdb, fmt.Sprintf("%s-s%d", name, i), &checks, stats, len(sc.slots),
-				func(h *smHarness, sl *smSlot) {
-					v := sc.slots[len(h.slots)]
-					h.assign(sl, v[0], v[1]*smUnit)
-				})
-			defer s.cleanup()
-			s.check(t)
-			for _, step := range sc.steps {
-				step(t, s)
-				s.check(t)
-			}
-			s.noKeyWithoutTTL(t)
-		})
+func (s *lsemMachine) actions() map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"0 attempt":   s.attempt, // twice: attempts make the queue
+		"1 attempt":   s.attempt,
+		"2 heartbeat": s.heartbeat,
+		"3 release":   s.release,
+		"4 add":       s.add,
+		"5 giveUp":    s.giveUp,
+		"6 advance":   s.advance,
+		"7 renew":     s.renewPermit,
+		"8 collect":   func(t *rapid.T) { s.collect(t, func(sl *smSlot) { s.permits = append(s.permits, sl.hold) }) },
+		"9 trySet":    s.trySet,
+		"":            func(t *rapid.T) { s.check(t) },
 	}
+}
+
+func runLeasedMachine(t *testing.T, rdb redis.UniversalClient) {
+	runSmMachine(t, rdb, newLsemMachine, lsemScenarios)
 }
 
 // lsemScenarios are fixed runs of the leased semaphore's machine. Holds alternate between the
