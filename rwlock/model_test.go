@@ -435,27 +435,7 @@ func (s *smMachine) release(t *rapid.T) {
 }
 
 func (s *smMachine) reenter(t *rapid.T) {
-	sl := s.pick(t, func(sl *smSlot) bool { return sl.phase == smHolding })
-	lease := int64(0)
-	if rapid.Bool().Draw(t, "extend") {
-		lease = rapid.SampledFrom(smLeases).Draw(t, "lease")
-	}
-	var r int64
-	var want bool
-	var err error
-	if sl.mode == model.Exclusive {
-		r, err = scripts.LockReenter.Run(context.Background(), s.rdb, s.keys[:1], sl.hold, lease).Int64()
-		want = s.m.WriteReenter(s.now, sl.hold, lease)
-	} else {
-		r, err = scripts.RWReadReenter.Run(context.Background(), s.rdb, s.keys[1:3], sl.hold, lease).Int64()
-		want = s.m.ReadReenter(s.now, sl.hold, lease)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if (r == 1) != want {
-		t.Fatalf("%v re-entry of %s (lease %d) at %dh: redis %d, model %v", sl.mode, sl.hold, lease, s.now/model.Time(hour), r, want)
-	}
+	sl, want := s.extend(t, "re-entry", scripts.LockReenter, scripts.RWReadReenter, s.m.WriteReenter, s.m.ReadReenter)
 	switch {
 	case !want:
 		s.fresh(sl) // lost: its Client knows now
@@ -465,30 +445,35 @@ func (s *smMachine) reenter(t *rapid.T) {
 }
 
 func (s *smMachine) renew(t *rapid.T) {
+	sl, want := s.extend(t, "renewal", scripts.LockRenew, scripts.RWReadRenew, s.m.WriteRenew, s.m.ReadRenew)
+	if !want {
+		s.fresh(sl)
+	}
+}
+
+// extend runs op (a re-entry or a renewal) on a holding slot, with a lease drawn too (0:
+// none): script w and model call mw on the write side, r and mr on the read side. Redis's
+// answer must be the model's, which it returns with the slot.
+func (s *smMachine) extend(t *rapid.T, op string, w, r *scripts.Script,
+	mw, mr func(now model.Time, hold string, lease int64) bool) (*smSlot, bool) {
 	sl := s.pick(t, func(sl *smSlot) bool { return sl.phase == smHolding })
 	lease := int64(0)
 	if rapid.Bool().Draw(t, "extend") {
 		lease = rapid.SampledFrom(smLeases).Draw(t, "lease")
 	}
-	var r int64
-	var want bool
-	var err error
-	if sl.mode == model.Exclusive {
-		r, err = scripts.LockRenew.Run(context.Background(), s.rdb, s.keys[:1], sl.hold, lease).Int64()
-		want = s.m.WriteRenew(s.now, sl.hold, lease)
-	} else {
-		r, err = scripts.RWReadRenew.Run(context.Background(), s.rdb, s.keys[1:3], sl.hold, lease).Int64()
-		want = s.m.ReadRenew(s.now, sl.hold, lease)
+	script, keys, m := w, s.keys[:1], mw
+	if sl.mode != model.Exclusive {
+		script, keys, m = r, s.keys[1:3], mr
 	}
+	got, err := script.Run(context.Background(), s.rdb, keys, sl.hold, lease).Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if (r == 1) != want {
-		t.Fatalf("%v renewal of %s (lease %d) at %dh: redis %d, model %v", sl.mode, sl.hold, lease, s.now/model.Time(hour), r, want)
+	want := m(s.now, sl.hold, lease)
+	if (got == 1) != want {
+		t.Fatalf("%v %s of %s (lease %d) at %dh: redis %d, model %v", sl.mode, op, sl.hold, lease, s.now/model.Time(hour), got, want)
 	}
-	if !want {
-		s.fresh(sl)
-	}
+	return sl, want
 }
 
 // serveKeys are rw_serve.lua's keys: w, r, q, d.
