@@ -315,7 +315,7 @@ func (a *attempt) board() (boarded bool, o outcome, ended error) {
 		return false, outcome{}, nil
 	}
 	q.mu.Lock()
-	ok := q.boardable()
+	ok := q.boardable(a.c.Block)
 	q.mu.Unlock()
 	if !ok {
 		return false, outcome{}, nil
@@ -348,7 +348,7 @@ func (a *attempt) boardNow() (boarded bool, o outcome, ended error) {
 	if a.w == nil {
 		a.w = a.newWaiter()
 	}
-	if !q.board(a.w) {
+	if !q.board(a.w, a.c.Block) {
 		return false, outcome{}, nil
 	}
 	return a.ride()
@@ -386,7 +386,7 @@ func (a *attempt) ride() (boarded bool, o outcome, ended error) {
 			}
 			return true, o, nil
 		case <-over:
-			if q.cfg.Stay && q.stillHeld() {
+			if q.cfg.Stay && q.stillHeld(a.c.Block) {
 				window.Reset(q.cfg.Board)
 				continue
 			}

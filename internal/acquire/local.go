@@ -97,10 +97,12 @@ func (w *waiter) tell(o outcome) {
 }
 
 // boardable reports, with q.mu held, whether a waiter could board now: a hold of this Queue
-// is held or being released (see holding), or a first attempt that may take one is on its
-// way (see attempting).
-func (q *Queue) boardable() bool {
-	return q.attempts > 0 || q.holding()
+// is held or being released (see holding), or, for a call that blocks (block), a first
+// attempt that may take one is on its way (see attempting). A call with a wait bound does not
+// board on an attempt: it could reach its bound boarded, without an attempt of its own, while
+// the lock was free, and report that it could not have it.
+func (q *Queue) boardable(block bool) bool {
+	return block && q.attempts > 0 || q.holding()
 }
 
 // holding reports, with q.mu held, whether a hold of this Queue is held (its lease trusted,
@@ -111,12 +113,12 @@ func (q *Queue) holding() bool {
 		q.heldHold.Releasing()) || q.heldHold == nil && time.Since(q.heldAt) < q.cfg.Board)
 }
 
-// stillHeld reports whether a hold of this Queue is held with its lease trusted, or a release
-// of one is on its way: a boarded waiter may stay (see Config.Stay).
-func (q *Queue) stillHeld() bool {
+// stillHeld reports whether a boarded waiter (of a call that blocks: block) may stay (see
+// Config.Stay): as boardable.
+func (q *Queue) stillHeld(block bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.boardable()
+	return q.boardable(block)
 }
 
 // maxLocals bounds the HeldLocally replies a call takes without a hand-off before it joins
@@ -154,11 +156,12 @@ func (q *Queue) attempting(counted bool) func(hold string) {
 	}
 }
 
-// board makes w a boarded waiter if it can board now, and reports whether it did.
-func (q *Queue) board(w *waiter) bool {
+// board makes w, a waiter of a call that blocks or not (block), a boarded waiter if it can
+// board now (see boardable), and reports whether it did.
+func (q *Queue) board(w *waiter, block bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.boardable() {
+	if !q.boardable(block) {
 		return false
 	}
 	w.state = wBoarded
