@@ -12,6 +12,7 @@ import (
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/scripts"
 	"github.com/redaqs/aqs/reentrant"
 	"github.com/redaqs/aqs/semaphore"
 )
@@ -142,5 +143,63 @@ func TestFairLockWhoseFirstAttemptLostItsReplyHoldsTheLock(t *testing.T) {
 		require.NoError(t, l.Unlock(held), call)
 		n, _ := srv.Client(t).Exists(ctx, l.Key()).Result()
 		assert.Zero(t, n, "%s: the lock is free after the one Unlock", call)
+	}
+}
+
+// A release whose reply is lost runs twice (go-redis's retry) and reports success: the first
+// run ended the hold, and the second answers what the first did, from the key of the call's
+// own that the first run wrote, instead of finding the hold gone and reporting it lost. Every
+// primitive's release, with every shape of release script: the uncontended one, the rwlock's
+// read release by plain commands and by script (a re-entered hold), the leased semaphore's
+// partial release. Afterwards the primitive is free: nothing was released twice either.
+func TestReleaseWhoseReplyIsLostAndRunsTwiceSucceeds(t *testing.T) {
+	for _, tc := range []struct {
+		kind, op string
+		shape    string
+		command  string // in the release's command, and in no other
+	}{
+		{kindReentrant, opExclusive, "", scripts.LockRelease.SHA()},
+		{kindFair, opExclusive, "", scripts.LockRelease.SHA()},
+		{kindRWLock, opExclusive, "", scripts.RWWriteRelease.SHA()},
+		{kindRWLock, opRead, "plain commands", "zrem"},
+		{kindRWLock, opRead, "re-entered", scripts.RWReadRelease.SHA()},
+		{kindCounting, "1", "", scripts.SemRelease.SHA()},
+		{kindLeased, "1", "", scripts.LSemRelease.SHA()},
+		{kindLeased, "2", "part", scripts.LSemRelease.SHA()},
+	} {
+		t.Run(tc.kind+" "+tc.op+" "+tc.shape, func(t *testing.T) {
+			ctx := context.Background()
+			srv, px, c := behindAProxy(t, &redis.Options{})
+			p, err := newPrim(ctx, c, primConfig{kind: tc.kind, name: redistest.Name(t),
+				waiterTimeout: 5 * time.Second, permits: 3})
+			require.NoError(t, err)
+			defer srv.Client(t).Del(ctx, p.keys...)
+			h, err := p.acquire(ctx, tc.op)
+			require.NoError(t, err)
+			release := h.Release
+			switch tc.shape {
+			case "re-entered":
+				again, err := p.rw.RLock(h.ctx)
+				require.NoError(t, err)
+				require.NoError(t, p.rw.RUnlock(again))
+			case "part":
+				permit := h.permit
+				release = func() error { return p.ls.ReleasePart(ctx, permit, 1) }
+			}
+
+			px.DropReplyTo(tc.command)
+			require.NoError(t, release(), "the release ran, and its second run says so")
+			require.Equal(t, 1, px.Dropped(), "the release's reply was dropped")
+			if tc.shape == "part" {
+				assert.Equal(t, 1, h.permit.Permits(), "one of the two permits given back")
+				n, err := p.ls.Available(ctx)
+				require.NoError(t, err)
+				assert.Equal(t, 2, n, "one permit back, not two")
+				require.NoError(t, h.Release())
+			}
+			free, err := p.free(ctx)
+			require.NoError(t, err)
+			assert.True(t, free, "free after the release")
+		})
 	}
 }

@@ -21,10 +21,9 @@ import (
 // here (a cut drops a command); they are counted and logged.
 //
 // go-redis retries a command whose connection broke after it was sent (Options.MaxRetries), so
-// a script that ran but lost its reply may run again. The semaphores' acquisitions and the
-// counting release recognise a repeated call (a key of the call's own, or the permit's id);
-// the locks' releases name their hold, so a repeated one changes nothing and reports an error,
-// counted here.
+// a script that ran but lost its reply may run again. Every acquisition and release
+// recognises a repeated call (by a key of the call's own, the hold id, or the permit's id),
+// changes nothing the second time and answers as the first run did.
 //
 // The counting semaphore ran without the cuts for a while: under them, one of its two permits
 // stayed taken after the load in about one full run in four. The cause: a waiter's first

@@ -102,7 +102,8 @@ func newPrim(ctx context.Context, c *aqs.Client, cfg primConfig) (*prim, error) 
 
 // held is one acquisition.
 type held struct {
-	id string // the leased permit's id, else ""
+	id     string            // the leased permit's id, else ""
+	permit *semaphore.Permit // the leased permit, else nil
 	// ctx is the held context (the permit's, for the leased semaphore); for the counting
 	// semaphore, whose permits have no lease, a context that ends only with the release.
 	ctx     context.Context
@@ -179,7 +180,7 @@ func (p *prim) acquire(ctx context.Context, op string, opts ...aqs.LeaseOption) 
 		if err != nil {
 			return nil, err
 		}
-		h.ctx, h.id = permit.Context(), permit.ID()
+		h.ctx, h.id, h.permit = permit.Context(), permit.ID(), permit
 		h.release = func() error { return p.ls.Release(background, permit) }
 		return h, nil
 	}

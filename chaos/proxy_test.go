@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,8 @@ type proxy struct {
 	target  string
 	latency atomic.Int64 // nanoseconds
 	drop    atomic.Bool  // drop the next reply (see DropNextReply)
+	dropTo  atomic.Value // string: drop the reply to the next command that contains it (DropReplyTo)
+	dropped atomic.Int64 // replies dropped
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -48,6 +51,15 @@ func (p *proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
 // that connection: the command ran, and its caller sees a network error.
 func (p *proxy) DropNextReply() { p.drop.Store(true) }
 
+// DropReplyTo makes the proxy drop the reply to the next chunk a Client sends that contains
+// text, and cut that connection: the command ran, and its caller sees a network error. Unlike
+// DropNextReply, no reply on another connection (a pub/sub message, a new connection's HELLO)
+// takes its place.
+func (p *proxy) DropReplyTo(text string) { p.dropTo.Store(text) }
+
+// Dropped returns how many replies the proxy dropped.
+func (p *proxy) Dropped() int { return int(p.dropped.Load()) }
+
 // Cut closes every open connection, both sides.
 func (p *proxy) Cut() {
 	p.mu.Lock()
@@ -74,8 +86,9 @@ func (p *proxy) accept() {
 			return
 		}
 		p.wg.Add(2)
-		go p.pipe(client, server, false)
-		go p.pipe(server, client, true)
+		var armed atomic.Bool // this connection's next reply is to be dropped (DropReplyTo)
+		go p.pipe(client, server, false, &armed)
+		go p.pipe(server, client, true, &armed)
 	}
 }
 
@@ -96,8 +109,9 @@ func (p *proxy) track(conns ...net.Conn) bool {
 }
 
 // pipe copies from src to dst, each chunk held back by the latency, until either side fails;
-// then it closes both. replies tells the direction from Redis to a Client.
-func (p *proxy) pipe(src, dst net.Conn, replies bool) {
+// then it closes both. replies tells the direction from Redis to a Client; armed is shared by
+// the two directions of one connection.
+func (p *proxy) pipe(src, dst net.Conn, replies bool, armed *atomic.Bool) {
 	defer p.wg.Done()
 	defer func() {
 		src.Close()
@@ -114,7 +128,12 @@ func (p *proxy) pipe(src, dst net.Conn, replies bool) {
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d) // the injected latency
 			}
-			if replies && p.drop.CompareAndSwap(true, false) {
+			if text, _ := p.dropTo.Load().(string); !replies && text != "" &&
+				bytes.Contains(buf[:n], []byte(text)) && p.dropTo.CompareAndSwap(text, "") {
+				armed.Store(true)
+			}
+			if replies && (armed.Load() || p.drop.CompareAndSwap(true, false)) {
+				p.dropped.Add(1)
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -234,7 +234,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rwlock: unlock %q: %w: %w", l.name, core.ErrNotOwner, err)
 	}
-	v, err := scripts.RWWriteRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, l.keys, h.ID, flag(last),
+	v, err := scripts.RWWriteRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, l.releaseKeys(h, last), h.ID, flag(last),
 		l.rt.PublishCommand()).Result()
 	if err != nil {
 		return core.RedisError(l.kw, err)
@@ -457,7 +457,7 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 	if last && trusted && !reentered && !l.queueSeen.Load() {
 		return l.releaseRead(ctx, h)
 	}
-	v, err := scripts.RWReadRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, l.keys,
+	v, err := scripts.RWReadRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, l.releaseKeys(h, last),
 		h.ID, flag(last), l.rt.PublishCommand(), flag(reentered), flag(trusted)).Result()
 	if err != nil {
 		return core.RedisError(l.kw, err)
@@ -478,17 +478,34 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 	return nil
 }
 
+// releaseKeys returns the keys of a release script for hold h: with the key of the call's own
+// (see rw_write_release.lua) when the release ends the hold.
+func (l *Lock) releaseKeys(h *core.Hold, last bool) []string {
+	if !last {
+		return l.keys
+	}
+	return append(l.keys[:5:5], l.kw+layout.OnceSuffix+h.ID)
+}
+
 // releaseRead ends a read hold whose lease is known to run and that was never re-entered,
-// with two plain commands in one round trip (ZREM of the hold, then LINDEX of the queue's
-// head): the common release costs Redis a fraction of a script's work. Only when the queue is
-// not empty does a script (rw_serve.lua) serve it. The two need not be atomic: a waiter that
+// with plain commands in one round trip (ZREM of the hold, then LINDEX of the queue's head):
+// the common release costs Redis a fraction of a script's work. Only when the queue is not
+// empty does a script (rw_serve.lua) serve it. The commands need not be atomic: a waiter that
 // joins after the LINDEX made its attempt after the ZREM, so it saw this reader gone, and was
 // served by its own attempt if it could be.
+//
+// go-redis sends the commands again when the connection broke after they were sent
+// (Options.MaxRetries), and a second ZREM finds the hold gone. So a SET NX of the key of the
+// call's own goes first: a ZREM that finds the hold gone after the SET found that key set is
+// the same release again, whose first run removed the hold (a hold known to be live when the
+// release was sent can only have gone by it, by a forced release, or with Redis's data).
 func (l *Lock) releaseRead(ctx context.Context, h *core.Hold) error {
 	ctx = context.WithoutCancel(ctx)
+	var once *redis.BoolCmd
 	var zrem *redis.IntCmd
 	var head *redis.StringCmd
 	_, err := l.rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		once = p.SetNX(ctx, l.kw+layout.OnceSuffix+h.ID, 1, 10*time.Second)
 		zrem = p.ZRem(ctx, l.kr, h.ID)
 		head = p.LIndex(ctx, l.kq, 0)
 		return nil
@@ -496,7 +513,7 @@ func (l *Lock) releaseRead(ctx context.Context, h *core.Hold) error {
 	if err != nil && err != redis.Nil {
 		return core.RedisError(l.kw, err)
 	}
-	if zrem.Val() == 0 {
+	if zrem.Val() == 0 && once.Val() {
 		h.Lost()
 		return fmt.Errorf("rwlock: read-unlock %q: %w: %w", l.name, core.ErrNotOwner, core.ErrLockLost)
 	}

@@ -241,7 +241,10 @@ func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int) e
 	// only ever goes down, and a partial release's lost reply leaves the local count higher),
 	// so the script need not look.
 	one := p.Permits() == 1
-	v, err := scripts.LSemRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, l.keys, p.id, k,
+	// A key of the call's own makes a second run of it (go-redis's retry after a lost reply)
+	// answer as the first did: see lsem_release.lua.
+	keys := append(l.keys[:5:5], l.key+layout.OnceSuffix+l.rt.NewHoldID())
+	v, err := scripts.LSemRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, keys, p.id, k,
 		l.rt.PublishCommand(), l.rt.ID, flag(one)).Result()
 	if err != nil {
 		return core.RedisError(l.key, err)

@@ -270,7 +270,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		for _, m := range riders {
 			args = append(args, m)
 		}
-		v, err := scripts.LockRelease.Run(ctx, l.rt.Redis, l.keys, args...).Result()
+		keys := l.keys
+		if last {
+			keys = append(keys[:3:3], l.key+layout.OnceSuffix+h.ID) // see lock_release.lua
+		}
+		v, err := scripts.LockRelease.Run(ctx, l.rt.Redis, keys, args...).Result()
 		if err != nil {
 			return scripts.Release{}, err
 		}

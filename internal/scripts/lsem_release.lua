@@ -6,14 +6,27 @@
 --          rest
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  the caller's Client id: grants to its own waiters are returned, not published
+-- KEYS[6]  optional: "<s>:x:<call id>", the key of this release's own under which a run that
+--          releases keeps its reply, so that a second run of the same call (go-redis's retry
+--          after a lost reply) answers the same (see _once.lua)
 -- ARGV[5]  optional: "1" when the caller knows the permit holds one permit (no need to look)
 --
 -- Replies (DecodeSem): {status, n, hold ids granted to the caller's Client's waiters (not
 -- published)...}. status: 0 released, and the permit still holds n permits; 8 k is above the
 -- permits it holds (nothing changed); 9 no live permit has this id: its lease ran out, or it
--- was released (nothing changed).
-local s, q, d, p, pn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+-- was released by another call (nothing changed).
+local s, q, d, p, pn, once = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, k = ARGV[1], tonumber(ARGV[2])
+local kept = once and redis.call('GET', once)
+if kept then
+  -- An earlier run of this call released (a partial release leaves the permit live, so this
+  -- is looked at first): its reply, read as replay in _once.lua does it.
+  local reply = {}
+  for f in string.gmatch(kept, '%S+') do
+    reply[#reply + 1] = tonumber(f) or f
+  end
+  return reply
+end
 local sc = redis.call('ZSCORE', p, id)
 local time = redis.call('TIME')
 local now = time[1] * 1000 + math.floor(time[2] / 1000) -- server_ms, not defined yet
@@ -62,11 +75,16 @@ if k == n and v[3] and tonumber(v[1]) - tonumber(v[2]) == 0 then
         end
       end
       local client = string.sub(hold, 1, 36)
+      local reply = {0, 0}
       if client == ARGV[4] then
-        return {0, 0, hold}
+        reply[3] = hold
+      else
+        redis.call(ARGV[3], s .. ':c:' .. client, hold)
       end
-      redis.call(ARGV[3], s .. ':c:' .. client, hold)
-      return {0, 0}
+      if once then
+        redis.call('SET', once, table.concat(reply, ' '), 'PX', 10000) -- as remember in _once.lua
+      end
+      return reply
     end
   end
 end
@@ -82,12 +100,17 @@ else
 end
 redis.call('HINCRBY', s, 'u', -k)
 if not (v[1] and v[3]) then
-  return {0, n - k} -- nobody waits: done before any definition is made
+  -- Nobody waits: done before any definition is made.
+  if once then
+    redis.call('SET', once, '0 ' .. (n - k), 'PX', 10000) -- as remember in _once.lua
+  end
+  return {0, n - k}
 end
 --@include _lsem
+--@include _once
 local total = tonumber(v[1])
 local mine = select(2, dispatch(s, q, d, now, total, total - in_use(s, p, pn, now),
   permits_in(s, p, pn, now), ARGV[3], ARGV[4]))
 table.insert(mine, 1, 0)
 table.insert(mine, 2, n - k)
-return mine
+return remember(once, mine)

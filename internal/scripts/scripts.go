@@ -51,11 +51,12 @@ func mustLoad(name string) *Script {
 	return s
 }
 
-// expand returns the text of a .lua file with every line "--@include NAME" replaced by the
-// definitions of NAME.lua (and of what it includes) that the script uses: shared fragments
-// (the lock value's parsing, the fair queue's cleanup and hand-off) are written once and sent
-// as part of each script that uses them. Definitions the script never reaches are left out,
-// because each one that is sent costs a closure on every run of the script.
+// expand returns the text of a .lua file with its lines "--@include NAME" replaced, at the
+// first of them, by the definitions of each NAME.lua (and of what it includes) that the
+// script uses: shared fragments (the lock value's parsing, the fair queue's cleanup and
+// hand-off) are written once and sent as part of each script that uses them. Definitions the
+// script never reaches are left out, because each one that is sent costs a closure on every
+// run of the script.
 func expand(name string) string {
 	body, defs := split(name)
 	used := referenced(body)
@@ -74,12 +75,16 @@ func expand(name string) string {
 		keep(id)
 	}
 	var out strings.Builder
+	written := false // the definitions go once, where the first include line is
 	for _, line := range strings.SplitAfter(body, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "--@include ") {
-			for _, d := range defs {
-				if d.kept {
-					out.WriteString(d.text)
+			if !written {
+				for _, d := range defs {
+					if d.kept {
+						out.WriteString(d.text)
+					}
 				}
+				written = true
 			}
 			continue
 		}
