@@ -207,7 +207,7 @@ func (c *counting) Fast(ctx context.Context, _ string) (bool, error) {
 	s := c.s
 	c.last = s.key + ":a:" + s.rt.NewHoldID()
 	ok, err := s.rt.RunAcquire(ctx, scripts.SemTry, []string{s.key, c.last}, []any{c.n},
-		func(v any) bool { return v == int64(1) }, c.undo).Int()
+		func(v any) bool { return v == int64(1) }, c.undoOf(c.last)).Int()
 	if err != nil {
 		return false, core.RedisError(s.key, err)
 	}
@@ -231,7 +231,7 @@ func (c *counting) attempt(ctx context.Context, hold string, t acquire.Try) (scr
 	c.last = s.key + ":a:" + s.rt.NewHoldID()
 	v, err := s.rt.RunAcquire(ctx, scripts.SemAcquire,
 		append(s.keys[:4:4], c.last, s.key+":b:"+hold), []any{hold, c.n, s.waiterTimeout.Milliseconds(), flag(t.Join),
-			s.rt.PublishCommand(), flag(!t.First)}, tookPermits, c.undo).Result()
+			s.rt.PublishCommand(), flag(!t.First)}, tookPermits, c.undoOf(c.last)).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(s.key, err)
 	}
@@ -248,9 +248,17 @@ func (c *counting) GiveUp(ctx context.Context, hold string) error {
 	return err
 }
 
-// undo gives back the permits of an acquisition the replicas did not acknowledge (see
+// undo gives back the permits of a grant the replicas did not acknowledge (see
 // internal/core/sync.go): counting permits are not owned, so a release of as many.
 func (c *counting) undo(ctx context.Context) error { return c.s.Release(ctx, c.n) }
+
+// undoOf returns the undo of an attempt the replicas did not acknowledge, once its key of its
+// own: the attempt is settled by that key (see settle), not released blindly, because the
+// server the undo reaches may be a replica promoted meanwhile that never saw the attempt: a
+// release there would give back permits it never saw taken, one holder too many.
+func (c *counting) undoOf(once string) func(context.Context) error {
+	return func(ctx context.Context) error { return c.settle(ctx, once) }
+}
 
 // Undo gives back the permits of a call that won as its context ended.
 func (c *counting) Undo(ctx context.Context, _ string) error { return c.undo(ctx) }
