@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,28 +21,39 @@ import (
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/reentrant"
+	"github.com/redaqs/aqs/rwlock"
+	"github.com/redaqs/aqs/semaphore"
 )
 
 // Acquisitions lost at a failover.
 //
 // A run starts a Sentinel group whose replica receives the replication stream
 // replicationDelay late (a replica in another zone), and a Client on it, with or without the
-// replica-sync policy. Workers take and release reentrant and fair locks from small pools of
-// names, each hold lasting a few milliseconds. While some are held, the master's host is lost
-// (SIGKILL, and the replication data in flight dropped: redistest.KillMaster), and the
-// sentinels promote the replica. A hold that spans the kill is kept, its holder still
-// believing it holds (its held context not done), until the run ends.
+// replica-sync policy. Workers take and release every primitive from small pools of names:
+// reentrant and fair locks, read-write locks in both modes (write and read holds), counting
+// and leased semaphores of semPermits permits each, every hold lasting 5 to 25 milliseconds.
+// While some of each are held, the master's host is lost (SIGKILL, and the replication data
+// in flight dropped: redistest.KillMaster), and the sentinels promote the replica. A hold
+// that spans the kill is kept until the run ends, its holder still believing it holds: a
+// lock's or a leased permit's holder until its held context is done, a counting semaphore's
+// until it releases (counting permits have no owner to be told of a loss).
 //
-// After the promotion, challengers try every name with TryLock through a second Client. A
-// challenger that gets a lock whose earlier holder still believes it holds makes two holders:
-// that earlier acquisition was lost at the failover. The challengers' Client runs without the
-// policy: the promoted replica has no replica of its own to acknowledge anything, and what is
-// measured is whether the holds reported before the kill are still in Redis.
+// After the promotion, challengers take what they can get at once of every name through a
+// second Client: a lock, a read-write lock's write side and then its read side, a
+// semaphore's permits one at a time until refused. A challenger's acquisition that, counted
+// with the holds whose holders still believe, goes past what the name allows (a second holder
+// of a lock or of a write side, a reader beside a writer, more permits than the semaphore
+// has) shows holds that were lost at the failover: as many of them, oldest first, as bring
+// the name back within its limit are counted lost. A semaphore's holds take one permit
+// each, so for a semaphore that is the number of permits over the limit. The challengers' Client runs without the policy: the promoted
+// replica has no replica of its own to acknowledge anything, and what is measured is whether
+// the holds reported before the kill are still in Redis.
 //
 // Without the policy an acquisition is reported as soon as the master has it, so holds taken
 // less than replicationDelay before the kill are lost. With it, an acquisition is reported
-// only once the replica acknowledged it: none is lost. The test asserts the latter, and that
-// the locks never had two holders before the kill; it logs both figures.
+// only once the replica acknowledged it: none is lost, of any primitive. The test asserts
+// the latter, and that no name went past its limit before the kill; it logs the figures of
+// each primitive.
 //
 // AQS_FAILOVER_RUNS=n repeats each mode n times (default 1) and logs the totals:
 //
@@ -49,14 +61,23 @@ import (
 
 const (
 	replicationDelay = 30 * time.Millisecond
-	poolSize         = 16 // lock names per kind: more than workers, so that many are free at any time
-	workersPerKind   = 6
+	lockPool         = 16 // names per kind of lock: more than its workers, so that many are free at any time
+	// rwPool is smaller, so that readers often share a name and writers wait for them.
+	rwPool = 8
+	// semPool names of semPermits permits each: 8 permits for 6 workers, so that some wait.
+	semPool        = 4
+	semPermits     = 2
+	workersPerKind = 6
+	workerWait     = 200 * time.Millisecond
 	// minHeldAtKill is how many holds of each kind the run waits for before killing the
-	// master, so that the kill always lands on held locks.
+	// master, so that the kill always lands on held names of every kind.
 	minHeldAtKill = 2
-	// minAcquired is how many acquisitions the workers make before the kill.
-	minAcquired  = 300
+	// minAcquired is how many acquisitions of each kind the workers make before the kill.
+	minAcquired  = 100
 	challengeFor = time.Second
+	// writer is a read-write lock's limit, and the weight of its write hold: a writer
+	// fills the name, a reader (weight 1) leaves room for other readers.
+	writer = 1 << 20
 )
 
 func TestFailoverLosesNoAcquisitionWithReplicaSync(t *testing.T) {
@@ -67,7 +88,7 @@ func TestFailoverLosesNoAcquisitionWithReplicaSync(t *testing.T) {
 		require.Positive(t, n, "AQS_FAILOVER_RUNS")
 		runs = n
 	}
-	var totals [2]tally
+	var totals [2]figures
 	for i, mode := range []struct {
 		name string
 		opts []aqs.Option
@@ -82,10 +103,12 @@ func TestFailoverLosesNoAcquisitionWithReplicaSync(t *testing.T) {
 					got := failoverRun(t, mode.opts)
 					t.Logf("%s: %s", mode.name, got)
 					totals[i].add(got)
-					assert.Zero(t, got.overlapsBefore, "two holders before the kill")
-					assert.Positive(t, got.heldAtKill, "no hold spanned the kill")
-					if len(mode.opts) > 0 {
-						assert.Zero(t, got.lost, "acquisitions lost at the failover with the policy on")
+					for _, k := range got.kinds {
+						assert.Zero(t, k.overlapsBefore, "%s: past its limit before the kill", k.label)
+						assert.Positive(t, k.heldAtKill, "%s: no hold spanned the kill", k.label)
+						if len(mode.opts) > 0 {
+							assert.Zero(t, k.lost, "%s: acquisitions lost at the failover with the policy on", k.label)
+						}
 					}
 				})
 			}
@@ -97,200 +120,368 @@ func TestFailoverLosesNoAcquisitionWithReplicaSync(t *testing.T) {
 	})
 }
 
-// tally is what one run (or several) counted.
+// figures is what one run (or several) counted.
+type figures struct {
+	kinds    []tally       // per kind, in the order of primitives
+	failover time.Duration // summed over runs
+	runs     int
+}
+
+func (a *figures) add(b figures) {
+	if a.kinds == nil {
+		a.kinds = make([]tally, len(b.kinds))
+	}
+	for i, k := range b.kinds {
+		a.kinds[i].add(k)
+	}
+	a.failover += b.failover
+	a.runs += b.runs
+}
+
+func (a figures) String() string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "a failover took %v on average", (a.failover / time.Duration(max(a.runs, 1))).Round(time.Millisecond))
+	for _, k := range a.kinds {
+		fmt.Fprintf(&s, "\n\t%s", k)
+	}
+	return s.String()
+}
+
+// tally is what one run (or several) counted of one kind.
 type tally struct {
+	label          string
 	acquired       int           // acquisitions reported to the workers before the kill
 	heldAtKill     int           // holds that spanned the kill
-	lost           int           // of those, taken by a challenger while their holder still believed
-	overlapsBefore int           // two holders before the kill: a plain bug
+	lost           int           // holds a challenger took the place of while their holders believed (a semaphore's: permits over the limit)
+	overlapsBefore int           // acquisitions past the name's limit before the kill: a plain bug
 	syncErrors     int           // acquisitions refused for too few acknowledgements (policy on)
 	acquiring      time.Duration // the acquisitions' time before the kill, summed
-	failover       time.Duration // summed over runs
-	runs           int
 }
 
 func (a *tally) add(b tally) {
+	a.label = b.label
 	a.acquired += b.acquired
 	a.heldAtKill += b.heldAtKill
 	a.lost += b.lost
 	a.overlapsBefore += b.overlapsBefore
 	a.syncErrors += b.syncErrors
 	a.acquiring += b.acquiring
-	a.failover += b.failover
-	a.runs += b.runs
 }
 
 func (a tally) String() string {
-	return fmt.Sprintf("%d acquisitions before the kill (%v each on average), %d held across it, "+
-		"%d of those lost at the failover (%d refused for want of acknowledgement; a failover took %v on average)",
-		a.acquired, (a.acquiring / time.Duration(max(a.acquired, 1))).Round(100*time.Microsecond),
-		a.heldAtKill, a.lost, a.syncErrors, (a.failover / time.Duration(max(a.runs, 1))).Round(time.Millisecond))
+	return fmt.Sprintf("%s: %d acquisitions before the kill (%v each on average), %d held across it, "+
+		"%d of those lost at the failover (%d refused for want of acknowledgement)",
+		a.label, a.acquired, (a.acquiring / time.Duration(max(a.acquired, 1))).Round(100*time.Microsecond),
+		a.heldAtKill, a.lost, a.syncErrors)
 }
+
+// kind is one primitive under test: its pool of names, as seen through one Client.
+type kind struct {
+	label string
+	names int
+	limit int // the weight of the holds one name allows at once
+	// acquire is a worker's acquisition of name i, waiting up to workerWait.
+	acquire func(i int) (hold, bool, error)
+	// tries are a challenger's attempts on name i, in order, none of which waits. With
+	// repeat, each is made again until refused (a semaphore's permits, one at a time).
+	tries  []func(i int) (hold, bool, error)
+	repeat bool
+}
+
+// hold is one acquisition.
+type hold struct {
+	// held is done once its holder knows it lost the hold; nil: the holder believes until it
+	// releases (a counting semaphore's permits).
+	held    context.Context
+	weight  int // against the name's limit
+	release func() error
+}
+
+// primitives returns every kind under test, on c; with set, it sets the semaphores' permits.
+func primitives(t *testing.T, c *aqs.Client, base string, set bool) []kind {
+	ctx := context.Background()
+	name := func(prefix string, i int) string { return base + "-" + prefix + strconv.Itoa(i) }
+	re := make([]*reentrant.Lock, lockPool)
+	fl := make([]*fair.Lock, lockPool)
+	for i := range lockPool {
+		var err error
+		re[i], err = reentrant.New(c, name("re", i))
+		require.NoError(t, err)
+		fl[i], err = fair.New(c, name("fa", i))
+		require.NoError(t, err)
+	}
+	rwf := make([]*rwlock.Lock, rwPool)
+	rwn := make([]*rwlock.Lock, rwPool)
+	for i := range rwPool {
+		var err error
+		rwf[i], err = rwlock.New(c, name("wf", i))
+		require.NoError(t, err)
+		rwn[i], err = rwlock.New(c, name("wn", i), rwlock.WithNonFair())
+		require.NoError(t, err)
+	}
+	cs := make([]*semaphore.Semaphore, semPool)
+	ls := make([]*semaphore.Leased, semPool)
+	for i := range semPool {
+		var err error
+		cs[i], err = semaphore.New(c, name("sc", i))
+		require.NoError(t, err)
+		ls[i], err = semaphore.NewLeased(c, name("sl", i))
+		require.NoError(t, err)
+		if set {
+			_, err = cs[i].TrySetPermits(ctx, semPermits)
+			require.NoError(t, err)
+			_, err = ls[i].TrySetPermits(ctx, semPermits)
+			require.NoError(t, err)
+		}
+	}
+
+	counting := func(i int, o ...aqs.WaitOption) (hold, bool, error) {
+		ok, err := cs[i].TryAcquire(ctx, 1, o...)
+		if !ok {
+			return hold{}, false, err
+		}
+		return hold{weight: 1, release: func() error { return cs[i].Release(ctx, 1) }}, true, nil
+	}
+	leased := func(i int, o ...aqs.TryOption) (hold, bool, error) {
+		p, ok, err := ls[i].TryAcquire(ctx, 1, o...)
+		if !ok {
+			return hold{}, false, err
+		}
+		return hold{held: p.Context(), weight: 1, release: func() error { return ls[i].Release(ctx, p) }}, true, nil
+	}
+	return []kind{
+		lockKind("reentrant lock", func(i int, o ...aqs.TryLockOption) (context.Context, bool, error) {
+			return re[i].TryLock(ctx, o...)
+		}, func(i int, held context.Context) error { return re[i].Unlock(held) }),
+		lockKind("fair lock", func(i int, o ...aqs.TryLockOption) (context.Context, bool, error) {
+			return fl[i].TryLock(ctx, o...)
+		}, func(i int, held context.Context) error { return fl[i].Unlock(held) }),
+		rwKind("read-write lock, fair", rwf),
+		rwKind("read-write lock, non-fair", rwn),
+		{label: "counting semaphore", names: semPool, limit: semPermits, repeat: true,
+			acquire: func(i int) (hold, bool, error) { return counting(i, aqs.WithWait(workerWait)) },
+			tries:   []func(int) (hold, bool, error){func(i int) (hold, bool, error) { return counting(i) }}},
+		{label: "leased semaphore", names: semPool, limit: semPermits, repeat: true,
+			acquire: func(i int) (hold, bool, error) { return leased(i, aqs.WithWait(workerWait)) },
+			tries:   []func(int) (hold, bool, error){func(i int) (hold, bool, error) { return leased(i) }}},
+	}
+}
+
+// lockKind is a kind of lock: one holder at a time.
+func lockKind(label string, try func(i int, o ...aqs.TryLockOption) (context.Context, bool, error),
+	unlock func(i int, held context.Context) error) kind {
+	attempt := func(i int, o ...aqs.TryLockOption) (hold, bool, error) {
+		held, ok, err := try(i, o...)
+		if !ok {
+			return hold{}, false, err
+		}
+		return hold{held: held, weight: 1, release: func() error { return unlock(i, held) }}, true, nil
+	}
+	return kind{label: label, names: lockPool, limit: 1,
+		acquire: func(i int) (hold, bool, error) { return attempt(i, aqs.WithWait(workerWait)) },
+		tries:   []func(int) (hold, bool, error){func(i int) (hold, bool, error) { return attempt(i) }}}
+}
+
+// rwKind is a kind of read-write lock: workers take the write side or the read side, half
+// and half; challengers try the write side, then the read side.
+func rwKind(label string, ls []*rwlock.Lock) kind {
+	ctx := context.Background()
+	write := func(i int, o ...aqs.TryLockOption) (hold, bool, error) {
+		held, ok, err := ls[i].TryLock(ctx, o...)
+		if !ok {
+			return hold{}, false, err
+		}
+		return hold{held: held, weight: writer, release: func() error { return ls[i].Unlock(held) }}, true, nil
+	}
+	read := func(i int, o ...aqs.TryOption) (hold, bool, error) {
+		held, ok, err := ls[i].TryRLock(ctx, o...)
+		if !ok {
+			return hold{}, false, err
+		}
+		return hold{held: held, weight: 1, release: func() error { return ls[i].RUnlock(held) }}, true, nil
+	}
+	return kind{label: label, names: len(ls), limit: writer,
+		acquire: func(i int) (hold, bool, error) {
+			if rand.IntN(2) == 0 {
+				return write(i, aqs.WithWait(workerWait))
+			}
+			return read(i, aqs.WithWait(workerWait))
+		},
+		tries: []func(int) (hold, bool, error){
+			func(i int) (hold, bool, error) { return write(i) },
+			func(i int) (hold, bool, error) { return read(i) },
+		}}
+}
+
+// slot is name i of kind k.
+type slot struct{ k, i int }
 
 // belief is one hold as its holder sees it.
 type belief struct {
-	held   context.Context
+	hold
 	frozen bool // spanned the kill: kept until the run ends
 	lost   bool // counted already
 }
 
-// board records who believes it holds which lock.
+// believes reports whether the holder still believes it holds, and the hold was not counted
+// lost already.
+func (o *belief) believes() bool { return !o.lost && (o.held == nil || o.held.Err() == nil) }
+
+// board records who believes it holds what.
 type board struct {
 	mu      sync.Mutex
-	holders map[string][]*belief
+	limits  []int // per kind
+	holders map[slot][]*belief
 	killed  bool
-	t       tally
+	t       []tally // per kind
 }
 
-// took records an acquisition of name, which took d, and counts the believers it overlaps.
-func (b *board) took(name string, held context.Context, d time.Duration) *belief {
+func newBoard(kinds []kind) *board {
+	b := &board{holders: map[slot][]*belief{}, t: make([]tally, len(kinds))}
+	for i, k := range kinds {
+		b.limits = append(b.limits, k.limit)
+		b.t[i].label = k.label
+	}
+	return b
+}
+
+// took records an acquisition of s, which took d. When it takes s past its limit, it counts
+// an overlap before the kill, or after it the believers it displaced, oldest first.
+func (b *board) took(s slot, h hold, d time.Duration) *belief {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, o := range b.holders[name] {
-		if o.held.Err() != nil || o.lost {
-			continue // its holder knows it lost it, or it was counted
+	t := &b.t[s.k]
+	over := h.weight - b.limits[s.k]
+	for _, o := range b.holders[s] {
+		if o.believes() {
+			over += o.weight
 		}
-		if b.killed {
+	}
+	if over > 0 && !b.killed {
+		t.overlapsBefore++
+	}
+	for _, o := range b.holders[s] {
+		if over <= 0 || !b.killed {
+			break
+		}
+		if o.believes() {
 			o.lost = true
-			b.t.lost++
-		} else {
-			b.t.overlapsBefore++
+			t.lost++
+			over -= o.weight
 		}
 	}
-	me := &belief{held: held}
+	me := &belief{hold: h}
 	if !b.killed {
-		b.t.acquired++
-		b.t.acquiring += d
+		t.acquired++
+		t.acquiring += d
 	}
-	b.holders[name] = append(b.holders[name], me)
+	b.holders[s] = append(b.holders[s], me)
 	return me
 }
 
-// release ends a belief; it reports whether the hold spanned the kill.
-func (b *board) release(name string, me *belief) bool {
+// release ends a worker's belief; it reports whether the hold spanned the kill, in which
+// case the belief is kept instead.
+func (b *board) release(s slot, me *belief) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.killed && !me.frozen {
 		me.frozen = true
-		b.t.heldAtKill++
+		b.t[s.k].heldAtKill++
 		return true
 	}
-	hs := b.holders[name]
-	for i, o := range hs {
-		if o == me {
-			b.holders[name] = append(hs[:i], hs[i+1:]...)
-			break
-		}
-	}
+	b.drop(s, me)
 	return false
 }
 
-// heldNow counts the current holds of names with the given prefix.
-func (b *board) heldNow(prefix string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := 0
-	for name, hs := range b.holders {
-		if len(name) >= len(prefix) && name[:len(prefix)] == prefix {
-			n += len(hs)
+// drop forgets a belief; b.mu is held.
+func (b *board) drop(s slot, me *belief) {
+	hs := b.holders[s]
+	for i, o := range hs {
+		if o == me {
+			b.holders[s] = append(hs[:i], hs[i+1:]...)
+			return
 		}
 	}
-	return n
 }
 
-// locker is one kind of lock, by name.
-type locker struct {
-	prefix  string
-	tryLock func(ctx context.Context, name string, opts ...aqs.TryLockOption) (context.Context, bool, error)
-	unlock  func(held context.Context, name string) error
+// released ends a challenger's belief.
+func (b *board) released(s slot, me *belief) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.drop(s, me)
 }
 
-func lockers(t *testing.T, c *aqs.Client, base string) []locker {
-	re := map[string]*reentrant.Lock{}
-	fl := map[string]*fair.Lock{}
-	for i := range poolSize {
-		n := base + "-r" + strconv.Itoa(i)
-		l, err := reentrant.New(c, n)
-		require.NoError(t, err)
-		re[n] = l
-		n = base + "-f" + strconv.Itoa(i)
-		f, err := fair.New(c, n)
-		require.NoError(t, err)
-		fl[n] = f
+// refused counts an acquisition of kind k refused for too few acknowledgements.
+func (b *board) refused(k int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.t[k].syncErrors++
+}
+
+// kill reports whether every kind has minHeldAtKill holds now and minAcquired acquisitions
+// made; if so, the kill is on from then: every later release sees it.
+func (b *board) kill() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	held := make([]int, len(b.t))
+	for s, hs := range b.holders {
+		held[s.k] += len(hs)
 	}
-	return []locker{
-		{prefix: base + "-r",
-			tryLock: func(ctx context.Context, n string, o ...aqs.TryLockOption) (context.Context, bool, error) {
-				return re[n].TryLock(ctx, o...)
-			},
-			unlock: func(h context.Context, n string) error { return re[n].Unlock(h) }},
-		{prefix: base + "-f",
-			tryLock: func(ctx context.Context, n string, o ...aqs.TryLockOption) (context.Context, bool, error) {
-				return fl[n].TryLock(ctx, o...)
-			},
-			unlock: func(h context.Context, n string) error { return fl[n].Unlock(h) }},
+	for k := range b.t {
+		if held[k] < minHeldAtKill || b.t[k].acquired < minAcquired {
+			return false
+		}
 	}
+	b.killed = true
+	return true
 }
 
-func failoverRun(t *testing.T, opts []aqs.Option) tally {
+func failoverRun(t *testing.T, opts []aqs.Option) figures {
 	g := redistest.NewSentinel(t, redistest.WithReplicationDelay(replicationDelay))
 	fo := g.FailoverOptions()
 	fo.DialTimeout = 200 * time.Millisecond // the dead master's address fails fast
 	rdb := newFailoverClient(t, fo)
 	c := newClient(t, rdb, opts...)
 	base := redistest.Name(t)
-	kinds := lockers(t, c, base)
-	b := &board{holders: map[string][]*belief{}}
+	kinds := primitives(t, c, base, true)
+	b := newBoard(kinds)
 	end := make(chan struct{})
 	var stop atomic.Bool
-	var syncErrors atomic.Int64
 
 	var wg sync.WaitGroup
-	for _, k := range kinds {
+	for k, kd := range kinds {
 		for range workersPerKind {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for !stop.Load() {
-					name := k.prefix + strconv.Itoa(rand.IntN(poolSize))
+					s := slot{k, rand.IntN(kd.names)}
 					start := time.Now()
-					held, ok, err := k.tryLock(context.Background(), name, aqs.WithWait(200*time.Millisecond))
+					h, ok, err := kd.acquire(s.i)
 					if err != nil {
-						if errorsIsSync(err) {
-							syncErrors.Add(1)
+						if errors.Is(err, aqs.ErrReplicaSync) {
+							b.refused(k)
 						}
 						continue // the master is gone, or too few acknowledgements
 					}
 					if !ok {
 						continue
 					}
-					me := b.took(name, held, time.Since(start))
+					me := b.took(s, h, time.Since(start))
 					// The hold's work; a sleep is what the workload is, not a wait for a condition.
-					time.Sleep(time.Duration(1+rand.IntN(5)) * time.Millisecond)
-					if b.release(name, me) {
+					time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
+					if b.release(s, me) {
 						<-end // held across the kill: keep believing until the run ends
 					}
-					_ = k.unlock(held, name)
+					_ = h.release()
 				}
 			}()
 		}
 	}
 
-	// Kill once each kind has holds; bounded polling of that condition.
-	require.Eventually(t, func() bool {
-		for _, k := range kinds {
-			if b.heldNow(k.prefix) < minHeldAtKill {
-				return false
-			}
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.t.acquired < minAcquired {
-			return false
-		}
-		b.killed = true // under the lock: every later release sees it
-		return true
-	}, 20*time.Second, time.Millisecond, "holds never reached %d per kind", minHeldAtKill)
+	// Kill once every kind has holds; bounded polling of that condition.
+	require.Eventually(t, b.kill, 20*time.Second, time.Millisecond,
+		"never %d holds of every kind at once after %d acquisitions of each", minHeldAtKill, minAcquired)
 	stop.Store(true)
 	require.NoError(t, g.KillMaster())
 	took, err := g.WaitPromoted()
@@ -299,21 +490,33 @@ func failoverRun(t *testing.T, opts []aqs.Option) tally {
 	// Challengers, through a Client without the policy (see the comment at the top).
 	crdb := newFailoverClient(t, g.FailoverOptions())
 	cc := newClient(t, crdb)
-	challengers := lockers(t, cc, base)
+	challengers := primitives(t, cc, base, false)
 	deadline := time.Now().Add(challengeFor)
 	tick := time.NewTicker(5 * time.Millisecond) // a round of challenges every 5ms
 	defer tick.Stop()
 	for ; time.Now().Before(deadline); <-tick.C {
-		for _, k := range challengers {
-			for i := range poolSize {
-				name := k.prefix + strconv.Itoa(i)
-				held, ok, err := k.tryLock(context.Background(), name)
-				if err != nil || !ok {
-					continue // not switched over yet, or still held in Redis
+		for k, kd := range challengers {
+			for i := range kd.names {
+				s := slot{k, i}
+				for _, try := range kd.tries {
+					var got []*belief
+					// limit+1 permits are past the limit whoever else believes: no need to
+					// take more.
+					for len(got) <= kd.limit {
+						h, ok, err := try(i)
+						if err != nil || !ok {
+							break // not switched over yet, or taken in Redis
+						}
+						got = append(got, b.took(s, h, 0))
+						if !kd.repeat {
+							break
+						}
+					}
+					for _, me := range got {
+						_ = me.release()
+						b.released(s, me)
+					}
 				}
-				b.took(name, held, 0)
-				_ = k.unlock(held, name) // its belief ends with its held context
-
 			}
 		}
 	}
@@ -321,10 +524,7 @@ func failoverRun(t *testing.T, opts []aqs.Option) tally {
 	wg.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.t.syncErrors = int(syncErrors.Load())
-	b.t.failover = took
-	b.t.runs = 1
-	return b.t
+	return figures{kinds: b.t, failover: took, runs: 1}
 }
 
 // newFailoverClient returns a go-redis failover client, closed at the end of the test.
@@ -333,5 +533,3 @@ func newFailoverClient(t *testing.T, o *redis.FailoverOptions) *redis.Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
-
-func errorsIsSync(err error) bool { return errors.Is(err, aqs.ErrReplicaSync) }
