@@ -22,6 +22,12 @@
 // call could take (its timeouts and retries) waits for Redis on a goroutine of its own, which
 // costs a little. A context without a deadline waits for Redis as go-redis does.
 //
+// A reply lost on the way back does not change an outcome. go-redis sends a command again when
+// its connection broke after the command was sent (its option MaxRetries), so a call may run
+// twice in Redis. Every call recognises its own second run: an acquisition run twice acquires
+// once, and a release run twice releases once and reports success (it answers from a key of
+// the call's own, "<key>:x:<id>", which the first run keeps for 10 seconds).
+//
 // Each call takes the options that apply to it, as types of their own: Lock takes a
 // LockOption, TryLock a TryLockOption, and so on. An option a call cannot take, such as a wait
 // bound for a Lock that waits until its context is done or a fencing token for a read hold,
