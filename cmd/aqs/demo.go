@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/layout"
 )
 
 // The demo.
@@ -222,10 +224,25 @@ func (d *demoRun) startFleet(ctx context.Context, specs []workerSpec) (*fleet, e
 }
 
 // deleteKeys deletes keys, even when ctx was cancelled: for the scenarios' deferred clean-up.
+// The keys that releases keep for a while under their hash tags (layout.OnceSuffix) go too:
+// they would expire within seconds, but the demo leaves nothing behind.
 func (d *demoRun) deleteKeys(ctx context.Context, keys []string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	d.rdb.Del(cctx, keys...)
+	all := slices.Clone(keys)
+	tags := map[string]bool{}
+	for _, k := range keys {
+		i, j := strings.IndexByte(k, '{'), strings.IndexByte(k, '}')
+		if i < 0 || j < i || tags[k[i:j+1]] {
+			continue
+		}
+		tags[k[i:j+1]] = true
+		iter := d.rdb.Scan(cctx, 0, "*"+k[i:j+1]+layout.OnceSuffix+"*", 1000).Iterator()
+		for iter.Next(cctx) {
+			all = append(all, iter.Val())
+		}
+	}
+	d.rdb.Del(cctx, all...)
 }
 
 func demo(ctx context.Context, e *env, conn *redisConn, cfg demoConfig) error {
