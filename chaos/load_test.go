@@ -41,6 +41,9 @@ type loadConfig struct {
 	bound    time.Duration
 	watchdog time.Duration
 	admin    redis.UniversalClient // a direct client, for describing the keys on a failure; may be nil
+	// started, when set, is called once the Clients and primitives are made, before the
+	// workers start: faults that would fail the set-up (a Client's script loading) start there.
+	started func()
 }
 
 // loadResult is what a load did.
@@ -79,6 +82,9 @@ func runLoad(t *testing.T, lc loadConfig, stop <-chan struct{}) loadResult {
 		p, err := newPrim(context.Background(), c, lc.cfg)
 		require.NoError(t, err)
 		prims = append(prims, p)
+	}
+	if lc.started != nil {
+		lc.started()
 	}
 	var (
 		res      loadResult

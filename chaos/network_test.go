@@ -56,7 +56,8 @@ func TestPubSubKillsAndDroppedConnectionsKeepWaitersMoving(t *testing.T) {
 		stop := make(chan struct{})
 		var kills, cuts int
 		done := make(chan struct{})
-		go func() {
+		quit := make(chan struct{}) // the test ended early
+		faults := func() {
 			defer close(done)
 			killTick := time.NewTicker(killEvery)
 			defer killTick.Stop()
@@ -65,6 +66,8 @@ func TestPubSubKillsAndDroppedConnectionsKeepWaitersMoving(t *testing.T) {
 			end := time.After(span)
 			for {
 				select {
+				case <-quit:
+					return
 				case <-end:
 					px.SetLatency(0)
 					close(stop)
@@ -85,11 +88,19 @@ func TestPubSubKillsAndDroppedConnectionsKeepWaitersMoving(t *testing.T) {
 					}
 				}
 			}
-		}()
+		}
+		started := false
+		t.Cleanup(func() { // the faults stop with the test, also when its set-up failed
+			if started {
+				close(quit)
+				<-done
+			}
+		})
 		res := runLoad(t, loadConfig{
 			cfg:     primConfig{kind: kind, name: redistest.Name(t), waiterTimeout: loadWaiterTimeout, permits: 2},
 			clients: clients, workers: 2, work: 2 * time.Millisecond, bound: 10 * time.Second,
 			watchdog: time.Second, admin: admin,
+			started: func() { started = true; go faults() },
 		}, stop)
 		<-done
 		t.Logf("SUMMARY network %s: %v in %v with %d pub/sub connections killed, %d cuts of every "+
