@@ -23,10 +23,11 @@
 // costs a little. A context without a deadline waits for Redis as go-redis does.
 //
 // A reply lost on the way back does not change an outcome. go-redis sends a command again when
-// its connection broke after the command was sent (its option MaxRetries), so a call may run
-// twice in Redis. Every call recognises its own second run: an acquisition run twice acquires
-// once, and a release run twice releases once and reports success (it answers from a key of
-// the call's own, "<key>:x:<id>", which the first run keeps for 10 seconds).
+// its connection broke after the command was sent (its option MaxRetries), so an acquisition
+// may run twice in Redis: every acquisition recognises its own second run and acquires once.
+// Releases are not left to those retries: when a release's reply is lost, the Client sends it
+// again itself, for a few seconds, and a release that then finds its hold gone while the
+// hold's lease was still running reports success, since its earlier send did it.
 //
 // Each call takes the options that apply to it, as types of their own: Lock takes a
 // LockOption, TryLock a TryLockOption, and so on. An option a call cannot take, such as a wait

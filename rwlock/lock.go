@@ -230,16 +230,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("rwlock: unlock %q: %w", l.name, core.ErrNotOwner)
 	}
 	h := held.Hold()
+	trusted := h.TrustedUntil() // asked before Release ends the hold
 	last, err := held.Release()
 	if err != nil {
 		return fmt.Errorf("rwlock: unlock %q: %w: %w", l.name, core.ErrNotOwner, err)
 	}
-	v, err := scripts.RWWriteRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, l.releaseKeys(h, last), h.ID, flag(last),
-		l.rt.PublishCommand()).Result()
-	if err != nil {
-		return core.RedisError(l.kw, err)
-	}
-	r, err := scripts.DecodeRelease(v)
+	r, err := l.release(ctx, scripts.RWWriteRelease, h, last, trusted, h.ID, flag(last), l.rt.PublishCommand())
 	if err != nil {
 		return err
 	}
@@ -445,7 +441,8 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 		return fmt.Errorf("rwlock: read-unlock %q: %w", l.name, core.ErrNotOwner)
 	}
 	h := held.Hold()
-	trusted := h.LeaseTrusted() // asked before Release ends the hold
+	until := h.TrustedUntil() // asked before Release ends the hold
+	trusted := time.Now().Before(until)
 	last, err := held.Release()
 	if err != nil {
 		return fmt.Errorf("rwlock: read-unlock %q: %w: %w", l.name, core.ErrNotOwner, err)
@@ -455,14 +452,10 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 		_, reentered = l.reentered.LoadAndDelete(h.ID)
 	}
 	if last && trusted && !reentered && !l.queueSeen.Load() {
-		return l.releaseRead(ctx, h)
+		return l.releaseRead(ctx, h, until)
 	}
-	v, err := scripts.RWReadRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, l.releaseKeys(h, last),
-		h.ID, flag(last), l.rt.PublishCommand(), flag(reentered), flag(trusted)).Result()
-	if err != nil {
-		return core.RedisError(l.kw, err)
-	}
-	r, err := scripts.DecodeRelease(v)
+	r, err := l.release(ctx, scripts.RWReadRelease, h, last, until,
+		h.ID, flag(last), l.rt.PublishCommand(), flag(reentered), flag(trusted))
 	if err != nil {
 		return err
 	}
@@ -478,42 +471,65 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 	return nil
 }
 
-// releaseKeys returns the keys of a release script for hold h: with the key of the call's own
-// (see rw_write_release.lua) when the release ends the hold.
-func (l *Lock) releaseKeys(h *core.Hold, last bool) []string {
-	if !last {
-		return l.keys
+// release runs a release script, either side's, for hold h: with core.SendRelease when it
+// ends the hold (last), trusted being the hold's TrustedUntil. A release done by a send whose
+// reply was lost comes back as a reply that released and granted nothing to this Client's
+// waiters (they find their grants by themselves).
+func (l *Lock) release(ctx context.Context, s *scripts.Script, h *core.Hold, last bool, trusted time.Time,
+	args ...any) (scripts.Release, error) {
+	ctx = context.WithoutCancel(ctx)
+	run := func(run func(context.Context, redis.UniversalClient, []string, ...any) *redis.Cmd) (scripts.Release, error) {
+		v, err := run(ctx, l.rt.Redis, l.keys, args...).Result()
+		if err != nil {
+			return scripts.Release{}, core.RedisError(l.kw, err)
+		}
+		return scripts.DecodeRelease(v)
 	}
-	return append(l.keys[:5:5], l.kw+layout.OnceSuffix+h.ID)
+	var r scripts.Release
+	var err error
+	if last {
+		r, err = core.SendRelease(l.rt, trusted, func() (scripts.Release, error) { return run(s.RunOnce) },
+			func(r scripts.Release) bool { return r.Kind == scripts.NotHeld })
+	} else {
+		r, err = run(func(ctx context.Context, c redis.UniversalClient, keys []string, args ...any) *redis.Cmd {
+			return s.Run(ctx, c, keys, args...)
+		})
+	}
+	if core.ReleasedUnseen(err) {
+		return scripts.Release{Kind: scripts.Freed}, nil
+	}
+	return r, err
 }
 
 // releaseRead ends a read hold whose lease is known to run and that was never re-entered,
-// with plain commands in one round trip (ZREM of the hold, then LINDEX of the queue's head):
-// the common release costs Redis a fraction of a script's work. Only when the queue is not
-// empty does a script (rw_serve.lua) serve it. The commands need not be atomic: a waiter that
+// with two plain commands in one round trip (ZREM of the hold, then LINDEX of the queue's
+// head): the common release costs Redis a fraction of a script's work. Only when the queue is
+// not empty does a script (rw_serve.lua) serve it. The two need not be atomic: a waiter that
 // joins after the LINDEX made its attempt after the ZREM, so it saw this reader gone, and was
-// served by its own attempt if it could be.
-//
-// go-redis sends the commands again when the connection broke after they were sent
-// (Options.MaxRetries), and a second ZREM finds the hold gone. So a SET NX of the key of the
-// call's own goes first: a ZREM that finds the hold gone after the SET found that key set is
-// the same release again, whose first run removed the hold (a hold known to be live when the
-// release was sent can only have gone by it, by a forced release, or with Redis's data).
-func (l *Lock) releaseRead(ctx context.Context, h *core.Hold) error {
+// served by its own attempt if it could be. The round trip is sent as core.SendRelease sends
+// a release, trusted being the hold's TrustedUntil.
+func (l *Lock) releaseRead(ctx context.Context, h *core.Hold, trusted time.Time) error {
 	ctx = context.WithoutCancel(ctx)
-	var once *redis.BoolCmd
 	var zrem *redis.IntCmd
 	var head *redis.StringCmd
-	_, err := l.rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-		once = p.SetNX(ctx, l.kw+layout.OnceSuffix+h.ID, 1, 10*time.Second)
-		zrem = p.ZRem(ctx, l.kr, h.ID)
-		head = p.LIndex(ctx, l.kq, 0)
-		return nil
-	})
-	if err != nil && err != redis.Nil {
+	_, err := core.SendRelease(l.rt, trusted, func() (struct{}, error) {
+		_, err := l.rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+			zrem = redis.NewIntCmd(ctx, "zrem", l.kr, h.ID)
+			head = redis.NewStringCmd(ctx, "lindex", l.kq, 0)
+			_ = p.Process(ctx, scripts.NoRetry{Cmder: zrem})
+			_ = p.Process(ctx, scripts.NoRetry{Cmder: head})
+			return nil
+		})
+		if err == redis.Nil {
+			err = nil
+		}
+		return struct{}{}, err
+	}, func(struct{}) bool { return zrem.Val() == 0 })
+	switch {
+	case core.ReleasedUnseen(err):
+	case err != nil:
 		return core.RedisError(l.kw, err)
-	}
-	if zrem.Val() == 0 && once.Val() {
+	case zrem.Val() == 0:
 		h.Lost()
 		return fmt.Errorf("rwlock: read-unlock %q: %w: %w", l.name, core.ErrNotOwner, core.ErrLockLost)
 	}

@@ -206,10 +206,11 @@ func (l *Leased) Release(ctx context.Context, p *Permit) error {
 		return err
 	}
 	h := a.Hold()
+	trusted := h.TrustedUntil() // asked before Release ends the hold
 	if _, err := a.Release(); err != nil {
 		return fmt.Errorf("semaphore %q: release of permit %s: %w: %w", l.name, p.id, ErrPermitExpired, err)
 	}
-	return l.giveBack(ctx, p, h, 0)
+	return l.giveBack(ctx, p, h, 0, trusted)
 }
 
 // ReleasePart gives back k of the permit's permits and keeps the permit with the rest; k equal
@@ -232,25 +233,35 @@ func (l *Leased) ReleasePart(ctx context.Context, p *Permit, k int) error {
 	case k == n:
 		return l.Release(ctx, p)
 	}
-	return l.giveBack(ctx, p, a.Hold(), k)
+	return l.giveBack(ctx, p, a.Hold(), k, time.Time{})
 }
 
-// giveBack runs lsem_release.lua for k of the permit's permits (0: all).
-func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int) error {
+// giveBack runs lsem_release.lua for k of the permit's permits (0: all, ending the permit),
+// sent as core.SendRelease sends a release, trusted being the hold's TrustedUntil (for k = 0).
+func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int, trusted time.Time) error {
+	ctx = context.WithoutCancel(ctx)
 	// A permit this process knows to hold one permit holds one in Redis too (its count there
 	// only ever goes down, and a partial release's lost reply leaves the local count higher),
 	// so the script need not look.
 	one := p.Permits() == 1
-	// A key of the call's own makes a second run of it (go-redis's retry after a lost reply)
-	// answer as the first did: see lsem_release.lua.
-	keys := append(l.keys[:5:5], l.key+layout.OnceSuffix+l.rt.NewHoldID())
-	v, err := scripts.LSemRelease.Run(context.WithoutCancel(ctx), l.rt.Redis, keys, p.id, k,
-		l.rt.PublishCommand(), l.rt.ID, flag(one)).Result()
-	if err != nil {
-		return core.RedisError(l.key, err)
+	keys := l.keys
+	if k > 0 {
+		// A partial release leaves the permit live, so a second run of it would give back k
+		// more: a key of the call's own makes a run again answer as the first did (see
+		// lsem_release.lua).
+		keys = append(l.keys[:5:5], l.key+layout.OnceSuffix+l.rt.NewHoldID())
 	}
-	r, err := l.reply(v)
+	r, err := core.SendRelease(l.rt, trusted, func() (scripts.Sem, error) {
+		v, err := scripts.LSemRelease.RunOnce(ctx, l.rt.Redis, keys, p.id, k,
+			l.rt.PublishCommand(), l.rt.ID, flag(one)).Result()
+		if err != nil {
+			return scripts.Sem{}, core.RedisError(l.key, err)
+		}
+		return l.reply(v)
+	}, func(r scripts.Sem) bool { return k == 0 && r.Status == scripts.SemExpired })
 	switch {
+	case core.ReleasedUnseen(err):
+		return nil // grants to this Client's waiters, if any, are found by them
 	case err != nil:
 		return err
 	case r.Status == scripts.SemExpired:

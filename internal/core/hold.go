@@ -239,6 +239,17 @@ func (h *Hold) LeaseTrusted() bool {
 	return !h.ended && time.Now().Before(h.deadline.Add(-margin(h.lease)))
 }
 
+// TrustedUntil returns when the hold's lease stops being trusted (see LeaseTrusted); the zero
+// time for a hold that ended or was found lost. Ask it before the last Release ends the hold.
+func (h *Hold) TrustedUntil() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return time.Time{}
+	}
+	return h.deadline.Add(-margin(h.lease))
+}
+
 // Releasing reports whether the hold was ended by its last local release, and not found lost
 // before: the release to Redis is on its way (or done).
 func (h *Hold) Releasing() bool {

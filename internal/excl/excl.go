@@ -255,6 +255,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("%s: unlock %q: %w", l.cfg.Kind, l.name, core.ErrNotOwner)
 	}
 	h := held.Hold()
+	trusted := h.TrustedUntil() // asked before Release ends the hold
 	last, err := held.Release()
 	if err != nil {
 		l.q.Lost(h.ID)
@@ -270,18 +271,27 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		for _, m := range riders {
 			args = append(args, m)
 		}
-		keys := l.keys
-		if last {
-			keys = append(keys[:3:3], l.key+layout.OnceSuffix+h.ID) // see lock_release.lua
+		if !last {
+			v, err := scripts.LockRelease.Run(ctx, l.rt.Redis, l.keys, args...).Result()
+			if err != nil {
+				return scripts.Release{}, core.RedisError(l.key, err)
+			}
+			return scripts.DecodeRelease(v)
 		}
-		v, err := scripts.LockRelease.Run(ctx, l.rt.Redis, keys, args...).Result()
-		if err != nil {
-			return scripts.Release{}, err
-		}
-		return scripts.DecodeRelease(v)
+		// The end of the hold: a second run would find it gone (see core.SendRelease).
+		return core.SendRelease(l.rt, trusted, func() (scripts.Release, error) {
+			v, err := scripts.LockRelease.RunOnce(ctx, l.rt.Redis, l.keys, args...).Result()
+			if err != nil {
+				return scripts.Release{}, core.RedisError(l.key, err)
+			}
+			return scripts.DecodeRelease(v)
+		}, func(r scripts.Release) bool { return r.Kind == scripts.NotHeld })
 	})
+	if core.ReleasedUnseen(err) {
+		return nil // what it did with this Client's waiters is unknown to them: they look
+	}
 	if err != nil {
-		return core.RedisError(l.key, err)
+		return err
 	}
 	if r.Kind == scripts.NotHeld {
 		h.Lost()

@@ -40,11 +40,10 @@ const (
 	// PermitCountsSuffix is the leased semaphore's hash of permits holding more than one
 	// permit: id -> permits.
 	PermitCountsSuffix = ":pn"
-	// OnceSuffix, followed by an id, names a key of one release call's own:
-	// "<base>:x:<hold id>" for the locks' and the read-write lock's releases,
-	// "<base>:x:<call id>" for the leased semaphore's. The release's first run keeps its reply
-	// there for 10s, so that a second run of the same call (go-redis's retry after a lost
-	// reply) answers as the first did (internal/scripts/_once.lua).
+	// OnceSuffix, followed by a call id, names a key of one release call's own, "<base>:x:<id>",
+	// where a leased semaphore's partial release keeps its reply for 10s, so that a second
+	// run of the same call (after a lost reply) answers as the first did
+	// (internal/scripts/_once.lua).
 	OnceSuffix = ":x:"
 )
 

@@ -1,13 +1,13 @@
 -- _once: a release's reply kept under a key of the call's own, a fragment included by the
--- release scripts of the locks, the read-write lock and the leased semaphore.
+-- release scripts whose second run would not find out that the first one ran (the leased
+-- semaphore's partial release, which leaves the permit live).
 --
--- go-redis runs a command again when its connection broke after the command was sent
--- (Options.MaxRetries), so a release whose reply was lost may run twice. Its first run ends
--- the hold (or gives the permits back), and a second run alone would find the hold gone and
--- report it lost. So the caller names a key of the call's own, "<base key>:x:<id>" (KEYS after
--- the primitive's), the first run keeps its reply there for once_ms, within which any retry
--- comes, and a run that finds the hold gone answers from it what the first run did. The hot
--- paths of the scripts write the key inline, before any definition is made.
+-- A release whose reply was lost may run twice: go-redis's retry, or the caller's own send
+-- again (internal/core/release.go). So the caller names a key of the call's own,
+-- "<base key>:x:<id>" (KEYS after the primitive's), the first run keeps its reply there for
+-- once_ms, within which any second run comes, and a run that finds it answers from it what
+-- the first run did and changes nothing. The hot paths of the scripts write the key inline,
+-- before any definition is made.
 
 -- once_ms is how long a release's reply is kept (ms).
 local once_ms = 10000

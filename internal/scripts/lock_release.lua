@@ -1,9 +1,6 @@
 -- lock_release: count one hold of an exclusive lock down, or end it and hand the lock on.
 --
 -- KEYS[1]  lock key l, KEYS[2] queue list q, KEYS[3] deadline zset d (see _lock.lua)
--- KEYS[4]  optional, with ARGV[2] "1": "<l>:x:<hold id>", the key of this release's own under
---          which a run that ends the hold keeps its reply, so that a second run of the same
---          call (go-redis's retry after a lost reply) answers the same (see _once.lua)
 -- ARGV[1]  hold id
 -- ARGV[2]  "1" to end the hold whatever its count, "0" to count one down
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
@@ -33,18 +30,15 @@
 --   {3}               released and handed to a waiter of another Client, which was told; the
 --                     riders joined
 --   {4}               the key does not hold this hold (its lease ran out, or it was taken from
---                     it), and no earlier run of this call ended it: nothing changed
+--                     it): nothing changed
 --   error             WRONGTYPE when the key holds a value aqs did not write
-local l, q, d, once = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local l, q, d = KEYS[1], KEYS[2], KEYS[3]
 local hold, pick = ARGV[1], ARGV[5]
 local v = redis.call('GET', l)
 if ARGV[2] == '1' and v then
   local riders = ARGV[7] ~= nil
   if v == hold and pick == '' and not riders then
     redis.call('DEL', l) -- the uncontended release: nobody waits (no w), nobody to hand to
-    if once then
-      redis.call('SET', once, '1', 'PX', 10000) -- as remember in _once.lua
-    end
     return {1}
   end
   local n = #hold
@@ -55,9 +49,6 @@ if ARGV[2] == '1' and v then
     local sp = string.find(pick, ' ', 38, true)
     local next, lease = string.sub(pick, 1, sp - 1), string.sub(pick, sp + 1)
     redis.call('SET', l, next, 'PX', lease)
-    if once then
-      redis.call('SET', once, '2 ' .. next .. ' ' .. lease .. ' 0 0', 'PX', 10000)
-    end
     return {2, next, tonumber(lease), 0, 0}
   end
   if v == hold or (string.sub(v, n + 1, n + 4) == ' w e' and string.sub(v, 1, n) == hold) then
@@ -108,9 +99,6 @@ if ARGV[2] == '1' and v then
         else
           redis.call('SET', l, next, 'PX', lease)
         end
-        if once then
-          redis.call('SET', once, '2 ' .. next .. ' ' .. lease .. ' 0 ' .. passed, 'PX', 10000)
-        end
         return {2, next, lease, 0, passed}
       end
     end
@@ -146,9 +134,6 @@ if ARGV[2] == '1' and v then
       local m = redis.call('LPOP', q)
       if not m then
         redis.call('DEL', l)
-        if once then
-          redis.call('SET', once, '1', 'PX', 10000)
-        end
         return {1}
       end
       local s = redis.call('ZSCORE', d, m)
@@ -162,26 +147,20 @@ if ARGV[2] == '1' and v then
           redis.call('SET', l, next .. ' w e' .. string.format('%d', now + lease),
             'PX', string.format('%d', lease + math.max(2 * (s - now), lease, keep)))
           local client = string.sub(next, 1, 36)
-          local reply = {3}
           if client == string.sub(hold, 1, 36) then
-            reply = {2, next, lease, 1, 0}
-          else
-            redis.call(ARGV[3], l .. ':c:' .. client, next)
+            return {2, next, lease, 1, 0}
           end
-          if once then
-            redis.call('SET', once, table.concat(reply, ' '), 'PX', 10000)
-          end
-          return reply
+          redis.call(ARGV[3], l .. ':c:' .. client, next)
+          return {3}
         end
       end
     end
   end
 end
 --@include _lock
---@include _once
 local rest = rest_of(v, hold)
 if not rest then
-  return replay(once) or {4}
+  return {4}
 end
 local now
 local e = lease_end(v)
@@ -209,7 +188,7 @@ if pick ~= '' and (ARGV[6] == '0' or not other) then
   local next, lease = string.sub(pick, 1, sp - 1), tonumber(string.sub(pick, sp + 1))
   redis.call('ZREM', d, pick)
   set_holder(l, q, d, next, lease, now)
-  return remember(once, {2, next, lease, 0, other and 1 or 0})
+  return {2, next, lease, 0, other and 1 or 0}
 end
 local keep = 0
 if ARGV[7] then
@@ -220,9 +199,9 @@ if ARGV[7] then
 end
 local next, mine, lease = hand_off(l, q, d, now, ARGV[3], string.sub(hold, 1, 36), keep)
 if not next then
-  return remember(once, {1})
+  return {1}
 end
 if mine then
-  return remember(once, {2, next, lease, 1, 0})
+  return {2, next, lease, 1, 0}
 end
-return remember(once, {3})
+return {3}

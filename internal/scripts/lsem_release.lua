@@ -6,9 +6,10 @@
 --          rest
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  the caller's Client id: grants to its own waiters are returned, not published
--- KEYS[6]  optional: "<s>:x:<call id>", the key of this release's own under which a run that
---          releases keeps its reply, so that a second run of the same call (go-redis's retry
---          after a lost reply) answers the same (see _once.lua)
+-- KEYS[6]  optional, for a partial release: "<s>:x:<call id>", the key of this release's own
+--          under which a run that releases keeps its reply, so that a second run of the same
+--          call (after a lost reply) answers the same and gives back nothing more (see
+--          _once.lua)
 -- ARGV[5]  optional: "1" when the caller knows the permit holds one permit (no need to look)
 --
 -- Replies (DecodeSem): {status, n, hold ids granted to the caller's Client's waiters (not

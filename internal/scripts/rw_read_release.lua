@@ -1,9 +1,6 @@
 -- rw_read_release: count one read hold down, or end it and serve the queue.
 --
 -- KEYS[1] w, KEYS[2] r, KEYS[3] rn, KEYS[4] q, KEYS[5] d (see _rw.lua)
--- KEYS[6]  optional, with ARGV[2] "1": "<w>:x:<hold id>", the key of this release's own under
---          which a run that ends the hold keeps its reply, so that a second run of the same
---          call (go-redis's retry after a lost reply) answers the same (see _once.lua)
 -- ARGV[1]  hold id
 -- ARGV[2]  "1" to end the hold whatever its count, "0" to count one down
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
@@ -16,38 +13,30 @@
 --
 -- Replies (DecodeRelease): {0, n} counted down, n >= 1 holds left; {1, hold ids granted to
 -- waiters of the caller's Client (not published)...} released; {4} the hold is not a live
--- reader, and no earlier run of this call ended it: nothing changed.
-local w, r, rn, q, once = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6]
+-- reader, nothing changed.
+local w, r, rn, q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold = ARGV[1]
 local ended = false
 if ARGV[2] == '1' and ARGV[5] == '1' then
   -- The common release: two or three commands unless someone waits.
   if redis.call('ZREM', r, hold) == 0 then
-    if not (once and redis.call('EXISTS', once) == 1) then
-      return {4}
-    end
-    -- An earlier run of this call ended the hold: its reply is replayed below.
-  else
-    if ARGV[4] == '1' then
-      redis.call('HDEL', rn, hold)
-    end
-    if not redis.call('LINDEX', q, 0) then
-      if once then
-        redis.call('SET', once, '1', 'PX', 10000) -- as remember in _once.lua
-      end
-      return {1}
-    end
-    ended = true
+    return {4}
   end
+  if ARGV[4] == '1' then
+    redis.call('HDEL', rn, hold)
+  end
+  if not redis.call('LINDEX', q, 0) then
+    return {1}
+  end
+  ended = true
 end
 --@include _rw
---@include _once
 local d = KEYS[5]
 local now = server_ms()
 if not ended then
   local s = redis.call('ZSCORE', r, hold)
   if not s or tonumber(s) <= now then
-    return replay(once) or {4}
+    return {4}
   end
   if ARGV[2] == '0' then
     local extra = tonumber(redis.call('HGET', rn, hold))
@@ -65,4 +54,4 @@ if not ended then
 end
 local mine = tell(serve(w, r, q, d, now), w, ARGV[3], string.sub(hold, 1, 36))
 table.insert(mine, 1, 1)
-return remember(once, mine)
+return mine

@@ -1,9 +1,6 @@
 -- rw_write_release: count one write hold down, or end it and serve the queue.
 --
 -- KEYS[1] w, KEYS[2] r, KEYS[3] rn, KEYS[4] q, KEYS[5] d (see _rw.lua)
--- KEYS[6]  optional, with ARGV[2] "1": "<w>:x:<hold id>", the key of this release's own under
---          which a run that ends the hold keeps its reply, so that a second run of the same
---          call (go-redis's retry after a lost reply) answers the same (see _once.lua)
 -- ARGV[1]  hold id
 -- ARGV[2]  "1" to end the hold whatever its count, "0" to count one down
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
@@ -14,15 +11,14 @@
 --
 -- Replies (DecodeRelease): {0, n} counted down, n >= 1 holds left; {1, hold ids granted to
 -- waiters of the caller's Client (not published)...} released; {4} w does not hold this
--- hold, and no earlier run of this call ended it: nothing changed.
+-- hold, nothing changed.
 --@include _rw
---@include _once
-local w, r, rn, q, d, once = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local w, r, rn, q, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local hold = ARGV[1]
 local v = redis.call('GET', w)
 local rest = rest_of(v, hold)
 if not rest then
-  return replay(once) or {4}
+  return {4}
 end
 if ARGV[2] == '0' then
   local n = hold_count(rest)
@@ -35,4 +31,4 @@ end
 redis.call('DEL', w)
 local mine = tell(serve(w, r, q, d, server_ms()), w, ARGV[3], string.sub(hold, 1, 36))
 table.insert(mine, 1, 1)
-return remember(once, mine)
+return mine

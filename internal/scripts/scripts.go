@@ -226,6 +226,38 @@ func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args 
 	return cmd
 }
 
+// RunOnce runs the script as Run does, except that go-redis does not send it again when the
+// connection broke after it was sent (Options.MaxRetries): an error that Redis did not reply
+// then means that the outcome is unknown (the script may have run). For calls whose second
+// run would answer differently from the first, and whose callers settle an unknown outcome
+// themselves.
+func (s *Script) RunOnce(ctx context.Context, c redis.UniversalClient, keys []string, args ...any) *redis.Cmd {
+	cmd := runOnce(ctx, c, "evalsha", s.sha, keys, args)
+	if IsNoScript(cmd.Err()) {
+		cmd = runOnce(ctx, c, "eval", s.src, keys, args)
+	}
+	return cmd
+}
+
+func runOnce(ctx context.Context, c redis.UniversalClient, name, payload string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, payload, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(3)
+	_ = c.Process(ctx, NoRetry{cmd})
+	return cmd
+}
+
+// NoRetry is a command that go-redis does not send again after a broken connection.
+type NoRetry struct{ redis.Cmder }
+
+// NoRetry tells go-redis not to retry the command.
+func (NoRetry) NoRetry() bool { return true }
+
 // Queue adds an EVALSHA of the script to a pipeline. After the pipeline has run, pass the
 // returned command to Retry: it re-runs the call with EVAL if the server had lost the script.
 func (s *Script) Queue(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *Call {
