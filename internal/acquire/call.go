@@ -78,6 +78,7 @@ func call[T any](rt *core.Runtime, ctx context.Context, linger time.Duration, f 
 		case <-rt.Done():
 		}
 	}
+	rt.Defer() // f runs on, and what it does outlives the caller's return
 	if late != nil {
 		rt.Go(func(rctx context.Context) {
 			select {
@@ -125,6 +126,7 @@ func Refuse(err error) error { return &refusal{err} }
 // again after a pause while it fails and the bound allows: a clean-up that must happen, but
 // need not be waited for. f must be safe to repeat.
 func later(rt *core.Runtime, f func(ctx context.Context) error) {
+	rt.Defer()
 	rt.Go(func(rctx context.Context) {
 		ctx, cancel := context.WithTimeout(rctx, settleBound)
 		defer cancel()
