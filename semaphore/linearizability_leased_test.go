@@ -284,8 +284,10 @@ func TestLeasedSemaphoreIsLinearizable(t *testing.T) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
 		first := make([]*semaphore.Leased, linSems)
 		sems := make([][]*semaphore.Leased, lintest.Clients) // [client][key]
+		var clients []*aqs.Client
 		for ci := range lintest.Clients {
 			c := newClient(t, lintest.OwnRedis(t, rdb))
+			clients = append(clients, c)
 			for k := range linSems {
 				if ci == 0 {
 					first[k] = newLeased(t, c, lsTotal)
@@ -298,7 +300,7 @@ func TestLeasedSemaphoreIsLinearizable(t *testing.T) {
 			}
 		}
 
-		history := runLeasedHistory(t, sems)
+		history := runLeasedHistory(t, clients, sems)
 		if t.Failed() {
 			return
 		}
@@ -334,9 +336,9 @@ func logLeasedOutcomes(t *testing.T, history []porcupine.Operation) {
 
 // runLeasedHistory runs lintest.Workers goroutines on each Client and returns the history they
 // recorded. sems[c][k] is semaphore k of Client c. A worker holds up to two permits at a time.
-func runLeasedHistory(t *testing.T, sems [][]*semaphore.Leased) []porcupine.Operation {
+func runLeasedHistory(t *testing.T, clients []*aqs.Client, sems [][]*semaphore.Leased) []porcupine.Operation {
 	var holds atomic.Int64
-	return lintest.Work(len(sems), func(w *lintest.Worker) {
+	return lintest.Work(clients, func(w *lintest.Worker) {
 		mine := sems[w.Client]
 		ctx := context.Background()
 		rng := w.Rand

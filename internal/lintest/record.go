@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/core"
 )
 
 // Worker is one goroutine of a run made by Work: it draws its operations from Rand, runs them
@@ -17,10 +20,11 @@ type Worker struct {
 	Client int // which of the run's Clients the worker uses
 	Rand   *rand.Rand
 
-	start time.Time
-	stop  time.Time
-	ops   *atomic.Int64
-	rec   *recorder
+	start    time.Time
+	stop     time.Time
+	ops      *atomic.Int64
+	rec      *recorder
+	deferred func() int64 // its Client's core.Runtime.Deferred
 }
 
 // More reports whether the worker may run one more operation: the run's time is not over and
@@ -47,20 +51,21 @@ func (r *recorder) add(op porcupine.Operation) {
 	r.mu.Unlock()
 }
 
-// Work runs Workers goroutines for each of clients Clients, each running body for RunFor (and
-// MaxOps operations in all), and returns the history they recorded.
-func Work(clients int, body func(w *Worker)) []porcupine.Operation {
+// Work runs Workers goroutines for each of clients, each running body for RunFor (and MaxOps
+// operations in all), and returns the history they recorded.
+func Work(clients []*aqs.Client, body func(w *Worker)) []porcupine.Operation {
 	start := time.Now()
 	var (
 		ops atomic.Int64
 		rec recorder
 		wg  sync.WaitGroup
 	)
-	for ci := range clients {
+	for ci, c := range clients {
 		for i := range Workers {
 			w := &Worker{
 				ID: ci*Workers + i, Client: ci, start: start, stop: start.Add(RunFor), ops: &ops, rec: &rec,
-				Rand: rand.New(rand.NewPCG(uint64(ci*Workers+i), uint64(start.UnixNano()))),
+				Rand:     rand.New(rand.NewPCG(uint64(ci*Workers+i), uint64(start.UnixNano()))),
+				deferred: c.Runtime(core.Access{}).Deferred,
 			}
 			wg.Go(func() { body(w) })
 		}
