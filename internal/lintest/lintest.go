@@ -1,10 +1,14 @@
-// Package lintest records histories of concurrent runs of aqs's locks against a real Redis and
-// checks them for linearizability with porcupine; the tests of each primitive use it.
+// Package lintest records histories of concurrent runs of aqs's primitives (the locks, the
+// read-write lock, the semaphores) against a real Redis and checks them for linearizability
+// with porcupine; the tests of each primitive, and the fault tests (package chaos), use it.
 //
-// Several goroutines on Clients runs random operations on a few locks for a short time; every
-// operation is recorded with its input, its output and the times taken just before the library
-// call and just after it returned. The history is then checked against a sequential
-// specification. The default watchdog renews every hold, so expiry is out of play.
+// Several goroutines on Clients run random operations on a few locks (or semaphores) for a
+// short time; every operation is recorded with its input, its output and the times taken just
+// before the library call and just after it returned. Calls that wait (a wait bound, a context
+// that reaches its deadline or is cancelled) are recorded as two steps, their join and their
+// end (see fair.go and wait.go). The history is then checked against a sequential
+// specification with the primitive's queue. The default watchdog renews every hold, so expiry
+// is out of play.
 package lintest
 
 import (
@@ -196,7 +200,8 @@ func LogLockOutcomes(t *testing.T, history []porcupine.Operation) {
 // acquisitions of a fresh context, re-entry, Unlock, and Unlock of a hold released already.
 // Without waits an acquisition is a TryLock; with waits, half of them wait (drawWait): a
 // TryLock with a wait bound, or a Lock whose context reaches its deadline or is cancelled by
-// another goroutine, each after 1-10ms. locks[c][k] is lock k of Client c, clients[c].
+// another goroutine, each after 1-10ms. Then each lock is probed until it is free (see
+// settleAll). locks[c][k] is lock k of Client c, clients[c].
 func RunLocks(t *testing.T, clients []*aqs.Client, locks [][]Locker, waits bool) []porcupine.Operation {
 	var holds atomic.Int64
 	return Work(clients, func(w *Worker) {
@@ -325,6 +330,32 @@ func RunLocks(t *testing.T, clients []*aqs.Client, locks [][]Locker, waits bool)
 				return
 			}
 		}
+	}, func(w *Worker) {
+		mine := locks[w.Client]
+		settleAll(t, len(mine), func(key int) (bool, bool) {
+			in := lockInput{key: key, op: linTry, hold: int(holds.Add(1)), client: w.Client}
+			callAt := w.Now()
+			ctx, won, err := mine[key].TryLock(context.Background())
+			retAt := w.Now()
+			if err != nil {
+				t.Errorf("probe: %+v: %v", in, err)
+				return false, false
+			}
+			w.Record(in, lockOutput{ok: won}, callAt, retAt)
+			if !won {
+				return false, true
+			}
+			in.op = linUnlock
+			callAt = w.Now()
+			err = mine[key].Unlock(ctx)
+			retAt = w.Now()
+			if err != nil {
+				t.Errorf("probe: %+v: %v", in, err)
+				return false, false
+			}
+			w.Record(in, lockOutput{}, callAt, retAt)
+			return true, true
+		})
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -52,24 +53,60 @@ func (r *recorder) add(op porcupine.Operation) {
 }
 
 // Work runs Workers goroutines for each of clients, each running body for RunFor (and MaxOps
-// operations in all), and returns the history they recorded.
-func Work(clients []*aqs.Client, body func(w *Worker)) []porcupine.Operation {
+// operations in all), then settle on one more worker of the first Client, and returns the
+// history they recorded.
+func Work(clients []*aqs.Client, body func(w *Worker), settle func(w *Worker)) []porcupine.Operation {
 	start := time.Now()
 	var (
 		ops atomic.Int64
 		rec recorder
 		wg  sync.WaitGroup
 	)
-	for ci, c := range clients {
+	worker := func(id, ci int) *Worker {
+		return &Worker{
+			ID: id, Client: ci, start: start, stop: start.Add(RunFor), ops: &ops, rec: &rec,
+			Rand:     rand.New(rand.NewPCG(uint64(id), uint64(start.UnixNano()))),
+			deferred: clients[ci].Runtime(core.Access{}).Deferred,
+		}
+	}
+	for ci := range clients {
 		for i := range Workers {
-			w := &Worker{
-				ID: ci*Workers + i, Client: ci, start: start, stop: start.Add(RunFor), ops: &ops, rec: &rec,
-				Rand:     rand.New(rand.NewPCG(uint64(ci*Workers+i), uint64(start.UnixNano()))),
-				deferred: c.Runtime(core.Access{}).Deferred,
-			}
+			w := worker(ci*Workers+i, ci)
 			wg.Go(func() { body(w) })
 		}
 	}
 	wg.Wait()
+	settle(worker(len(clients)*Workers, 0))
 	return rec.ops
+}
+
+// SettleTime bounds how long the primitives of a run may take to be free once its workers
+// are done: the clean-ups that calls left to run after they returned (see wait.go) are bounded
+// by 5s, and the rest is room for a loaded machine.
+const SettleTime = 8 * time.Second
+
+// settleAll probes each of n primitives of a run whose workers are done, with probe, until a
+// probe succeeds, for at most SettleTime (the test fails beyond). A probe is an acquisition of
+// the whole primitive without wait (the write side, every permit), released again when it
+// succeeds, both recorded: so the history ends with the primitive free, its queue empty, and
+// every end of a failed wait left open (see wait.go) must fit before that.
+func settleAll(t *testing.T, n int, probe func(key int) (won, ok bool)) {
+	deadline := time.Now().Add(SettleTime)
+	for key := range n {
+		for {
+			won, ok := probe(key)
+			switch {
+			case !ok:
+				return // it failed the test
+			case won:
+			case time.Now().After(deadline):
+				t.Errorf("primitive %d not free %v after the run", key, SettleTime)
+				return
+			default:
+				time.Sleep(10 * time.Millisecond) // a pause between probes, not a wait for a condition
+				continue
+			}
+			break
+		}
+	}
 }

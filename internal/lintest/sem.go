@@ -300,8 +300,9 @@ func recordSem(t *testing.T, w *Worker, in semInput, call func() (semOutput, err
 // (drawWait: TryAcquire with a wait bound, or Acquire whose context reaches its deadline or is
 // cancelled by another goroutine, each after 1-10ms), the others TryAcquire without wait;
 // releases of permits the worker took (whenever it holds total of them, so that no worker
-// keeps a semaphore to itself), Drain and Available. sems[c][k] is semaphore k of
-// Client c, clients[c], each of total permits.
+// keeps a semaphore to itself), Drain and Available. Then each semaphore is probed until all
+// its permits are free (see settleAll). sems[c][k] is semaphore k of Client c, clients[c],
+// each of total permits.
 func RunCounting(t *testing.T, clients []*aqs.Client, sems [][]*semaphore.Semaphore, total int) []porcupine.Operation {
 	return Work(clients, func(w *Worker) {
 		mine := sems[w.Client]
@@ -381,13 +382,33 @@ func RunCounting(t *testing.T, clients []*aqs.Client, sems [][]*semaphore.Semaph
 				return
 			}
 		}
+	}, func(w *Worker) {
+		mine := sems[w.Client]
+		settleAll(t, len(mine), func(key int) (bool, bool) {
+			in := semInput{key: key, op: semTry, hold: int(semHolds.Add(1)), n: total}
+			var won bool
+			if !recordSem(t, w, in, func() (semOutput, error) {
+				var err error
+				won, err = mine[key].TryAcquire(context.Background(), total)
+				return semOutput{ok: won}, err
+			}) {
+				return false, false
+			}
+			if !won {
+				return false, true
+			}
+			in.op = semRelease
+			return true, recordSem(t, w, in, func() (semOutput, error) {
+				return semOutput{}, mine[key].Release(context.Background(), total)
+			})
+		})
 	})
 }
 
 // RunLeased runs Workers goroutines on each of clients and returns the history they recorded:
 // acquisitions as RunCounting's, each a permit (a worker holds two at most), releases of the
-// worker's permits (whole, or part of one holding more), and Available. sems[c][k] is
-// semaphore k of Client c, clients[c], each of total permits.
+// worker's permits (whole, or part of one holding more), and Available; then the probes of
+// RunCounting. sems[c][k] is semaphore k of Client c, clients[c], each of total permits.
 func RunLeased(t *testing.T, clients []*aqs.Client, sems [][]*semaphore.Leased, total int) []porcupine.Operation {
 	return Work(clients, func(w *Worker) {
 		mine := sems[w.Client]
@@ -475,6 +496,27 @@ func RunLeased(t *testing.T, clients []*aqs.Client, sems [][]*semaphore.Leased, 
 				return
 			}
 		}
+	}, func(w *Worker) {
+		mine := sems[w.Client]
+		settleAll(t, len(mine), func(key int) (bool, bool) {
+			in := semInput{key: key, op: semTry, hold: int(semHolds.Add(1)), n: total}
+			var p *semaphore.Permit
+			var won bool
+			if !recordSem(t, w, in, func() (semOutput, error) {
+				var err error
+				p, won, err = mine[key].TryAcquire(context.Background(), total)
+				return semOutput{ok: won}, err
+			}) {
+				return false, false
+			}
+			if !won {
+				return false, true
+			}
+			in.op = semRelease
+			return true, recordSem(t, w, in, func() (semOutput, error) {
+				return semOutput{}, mine[key].Release(context.Background(), p)
+			})
+		})
 	})
 }
 

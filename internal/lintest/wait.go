@@ -35,7 +35,8 @@ import (
 // during which its Client's count did not change is known to have left the queue before it
 // returned; for one during which it changed (its own clean-up, or another worker's of the same
 // Client), the end is left open (Return openEnd): it may come at any time after its window
-// opens. Check logs how many ends were left open.
+// opens, and before the probes that end every run (settleAll) find the primitive free, which
+// they must within a bound. Check logs how many ends were left open.
 //
 // A blocking call whose context ends may have taken what it asked for in that instant (its
 // first attempt took a free lock as its context ended): it gives it back as it leaves and
