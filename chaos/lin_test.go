@@ -28,11 +28,12 @@ import (
 // deadline or is cancelled mid-wait) are their join and their end, and a waiter whose wait ran
 // out may have been granted in that instant and gives the grant back as it leaves. The faults:
 //
-//   - the pub/sub connections killed on the server every few milliseconds: grant messages and
-//     wakeups are lost, so waiters whose grant never reached them run out of time holding it
-//     and must pass it on as they leave, while the hub resubscribes;
-//   - the script cache flushed every few milliseconds: every script falls back from EVALSHA to
-//     EVAL, the watchdog's and the heartbeats' pipelines included.
+//   - the pub/sub connections killed on the server every 20ms: grant messages and wakeups are
+//     lost, and a waiter whose grant was lost learns of it only when its Client, subscribed
+//     again, wakes it to look, or not before its wait runs out: it then leaves holding the
+//     grant, and must pass it on;
+//   - the script cache flushed every 5ms: every script falls back from EVALSHA to EVAL, the
+//     watchdog's and the heartbeats' pipelines included.
 //
 // Neither makes a call fail, so every operation of a history has a known outcome (the
 // runners fail the test on any error): faults that cut connections, whose calls may end with
@@ -52,8 +53,11 @@ var linFaults = []struct {
 	}},
 }
 
-// The faults run at once, each against one primitive after the other (five histories at once
-// would load a small machine so that most waits run out).
+// Every primitive's histories (with waits, deadlines and cancellations) are linearizable
+// against its specification with its queue while either fault acts, and every run ends with
+// the primitive found free (lintest's probes). The two faults run at once, each against one
+// primitive after the other: five histories at once would load a small machine so that most
+// waits run out.
 func TestHistoriesStayLinearizableUnderFaultsThatFailNoCall(t *testing.T) {
 	rounds := scale(1, 5)
 	var names []string
