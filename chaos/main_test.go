@@ -2,8 +2,9 @@
 // TCP proxy) work on each primitive while the test kills holders and waiters with SIGKILL,
 // stalls a holder past its lease with SIGSTOP, restarts Redis with its data lost, kills the
 // pub/sub connections, delays and cuts the connections to Redis, and flushes the script cache.
-// Every test checks mutual exclusion with a witness that does not ask Redis (witness_test.go)
-// and logs one summary line with its figures.
+// Every test checks mutual exclusion with a witness that does not ask Redis (witness_test.go),
+// or, for the faults that make no call fail, the linearizability of the histories that
+// internal/lintest records (lin_test.go), and logs one summary line with its figures.
 //
 // go test runs the short version (about a minute on two cores); AQS_CHAOS=full (make chaos)
 // runs more rounds and longer loads.

@@ -11,8 +11,9 @@ import (
 )
 
 // The fair lock is linearizable against its specification with the queue and the hand-off
-// (lintest.FairLockModel): TryLock with and without waits, re-entry, Unlock, and Unlock of
-// released holds. Each TryLock with a wait is checked as its first attempt and its outcome
+// (lintest.FairLockModel): TryLock with and without waits, Lock whose context reaches its
+// deadline or is cancelled by another goroutine mid-wait, re-entry, Unlock, and Unlock of
+// released holds. Each call that waits is checked as its first attempt and its outcome
 // (lintest.SplitWaits), so that a waiter whose wait ran out may have been handed the lock and
 // passed it on as it left. The default leases are renewed by the watchdog: expiry is out of
 // play, and so are dropped waiters (the waiter timeout, 5s, is beyond the run).

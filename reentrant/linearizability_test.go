@@ -11,9 +11,10 @@ import (
 )
 
 // The reentrant lock is linearizable against an exclusive reentrant lock's specification with
-// local hand-offs (lintest.HandOffLockModel), TryLock with and without waits: a release may
+// local hand-offs (lintest.HandOffLockModel), TryLock with and without waits, and Lock whose
+// context reaches its deadline or is cancelled by another goroutine mid-wait: a release may
 // hand the lock to a waiter of its own Client, and a waiter whose wait runs out at that moment
-// gives it back, so each TryLock with a wait is checked as its first attempt and its outcome
+// gives it back, so each call that waits is checked as its first attempt and its outcome
 // (lintest.SplitWaits). The run leaves no key without a TTL.
 func TestReentrantLockIsLinearizable(t *testing.T) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {

@@ -249,7 +249,7 @@ func (a *attempt) attempt(first bool) (scripts.Attempt, error) {
 	t.Local = first && t.Join && a.c.Local && a.q.cfg.Streak > 0 && a.q.cfg.Board > 0 &&
 		a.locals < maxLocals
 	done := a.q.attempting(first && a.c.Local)
-	r, err := call(a.q.rt, a.ctx, func(ctx context.Context) (scripts.Attempt, error) {
+	r, err := call(a.q.rt, a.ctx, patience, func(ctx context.Context) (scripts.Attempt, error) {
 		return a.c.Rules.Attempt(ctx, hold, t)
 	}, func() { clearLater(a.q.rt, a.c.Rules, hold, nil) })
 	if err == nil && (r.Status == scripts.Acquired || r.Status == scripts.Granted) {
@@ -279,7 +279,7 @@ func (a *attempt) attemptFirst(fast bool) (scripts.Attempt, error) {
 func callFast(a *attempt, rules Rules) (bool, error) {
 	hold := a.hold
 	done := a.q.attempting(a.c.Local)
-	ok, err := call(a.q.rt, a.ctx, func(ctx context.Context) (bool, error) {
+	ok, err := call(a.q.rt, a.ctx, patience, func(ctx context.Context) (bool, error) {
 		return rules.Fast(ctx, hold)
 	}, func() { clearLater(a.q.rt, rules, hold, nil) })
 	if err == nil && ok {
@@ -503,7 +503,7 @@ func (a *attempt) giveUp(err error) (Won, bool, error) {
 	hold := a.hold
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), grace)
 	defer cancel()
-	_, gerr := call(a.q.rt, ctx, func(ctx context.Context) (struct{}, error) {
+	_, gerr := call(a.q.rt, ctx, 0, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, a.c.Rules.GiveUp(ctx, hold)
 	}, nil)
 	if gerr != nil {

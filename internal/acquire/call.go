@@ -11,19 +11,27 @@ import (
 
 // Calls to Redis, deadlines and lost replies.
 //
-// Every round trip a blocking call makes goes through call, which returns by the caller's
-// deadline even when the server stalls (see internal/core/deadline.go for when the round trip
-// runs on a goroutine of its own). A round trip whose reply did not come, because the caller
-// stopped waiting or because the connection failed, may have done anything its script can do:
-// taken the lock, queued the hold, been granted permits. Its hold is then given up in the
-// background by the Rules' Clear (see clearLater), once the round trip has ended if it is
-// still running, and bounded: a hold that cannot be given up ends with its lease, or its waiter deadline.
+// Every round trip a blocking call makes goes through call, which returns shortly after the
+// caller's deadline (patience and grace, below) even when the server stalls (see internal/core/deadline.go for when the
+// round trip runs on a goroutine of its own). A round trip whose reply did not come, because
+// the caller stopped waiting or because the connection failed, may have done anything its
+// script can do: taken the lock, queued the hold, been granted permits. Its hold is then given
+// up in the background by the Rules' Clear (see clearLater), once the round trip has ended if
+// it is still running, and bounded: a hold that cannot be given up ends with its lease, or its
+// waiter deadline.
 
 // grace bounds how long a call that ends, at its deadline or because its Client closed, waits
 // for its own clean-up (leaving the queue, giving back what was granted in that instant) before
 // it returns and leaves the clean-up to the background. Against a healthy server the clean-up
 // takes a round trip, so the call returns with nothing left behind.
 const grace = 25 * time.Millisecond
+
+// patience bounds how long a call whose context ended while one of its round trips was on its
+// way waits for that reply (see call), before its clean-up. Against a healthy server the reply
+// is a moment away, even on a loaded machine; against one that stalls it never comes, and the
+// call gives up waiting for it sooner than for a clean-up that stalls. So a call returns
+// within patience plus grace of its deadline, whatever the server does.
+const patience = grace / 2
 
 // settleBound bounds a background clean-up.
 const settleBound = 5 * time.Second
@@ -36,10 +44,17 @@ type result[T any] struct {
 	err error
 }
 
-// call runs f, one round trip to Redis, so that the caller returns by ctx's deadline. When the
-// caller stops waiting for it, call returns errAbandoned and runs late with f's outcome once f
-// has returned (in the background, unless the Client closes first).
-func call[T any](rt *core.Runtime, ctx context.Context, f func(context.Context) (T, error), late func()) (T, error) {
+// call runs f, one round trip to Redis, so that the caller returns by ctx's deadline, give or
+// take linger. When ctx ends while f is on its way, call waits up to linger more for f's
+// outcome and returns it: the round trip may have taken the lock or queued the hold, and a
+// caller that has its reply settles that before it returns (it gives the lock back, it leaves
+// the queue), where another caller would otherwise find it done, after the call returned, by
+// a call that reported failure. A call's own round trips linger for patience; a clean-up's,
+// bounded by grace already, do not. When the caller stops waiting for it, call returns
+// errAbandoned and runs late with f's outcome once f has returned (in the background, unless
+// the Client closes first).
+func call[T any](rt *core.Runtime, ctx context.Context, linger time.Duration, f func(context.Context) (T, error),
+	late func()) (T, error) {
 	if !rt.Detach(ctx) {
 		return f(ctx)
 	}
@@ -52,18 +67,29 @@ func call[T any](rt *core.Runtime, ctx context.Context, f func(context.Context) 
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
-		if late != nil {
-			rt.Go(func(rctx context.Context) {
-				select {
-				case <-ch:
-					late()
-				case <-rctx.Done():
-				}
-			})
-		}
-		var zero T
-		return zero, errAbandoned
 	}
+	if linger > 0 {
+		t := time.NewTimer(linger)
+		defer t.Stop()
+		select {
+		case r := <-ch:
+			return r.v, r.err
+		case <-t.C:
+		case <-rt.Done():
+		}
+	}
+	rt.Defer() // f runs on, and what it does outlives the caller's return
+	if late != nil {
+		rt.Go(func(rctx context.Context) {
+			select {
+			case <-ch:
+				late()
+			case <-rctx.Done():
+			}
+		})
+	}
+	var zero T
+	return zero, errAbandoned
 }
 
 // unknown reports whether a round trip that failed with err may have changed something: a
@@ -100,6 +126,7 @@ func Refuse(err error) error { return &refusal{err} }
 // again after a pause while it fails and the bound allows: a clean-up that must happen, but
 // need not be waited for. f must be safe to repeat.
 func later(rt *core.Runtime, f func(ctx context.Context) error) {
+	rt.Defer()
 	rt.Go(func(rctx context.Context) {
 		ctx, cancel := context.WithTimeout(rctx, settleBound)
 		defer cancel()
@@ -126,7 +153,7 @@ func clearLater(rt *core.Runtime, rules Rules, hold string, err error) {
 func now(rt *core.Runtime, parent context.Context, f func(ctx context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), grace)
 	defer cancel()
-	_, err := call(rt, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) }, nil)
+	_, err := call(rt, ctx, 0, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) }, nil)
 	if err != nil && err != errAbandoned {
 		later(rt, f) // it failed: again, in the background
 	}

@@ -31,7 +31,7 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 	}
 	if granted && q.rt.SyncOn() {
 		sent := time.Now()
-		_, err := call(q.rt, a.ctx, func(ctx context.Context) (struct{}, error) {
+		_, err := call(q.rt, a.ctx, patience, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, c.Rules.Confirm(context.WithoutCancel(ctx), hold)
 		}, func() { clearLater(q.rt, c.Rules, hold, nil) })
 		if err != nil {

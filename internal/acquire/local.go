@@ -240,6 +240,7 @@ func (q *Queue) orphan(w *waiter) bool {
 		return false
 	}
 	w.orphan = true
+	q.rt.Defer() // the release gives it up after the waiter's call returned
 	return true
 }
 

@@ -9,16 +9,18 @@ import (
 
 // Deadlines.
 //
-// A blocking call of aqs returns by its context's deadline, also when the Redis server stalls
-// or refuses connections. go-redis honours a context's deadline on the socket only when its
-// client was made with ContextTimeoutEnabled; otherwise a call waits for the reply up to the
-// client's read timeout, and retries, whatever the deadline. So with such a client, a call
-// whose deadline comes before the longest go-redis could take runs on a goroutine of its own,
-// and the caller stops waiting for it at the deadline (the engine, internal/acquire, settles
-// what the call did once its reply comes, in the background). That goroutine costs the call
-// a hand-over between goroutines, so calls run on the caller's goroutine whenever they can:
-// a context without a deadline, a deadline further away than the longest go-redis could take,
-// or a client that honours deadlines itself.
+// A blocking call of aqs returns by its context's deadline, give or take a few milliseconds of
+// the engine's clean-up, also when the Redis server stalls or refuses connections. go-redis honours a
+// context's deadline on the socket only when its client was made with ContextTimeoutEnabled;
+// otherwise a call waits for the reply up to the client's read timeout, and retries, whatever
+// the deadline. So with such a client, a call whose deadline comes before the longest go-redis
+// could take runs on a goroutine of its own, and the caller stops waiting for it shortly after
+// the deadline (the engine, internal/acquire, waits a moment for a reply on its way and
+// settles what the call did before the call returns; a reply later than that is settled in the
+// background once it comes). That goroutine costs the call a hand-over between goroutines, so
+// calls run on the caller's goroutine whenever they can: a context without a deadline, a
+// deadline further away than the longest go-redis could take, or a client that honours
+// deadlines itself.
 
 // blockBound returns whether rdb honours context deadlines on the socket, and otherwise the
 // longest a call of it can take when the server stalls: every try (the first and its retries)

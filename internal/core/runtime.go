@@ -66,12 +66,25 @@ type Runtime struct {
 	dogDone chan struct{}
 	heart   *heart
 
-	bgMu sync.Mutex
-	bg   sync.WaitGroup // background clean-ups; Close waits for them
+	bgMu     sync.Mutex
+	bg       sync.WaitGroup // background clean-ups; Close waits for them
+	deferred atomic.Int64   // see Deferred
 
 	honours  bool          // Redis honours context deadlines itself (see deadline.go)
 	maxBlock time.Duration // otherwise: the longest a call can take; 0: no bound
 }
+
+// Defer counts a call that returns with a clean-up of its own still to run (see Deferred).
+func (rt *Runtime) Defer() { rt.deferred.Add(1) }
+
+// Deferred returns how many calls of this Client returned with a clean-up of their own still to
+// run: in the background (a round trip abandoned at the deadline, a give-up that failed or took
+// longer than the engine waits), or by a release on its way that decided about the call as it
+// left. Until that clean-up runs, what such a call queued, took or was granted stays in Redis
+// although the call reported failure. Every call counts before it returns, so a failed call
+// during which the count did not change left nothing behind: the linearizability tests
+// (internal/lintest) rely on that.
+func (rt *Runtime) Deferred() int64 { return rt.deferred.Load() }
 
 // Go runs f in the background with the runtime's context (cancelled by Close, which waits for
 // f to return).

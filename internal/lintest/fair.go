@@ -9,20 +9,22 @@ import (
 
 // The fair lock's specification, with its queue and its hand-off.
 //
-// A TryLock with a wait is not one atomic step: its first attempt either takes the lock or
-// joins the queue, and later the waiter is either handed the lock by a release or leaves the
-// queue when its wait runs out. Only the outcome is reported, yet the steps in between are seen
+// A call that waits (a TryLock with a wait, or a Lock, which waits until its context ends) is
+// not one atomic step: its first attempt either takes the lock or joins the queue, and later
+// the waiter is either handed the lock by a release or leaves the queue when its wait runs
+// out (its bound, or its context's deadline or cancellation). Only the outcome is reported, yet the steps in between are seen
 // by others: while it waits, a newcomer's TryLock fails on a lock held by someone behind whom
 // it queues, and a waiter whose wait runs out may have been handed the lock an instant before
 // it left (it then passes the lock on as it leaves), so others fail on a lock that no reported
 // holder has.
 //
-// So each TryLock with a wait is two operations of the history (SplitWaits), linJoin and
+// So each call that waits is two operations of the history (SplitWaits), linJoin and
 // linEnd, of the one call, and FairLockModel gives each its own linearization point, in that
 // order (linEnd is illegal before its linJoin):
 //
 //   - linJoin, the first attempt: on a free lock it takes it (then the call must have
-//     succeeded); otherwise the waiter joins the tail of the queue.
+//     succeeded, unless its context ended: see wait.go); otherwise the waiter joins the tail
+//     of the queue.
 //   - linEnd, the outcome: a success is legal only if the waiter holds (handed the lock, or it
 //     took it at its join). A failure is the waiter leaving: out of the queue, or, if it was
 //     handed the lock meanwhile, passing it on to the next waiter as a release would. So a
@@ -35,9 +37,10 @@ import (
 //
 // What the timestamps allow. A waiter's join can be placed anywhere between its call and its
 // return: when its first attempt reached Redis is not observable. The end of a wait that
-// failed cannot come before the wait bound ran out, which is at least the wait after the call
-// (the bound's timer starts inside the call): SplitWaits gives linEnd that later call time, so
-// an invisible hold that began early lasts at least until then. Beyond that, "queued strictly
+// failed cannot come before its wait was over: the bound ran out (at least the wait after the
+// call: the bound's timer starts inside the call), or the context reached its deadline or was
+// cancelled (see wait.go). SplitWaits gives linEnd that later call time, so an invisible hold
+// that began early lasts at least until then. Beyond that, "queued strictly
 // before" means what the rest of the history forces: a waiter is known to queue (or to hold
 // invisibly) from the moment some operation could not be explained otherwise, a newcomer's
 // failure on a lock that was free. Because the release hands off directly, a newcomer or a
@@ -45,7 +48,7 @@ import (
 // (see fair_test.go). Two waiters queued behind one holder that stays put are not ordered by
 // anything the history can see, so their order among themselves is not checked.
 
-// Halves of a TryLock with a wait, made by SplitWaits for FairLockModel.
+// Halves of a call that waits, made by SplitWaits for FairLockModel.
 const (
 	linJoin = linStale + 1 + iota // the first attempt: take a free lock, or queue
 	linEnd                        // the outcome: granted, or leave (passing on a lock handed over)
@@ -82,27 +85,23 @@ func (s fairState) find(hold int) int {
 	return -1
 }
 
-// SplitWaits returns history with every TryLock with a wait (recorded by RunLocks as one
-// operation) made into its two halves for FairLockModel: linJoin over the call, and linEnd
-// over the call too, except that a wait that failed ends no earlier than its wait after the
-// call.
+// SplitWaits returns history with every acquisition that waits (recorded by RunLocks as one
+// operation: a TryLock with a wait bound, or a Lock) made into its two halves for
+// FairLockModel: linJoin over the call, and linEnd over the call too, except that a wait that
+// failed ends no earlier than its wait was over, and maybe after its call returned (see
+// splitWait).
 func SplitWaits(history []porcupine.Operation) []porcupine.Operation {
 	var out []porcupine.Operation
 	for _, op := range history {
 		in := op.Input.(lockInput)
-		if in.op != linTry || in.wait == 0 {
+		if in.op != linTry || in.wait.how == waitNone {
 			out = append(out, op)
 			continue
 		}
-		join, end := op, op
-		in.op = linJoin
-		join.Input = in
-		in.op = linEnd
-		end.Input = in
-		if !op.Output.(lockOutput).ok {
-			end.Call = min(op.Call+in.wait.Nanoseconds(), op.Return)
-		}
-		out = append(out, join, end)
+		join, end := in, in
+		join.op, end.op = linJoin, linEnd
+		j, e := splitWait(op, in.wait, op.Output.(lockOutput).ok, join, end)
+		out = append(out, j, e)
 	}
 	return out
 }
@@ -116,7 +115,7 @@ var FairLockModel = porcupine.Model{
 		s, in, out := state.(fairState), input.(lockInput), output.(lockOutput)
 		switch in.op {
 		case linTry:
-			if in.wait > 0 {
+			if in.wait.how != waitNone {
 				panic("lintest: FairLockModel needs a history made by SplitWaits")
 			}
 			free := s.count == 0 && s.n == 0
@@ -126,7 +125,9 @@ var FairLockModel = porcupine.Model{
 			return !free, s
 		case linJoin:
 			if s.count == 0 && s.n == 0 {
-				return out.ok, fairState{holder: in.hold, count: 1}
+				// A call ended by its context may have taken the lock and failed: it gives the
+				// lock back at its end (see wait.go).
+				return out.ok || in.wait.byContext(), fairState{holder: in.hold, count: 1}
 			}
 			if s.n == maxQueue {
 				panic("lintest: queue of the model full")
@@ -199,9 +200,9 @@ func describeLockOperation(input, output any) string {
 	in, out := input.(lockInput), output.(lockOutput)
 	switch in.op {
 	case linJoin:
-		return fmt.Sprintf("lock%d TryLock(h%d, wait %v) joins (-> %v)", in.key, in.hold, in.wait, out.ok)
+		return fmt.Sprintf("lock%d %s(h%d, %v) joins (-> %v)", in.key, lockCall(in.wait), in.hold, in.wait, out.ok)
 	case linEnd:
-		return fmt.Sprintf("lock%d TryLock(h%d, wait %v) ends -> %v", in.key, in.hold, in.wait, out.ok)
+		return fmt.Sprintf("lock%d %s(h%d, %v) ends -> %v", in.key, lockCall(in.wait), in.hold, in.wait, out.ok)
 	}
 	return LockModel.DescribeOperation(input, output)
 }

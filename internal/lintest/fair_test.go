@@ -18,8 +18,17 @@ func try(call, ret int64, hold int, ok bool) porcupine.Operation {
 	return op(call, ret, lockInput{op: linTry, hold: hold}, lockOutput{ok: ok})
 }
 
+// tryWait is a TryLock with a wait bound, as RunLocks records it.
 func tryWait(call, ret int64, hold int, wait time.Duration, ok bool) porcupine.Operation {
-	return op(call, ret, lockInput{op: linTry, hold: hold, wait: wait}, lockOutput{ok: ok})
+	w := Wait{how: waitBound, d: wait, endAfter: call + wait.Nanoseconds()}
+	return op(call, ret, lockInput{op: linTry, hold: hold, wait: w}, lockOutput{ok: ok})
+}
+
+// lockUntil is a Lock whose context ends (its deadline, or a cancellation) at end, as RunLocks
+// records it.
+func lockUntil(call, ret, end int64, hold int, ok bool) porcupine.Operation {
+	w := Wait{how: waitCancel, d: time.Duration(end - call), endAfter: end}
+	return op(call, ret, lockInput{op: linTry, hold: hold, wait: w}, lockOutput{ok: ok})
 }
 
 func unlock(call, ret int64, hold int) porcupine.Operation {
@@ -130,5 +139,70 @@ func TestFairLockModelRejectsANewcomerPassingAGrantedWaiter(t *testing.T) {
 		unlock(21, 22, 2),
 	) {
 		t.Fatal("accepted")
+	}
+}
+
+// A Lock whose context ended may have taken a free lock in that instant and given it back as
+// it failed, or have done nothing (its context was done before it reached Redis): alone on a
+// free lock it is legal. N1, refused at 20-30 while the Lock of H (context ended at 50) was
+// on its way, shows the lock taken by it; that hold cannot end before its context did, so
+// N2's success at 40-45 is illegal, and at 60-65 legal.
+func TestFairLockModelLetsALockEndedByItsContextHoldUntilThen(t *testing.T) {
+	if !fairLinearizable(lockUntil(0, 100, 50, 1, false)) {
+		t.Fatal("rejected a Lock that failed by its context on a free lock")
+	}
+	history := func(n2 int64) []porcupine.Operation {
+		return []porcupine.Operation{
+			lockUntil(0, 100, 50, 1, false),
+			try(20, 30, 4, false),
+			try(n2, n2+5, 5, true),
+			unlock(n2+6, n2+7, 5),
+		}
+	}
+	if fairLinearizable(history(40)...) {
+		t.Fatal("accepted a newcomer before the failed Lock's context ended")
+	}
+	if !fairLinearizable(history(60)...) {
+		t.Fatal("rejected a newcomer after the failed Lock's context ended")
+	}
+}
+
+// A Lock that failed by its context queued behind H like any waiter, and was handed the lock
+// by H's release: N1's refusal at 5-6 shows it. It cannot leave before its context ended at
+// 15, so N2 taking the lock at 7-8 passes it; with its context ended at 3, it may have left.
+func TestFairLockModelRejectsANewcomerPassingALockUntilItsContextEnded(t *testing.T) {
+	history := func(end int64) []porcupine.Operation {
+		return []porcupine.Operation{
+			try(0, 1, 1, true),
+			lockUntil(2, 20, end, 2, false),
+			unlock(3, 4, 1),
+			try(5, 6, 4, false),
+			try(7, 8, 5, true),
+		}
+	}
+	if fairLinearizable(history(15)...) {
+		t.Fatal("accepted a newcomer passing a waiter")
+	}
+	if !fairLinearizable(history(3)...) {
+		t.Fatal("rejected a newcomer after a waiter that could have left")
+	}
+}
+
+// A failed wait during which its Client left a clean-up to run after a call returned (see
+// splitWait) may have left the queue after it returned: its end is left open, and a newcomer
+// refused after it returned is legal; without such a clean-up, it is not.
+func TestFairLockModelLeavesTheEndOfAFailedWaitWithACleanUpLeftOpen(t *testing.T) {
+	history := func(deferred bool) []porcupine.Operation {
+		w := lockUntil(2, 30, 10, 2, false)
+		in := w.Input.(lockInput)
+		in.wait.deferred = deferred
+		w.Input = in
+		return []porcupine.Operation{try(0, 1, 1, true), w, unlock(3, 4, 1), try(31, 32, 4, false)}
+	}
+	if !fairLinearizable(history(true)...) {
+		t.Fatal("rejected a newcomer refused after a failed wait whose clean-up was left behind")
+	}
+	if fairLinearizable(history(false)...) {
+		t.Fatal("accepted a newcomer refused after a failed wait that left before it returned")
 	}
 }

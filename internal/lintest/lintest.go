@@ -1,19 +1,21 @@
-// Package lintest records histories of concurrent runs of aqs's locks against a real Redis and
-// checks them for linearizability with porcupine; the tests of each primitive use it.
+// Package lintest records histories of concurrent runs of aqs's primitives (the locks, the
+// read-write lock, the semaphores) against a real Redis and checks them for linearizability
+// with porcupine; the tests of each primitive, and the fault tests (package chaos), use it.
 //
-// Several goroutines on Clients runs random operations on a few locks for a short time; every
-// operation is recorded with its input, its output and the times taken just before the library
-// call and just after it returned. The history is then checked against a sequential
-// specification. The default watchdog renews every hold, so expiry is out of play.
+// Several goroutines on Clients run random operations on a few locks (or semaphores) for a
+// short time; every operation is recorded with its input, its output and the times taken just
+// before the library call and just after it returned. Calls that wait (a wait bound, a context
+// that reaches its deadline or is cancelled) are recorded as two steps, their join and their
+// end (see fair.go and wait.go). The history is then checked against a sequential
+// specification with the primitive's queue. The default watchdog renews every hold, so expiry
+// is out of play.
 package lintest
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,26 +29,28 @@ import (
 
 // Locker is what RunLocks needs of a lock: reentrant.Lock and fair.Lock have it.
 type Locker interface {
+	Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error)
 	TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.Context, bool, error)
 	Unlock(ctx context.Context) error
 }
 
 // Lock operations of the history.
 const (
-	linTry     = iota // TryLock with a fresh context: a new holder
+	linTry     = iota // TryLock (or Lock) with a fresh context: a new holder
 	linReenter        // TryLock with the top held context of the worker: re-entry
 	linUnlock         // Unlock of the worker's top held context
 	linStale          // Unlock of a context whose hold was released already
 )
 
 // lockInput is an operation: its kind, the hold it concerns (an id unique to one
-// acquisition of a fresh context, shared by its re-entries), for linTry the wait, and the
-// Client that made the call (HandOffLockModel hands a lock only among one Client's holds).
+// acquisition of a fresh context, shared by its re-entries), for linTry how it waits (a
+// TryLock with a wait bound, a Lock until its context ends, see wait.go), and the Client that
+// made the call (HandOffLockModel hands a lock only among one Client's holds).
 type lockInput struct {
 	key    int // which of the run's locks
 	op     int
 	hold   int
-	wait   time.Duration
+	wait   Wait
 	client int
 }
 
@@ -100,7 +104,7 @@ var LockModel = porcupine.Model{
 		in, out := input.(lockInput), output.(lockOutput)
 		switch in.op {
 		case linTry:
-			return fmt.Sprintf("lock%d TryLock(h%d, wait %v) -> %v", in.key, in.hold, in.wait, out.ok)
+			return fmt.Sprintf("lock%d %s(h%d, %v) -> %v", in.key, lockCall(in.wait), in.hold, in.wait, out.ok)
 		case linReenter:
 			return fmt.Sprintf("lock%d TryLock(held h%d) -> %v", in.key, in.hold, out.ok)
 		case linUnlock:
@@ -116,6 +120,15 @@ var LockModel = porcupine.Model{
 		}
 		return fmt.Sprintf("h%d ×%d", s.holder, s.count)
 	},
+}
+
+// lockCall names the call that made an acquisition that waits as w: TryLock, or Lock for a
+// call that waits until its context ends.
+func lockCall(w Wait) string {
+	if w.byContext() {
+		return "Lock"
+	}
+	return "TryLock"
 }
 
 // partitionByKey splits a history by lock: the locks are independent objects, so the
@@ -162,158 +175,206 @@ func OwnRedis(t *testing.T, rdb redis.UniversalClient) redis.UniversalClient {
 // to show the run contended.
 func LogLockOutcomes(t *testing.T, history []porcupine.Operation) {
 	t.Helper()
-	type kind struct {
-		op   int
-		wait bool
-	}
+	type kind struct{ op, how int }
 	won, lost := map[kind]int{}, map[kind]int{}
 	for _, op := range history {
 		in, out := op.Input.(lockInput), op.Output.(lockOutput)
-		k := kind{in.op, in.wait > 0}
+		k := kind{in.op, in.wait.how}
 		if out.ok || ((in.op == linUnlock || in.op == linStale) && !out.notOwner) {
 			won[k]++
 		} else {
 			lost[k]++
 		}
 	}
-	t.Logf("TryLock: %d won, %d not; TryLock with wait: %d won, %d not; re-entries: %d; "+
-		"unlocks: %d; unlocks of released holds: %d (ErrNotOwner %d)",
-		won[kind{linTry, false}], lost[kind{linTry, false}], won[kind{linTry, true}], lost[kind{linTry, true}],
-		won[kind{linReenter, false}], won[kind{linUnlock, false}],
-		won[kind{linStale, false}]+lost[kind{linStale, false}], lost[kind{linStale, false}])
+	try := func(how int) string {
+		return fmt.Sprintf("%d won, %d not", won[kind{linTry, how}], lost[kind{linTry, how}])
+	}
+	t.Logf("TryLock: %s; TryLock with wait: %s; Lock with a deadline: %s; Lock cancelled meanwhile: %s; "+
+		"re-entries: %d; unlocks: %d; unlocks of released holds: %d (ErrNotOwner %d)",
+		try(waitNone), try(waitBound), try(waitDeadline), try(waitCancel),
+		won[kind{linReenter, 0}], won[kind{linUnlock, 0}],
+		won[kind{linStale, 0}]+lost[kind{linStale, 0}], lost[kind{linStale, 0}])
 }
 
-// RunLocks runs Workers goroutines on each Client and returns the history they recorded:
-// TryLock of a fresh context (with a wait of 1-10ms half of the time when waits), re-entry,
-// Unlock, and Unlock of a hold released already. locks[c][k] is lock k of Client c.
-func RunLocks(t *testing.T, locks [][]Locker, waits bool) []porcupine.Operation {
-	start := time.Now()
-	stop := start.Add(RunFor)
-	var (
-		ops   atomic.Int64
-		mu    sync.Mutex
-		hist  []porcupine.Operation
-		wg    sync.WaitGroup
-		holds atomic.Int64
-	)
-	record := func(op porcupine.Operation) {
-		mu.Lock()
-		hist = append(hist, op)
-		mu.Unlock()
-	}
-	for ci, mine := range locks {
-		for w := range Workers {
-			id := ci*Workers + w
-			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(id), uint64(start.UnixNano())))
-				type held struct {
-					ctx  context.Context
-					key  int
-					hold int
+// RunLocks runs Workers goroutines on each of clients and returns the history they recorded:
+// acquisitions of a fresh context, re-entry, Unlock, and Unlock of a hold released already.
+// Without waits an acquisition is a TryLock; with waits, half of them wait (drawWait): a
+// TryLock with a wait bound, or a Lock whose context reaches its deadline or is cancelled by
+// another goroutine, each after 1-10ms. Then each lock is probed until it is free (see
+// settleAll). locks[c][k] is lock k of Client c, clients[c].
+func RunLocks(t *testing.T, clients []*aqs.Client, locks [][]Locker, waits bool) []porcupine.Operation {
+	var holds atomic.Int64
+	return Work(clients, func(w *Worker) {
+		mine := locks[w.Client]
+		rng := w.Rand
+		// held is one held context of a hold. live: its context is not done, so the hold may
+		// be re-entered through it (a Lock's held context ends with the caller's context, at
+		// its deadline say); cancel ends the caller's context of the hold's first acquisition
+		// once the hold is released.
+		type held struct {
+			ctx    context.Context
+			key    int
+			hold   int
+			live   bool
+			cancel context.CancelFunc
+		}
+		var stack []held    // the worker's held contexts of one lock, innermost last
+		var released []held // holds released already, for stale unlocks
+		do := func(in lockInput, call func() (lockOutput, error)) bool {
+			in.client = w.Client
+			callAt := w.Now()
+			out, err := call()
+			retAt := w.Now()
+			if err != nil {
+				t.Errorf("worker %d: %+v: %v", w.ID, in, err)
+				return false
+			}
+			w.Record(in, out, callAt, retAt)
+			return true
+		}
+		unlock := func(h held, op int) bool {
+			return do(lockInput{key: h.key, op: op, hold: h.hold}, func() (lockOutput, error) {
+				err := mine[h.key].Unlock(h.ctx)
+				if errors.Is(err, aqs.ErrNotOwner) {
+					return lockOutput{notOwner: true}, nil
 				}
-				var stack []held    // the worker's held contexts of one lock, innermost last
-				var released []held // holds released already, for stale unlocks
-				do := func(in lockInput, call func() (lockOutput, error)) bool {
-					in.client = ci
-					callAt := time.Since(start).Nanoseconds()
-					out, err := call()
-					retAt := time.Since(start).Nanoseconds()
-					if err != nil {
-						t.Errorf("worker %d: %+v: %v", id, in, err)
-						return false
-					}
-					record(porcupine.Operation{ClientId: id, Input: in, Call: callAt, Output: out, Return: retAt})
-					return true
-				}
-				unlock := func(h held) bool {
-					return do(lockInput{key: h.key, op: linUnlock, hold: h.hold}, func() (lockOutput, error) {
-						err := mine[h.key].Unlock(h.ctx)
-						if errors.Is(err, aqs.ErrNotOwner) {
-							return lockOutput{notOwner: true}, nil
-						}
-						return lockOutput{}, err
-					})
-				}
-				for time.Now().Before(stop) && ops.Add(1) <= MaxOps {
-					r := rng.IntN(100)
-					switch {
-					case len(stack) == 0 && len(released) > 0 && r < 10:
-						h := released[rng.IntN(len(released))]
-						if !do(lockInput{key: h.key, op: linStale, hold: h.hold}, func() (lockOutput, error) {
-							err := mine[h.key].Unlock(h.ctx)
-							if errors.Is(err, aqs.ErrNotOwner) {
-								return lockOutput{notOwner: true}, nil
-							}
-							return lockOutput{}, err
-						}) {
-							return
-						}
-					case len(stack) == 0:
-						in := lockInput{key: rng.IntN(Locks), op: linTry, hold: int(holds.Add(1))}
-						var opts []aqs.TryLockOption
-						if waits && r < 50 {
-							in.wait = time.Duration(1+rng.IntN(10)) * time.Millisecond
-							opts = append(opts, aqs.WithWait(in.wait))
-						}
-						var hctx context.Context
-						if !do(in, func() (lockOutput, error) {
-							var ok bool
-							var err error
-							hctx, ok, err = mine[in.key].TryLock(context.Background(), opts...)
-							return lockOutput{ok: ok}, err
-						}) {
-							return
-						}
-						if hctx != nil {
-							stack = append(stack, held{hctx, in.key, in.hold})
-						}
-					case len(stack) < 3 && r < 40:
-						top := stack[len(stack)-1]
-						var hctx context.Context
-						if !do(lockInput{key: top.key, op: linReenter, hold: top.hold}, func() (lockOutput, error) {
-							var ok bool
-							var err error
-							hctx, ok, err = mine[top.key].TryLock(top.ctx)
-							return lockOutput{ok: ok}, err
-						}) {
-							return
-						}
-						if hctx != nil {
-							stack = append(stack, held{hctx, top.key, top.hold})
-						}
-					default:
-						top := stack[len(stack)-1]
-						if !unlock(top) {
-							return
-						}
-						stack = stack[:len(stack)-1]
-						if len(stack) == 0 {
-							released = append(released, top)
-						}
-					}
-				}
-				// Release what is still held, recorded like the rest.
-				for len(stack) > 0 {
-					if !unlock(stack[len(stack)-1]) {
-						return
-					}
-					stack = stack[:len(stack)-1]
-				}
+				return lockOutput{}, err
 			})
 		}
-	}
-	wg.Wait()
-	return hist
+		// acquire makes a new hold of a lock, or not, and records it.
+		acquire := func(in lockInput) bool {
+			in.client = w.Client
+			l := mine[in.key]
+			wc := startWait(in.wait, w)
+			callAt := w.Now()
+			var hctx context.Context
+			var ok bool
+			var err error
+			switch in.wait.how {
+			case waitNone:
+				hctx, ok, err = l.TryLock(wc.ctx)
+			case waitBound:
+				hctx, ok, err = l.TryLock(wc.ctx, aqs.WithWait(in.wait.d))
+			default:
+				hctx, err = l.Lock(wc.ctx)
+				ok = err == nil
+				if contextEnded(in.wait, err) {
+					err = nil // its wait ran out
+				}
+			}
+			retAt := w.Now()
+			var live bool
+			in.wait, live = wc.ended(callAt)
+			if err != nil {
+				wc.cancel()
+				t.Errorf("worker %d: %+v: %v", w.ID, in, err)
+				return false
+			}
+			w.Record(in, lockOutput{ok: ok}, callAt, retAt)
+			if !ok {
+				wc.cancel()
+				return true
+			}
+			stack = append(stack, held{hctx, in.key, in.hold, live, wc.cancel})
+			return true
+		}
+		// unlockTop releases the innermost held context.
+		unlockTop := func() bool {
+			top := stack[len(stack)-1]
+			if !unlock(top, linUnlock) {
+				return false
+			}
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				top.cancel()
+				released = append(released, top)
+			}
+			return true
+		}
+		for w.More() {
+			r := rng.IntN(100)
+			switch {
+			case len(stack) == 0 && len(released) > 0 && r < 10:
+				if !unlock(released[rng.IntN(len(released))], linStale) {
+					return
+				}
+			case len(stack) == 0:
+				in := lockInput{key: rng.IntN(len(mine)), op: linTry, hold: int(holds.Add(1)), wait: drawWait(rng, waits)}
+				if !acquire(in) {
+					return
+				}
+			case len(stack) < 3 && r < 40 && stack[len(stack)-1].live:
+				top := stack[len(stack)-1]
+				var hctx context.Context
+				if !do(lockInput{key: top.key, op: linReenter, hold: top.hold}, func() (lockOutput, error) {
+					var ok bool
+					var err error
+					hctx, ok, err = mine[top.key].TryLock(top.ctx)
+					return lockOutput{ok: ok}, err
+				}) {
+					return
+				}
+				if hctx != nil {
+					top.ctx = hctx
+					stack = append(stack, top)
+				}
+			default:
+				if !unlockTop() {
+					return
+				}
+			}
+		}
+		// Release what is still held, recorded like the rest.
+		for len(stack) > 0 {
+			if !unlockTop() {
+				return
+			}
+		}
+	}, func(w *Worker) {
+		mine := locks[w.Client]
+		settleAll(t, len(mine), func(key int) (bool, bool) {
+			in := lockInput{key: key, op: linTry, hold: int(holds.Add(1)), client: w.Client}
+			callAt := w.Now()
+			ctx, won, err := mine[key].TryLock(context.Background())
+			retAt := w.Now()
+			if err != nil {
+				t.Errorf("probe: %+v: %v", in, err)
+				return false, false
+			}
+			w.Record(in, lockOutput{ok: won}, callAt, retAt)
+			if !won {
+				return false, true
+			}
+			in.op = linUnlock
+			callAt = w.Now()
+			err = mine[key].Unlock(ctx)
+			retAt = w.Now()
+			if err != nil {
+				t.Errorf("probe: %+v: %v", in, err)
+				return false, false
+			}
+			w.Record(in, lockOutput{}, callAt, retAt)
+			return true, true
+		})
+	})
 }
 
-// Check checks history against model within CheckTime. An inconclusive
-// check fails the test like an illegal history; an illegal one also writes porcupine's
-// visualization to a file kept after the test, whose path is logged.
+// Check checks history against model within CheckTime, and logs how many operations it checked
+// and how long it took, and how many ends of failed waits were left open (see splitWait). An
+// inconclusive check fails the test like an illegal history; an illegal one also writes
+// porcupine's visualization to a file kept after the test, whose path is logged.
 func Check(t *testing.T, model porcupine.Model, history []porcupine.Operation) {
 	t.Helper()
 	began := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(model, history, CheckTime)
-	t.Logf("%d operations checked in %v: %s", len(history), time.Since(began), res)
+	open := 0
+	for _, op := range history {
+		if op.Return == openEnd {
+			open++
+		}
+	}
+	t.Logf("%d operations checked in %v: %s (ends of failed waits left open: %d)", len(history),
+		time.Since(began), res, open)
 	switch res {
 	case porcupine.Ok:
 	case porcupine.Unknown:
@@ -351,8 +412,10 @@ func RunNamedLocks(t *testing.T, rdb redis.UniversalClient, client func(redis.Un
 	t.Helper()
 	first := make([]NamedLocker, Locks)
 	locks := make([][]Locker, Clients) // [client][key]
+	var clients []*aqs.Client
 	for ci := range Clients {
 		c := client(OwnRedis(t, rdb))
+		clients = append(clients, c)
 		for k := range Locks {
 			name := ""
 			if ci > 0 {
@@ -365,7 +428,7 @@ func RunNamedLocks(t *testing.T, rdb redis.UniversalClient, client func(redis.Un
 			locks[ci] = append(locks[ci], l)
 		}
 	}
-	history := RunLocks(t, locks, true)
+	history := RunLocks(t, clients, locks, true)
 	if t.Failed() {
 		return
 	}

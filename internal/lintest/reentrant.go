@@ -11,11 +11,12 @@ import (
 // The reentrant lock's specification with local hand-offs.
 //
 // A release by a Client that has waiters of its own for the lock may hand the lock straight
-// to one of them instead of freeing it (internal/core/pick.go), and a waiter that gives up
+// to one of them instead of freeing it (internal/acquire/local.go), and a waiter that gives up
 // after it was handed the lock gives it back. So, as for the fair lock (see fair.go), a wait
 // that ends in failure may have held the lock for an instant, unreported, and the history is
-// checked with each TryLock with a wait split in two (SplitWaits): linJoin, its first attempt,
-// which takes a free lock or makes the caller a waiter, and linEnd, its outcome.
+// checked with each call that waits (a TryLock with a wait, a Lock) split in two
+// (SplitWaits): linJoin, its first attempt, which takes a free lock or makes the caller a
+// waiter, and linEnd, its outcome.
 //
 // Unlike the fair lock, the reentrant lock has no order: a free lock is taken by whoever
 // tries, waiters or not, and which local waiter a release hands to is the Client's choice. So
@@ -127,7 +128,7 @@ func handOffStep(s handOffState, in lockInput, out lockOutput) []any {
 		take.holder, take.count, take.reserved = in.hold, 1, 0
 		switch in.op {
 		case linTry:
-			if in.wait > 0 {
+			if in.wait.how != waitNone {
 				panic("lintest: HandOffLockModel needs a history made by SplitWaits")
 			}
 			if out.ok {
@@ -136,7 +137,9 @@ func handOffStep(s handOffState, in lockInput, out lockOutput) []any {
 			return legal(!free, s)
 		case linJoin:
 			if free {
-				return legal(out.ok, take)
+				// A call ended by its context may have taken the lock and failed: it gives the
+				// lock back at its end (see wait.go).
+				return legal(out.ok || in.wait.byContext(), take)
 			}
 			if s.n == maxQueue {
 				panic("lintest: waiters of the model full")

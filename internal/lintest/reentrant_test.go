@@ -64,3 +64,16 @@ func TestHandOffLockModelRejectsTwoHolders(t *testing.T) {
 		t.Fatal("accepted a wait failing on a free lock")
 	}
 }
+
+// A Lock whose context ended may have taken the free lock in that instant, and given it back:
+// a newcomer refused meanwhile is legal, one that succeeds while the failed Lock held is not.
+// (A newcomer refused after the Lock returned is legal too: the give-back may have reserved
+// the lock, see reentrant.go.)
+func TestHandOffLockModelLetsALockEndedByItsContextHoldUntilThen(t *testing.T) {
+	if !handOffLinearizable(lockUntil(0, 100, 50, 1, false), try(20, 30, 4, false)) {
+		t.Fatal("rejected a newcomer refused while a failing Lock held")
+	}
+	if handOffLinearizable(lockUntil(0, 100, 50, 1, false), try(20, 30, 4, false), try(40, 45, 5, true)) {
+		t.Fatal("accepted a newcomer before the failed Lock's context ended")
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -31,17 +30,19 @@ import (
 // holder counts down, and the last one serves the queue; of a hold released already it is
 // ErrNotOwner.
 //
-// A call with a wait (TryLock or TryRLock with aqs.WithWait) is not one atomic step, as for
-// the fair lock (see fair.go): its first attempt takes the lock or joins the queue, and later
-// the waiter is granted by a release, or leaves the queue when its wait runs out, giving up
-// what was granted to it in that instant. Others see the steps in between: while it waits,
-// those who come after it wait behind it, and a waiter whose wait ran out may have held the
-// lock an instant before it left, so a newcomer may be refused by a lock that no reported
-// holder has. So each such call is two operations of the history, of the one call, each with
-// its own linearization point, in that order:
+// A call that waits (TryLock or TryRLock with aqs.WithWait, or Lock or RLock, which wait until
+// their context ends) is not one atomic step, as for the fair lock (see fair.go): its first
+// attempt takes the lock or joins the queue, and later the waiter is granted by a release, or
+// leaves the queue when its wait runs out (its bound, its context's deadline or cancellation:
+// see wait.go), giving up what was granted to it in that instant. Others see the steps in
+// between: while it waits, those who come after it wait behind it, and a waiter whose wait ran
+// out may have held the lock an instant before it left, so a newcomer may be refused by a lock
+// that no reported holder has. So each such call is two operations of the history, of the one
+// call, each with its own linearization point, in that order:
 //
 //   - the join (rwReadJoin, rwWriteJoin): when the lock is open to it as to a newcomer, it
-//     takes it (then the call must have succeeded); otherwise it joins the queue's tail;
+//     takes it (then the call must have succeeded, unless its context ended: see wait.go);
+//     otherwise it joins the queue's tail;
 //   - the end (rwReadEnd, rwWriteEnd): a success is legal only if the waiter holds (granted
 //     by a release, or taken at its join), except that in the non-fair mode a queued reader
 //     may take the read side whenever no writer holds (a retry of its does, as a newcomer
@@ -49,18 +50,20 @@ import (
 //     was granted meanwhile, giving that up; and the queue is served.
 //
 // The join's timestamps are the call's (when its first attempt reached Redis is not
-// observable); a wait that failed ends no earlier than its wait after the call. Waiters
-// queued behind a holder that stays put are not ordered by anything the history shows, so
-// their joins may be placed in any order their calls allow; the order chosen is then the
-// queue's, and a waiter served out of it (a writer that gets in while a reader queued ahead
-// of it still waits, say) makes the history illegal. Leases and the waiter timeout are out of
+// observable); a wait that failed ends no earlier than its wait was over (see splitWait).
+// Waiters queued behind a holder that stays put are not ordered by anything the history shows,
+// so their joins may be placed in any order their calls allow; the order chosen is then the
+// queue's, and a waiter served out of it (a writer that gets in while a reader queued ahead of
+// it still waits, say) makes the history illegal. Leases and the waiter timeout are out of
 // play (the watchdog renews the leases, and the waits are far shorter than the timeout):
 // nobody is dropped from the queue and no hold expires.
 
 // RWLocker is what RunRW needs of a read-write lock: rwlock.Lock has it.
 type RWLocker interface {
+	Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error)
 	TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.Context, bool, error)
 	Unlock(ctx context.Context) error
+	RLock(ctx context.Context, opts ...aqs.LeaseOption) (context.Context, error)
 	TryRLock(ctx context.Context, opts ...aqs.TryOption) (context.Context, bool, error)
 	RUnlock(ctx context.Context) error
 }
@@ -72,13 +75,13 @@ const (
 	rwReadUnlock          // RUnlock of the worker's top held read context
 	rwReadStale           // RUnlock of a read hold released already
 	rwWrite               // TryLock with a fresh context, without wait
-	rwWriteJoin           // TryLock with a fresh context and a wait: its first attempt
+	rwWriteJoin           // TryLock with a fresh context and a wait, or Lock: its first attempt
 	rwWriteEnd            // the same call: its outcome
 	rwWriteReenter        // TryLock through the worker's held write context
 	rwWriteUnlock         // Unlock of the worker's top held write context
 	rwWriteStale          // Unlock of a write hold released already
 	rwDowngrade           // TryRLock through the worker's held write context: a new read hold
-	rwReadJoin            // TryRLock with a fresh context and a wait: its first attempt
+	rwReadJoin            // TryRLock with a fresh context and a wait, or RLock: its first attempt
 	rwReadEnd             // the same call: its outcome
 )
 
@@ -89,7 +92,7 @@ type rwInput struct {
 	op      int
 	hold    int
 	writer  int
-	wait    time.Duration
+	wait    Wait
 	nonFair bool
 }
 
@@ -208,7 +211,9 @@ var RWModel = porcupine.Model{
 			return !s.readable(in.nonFair), s
 		case rwReadJoin:
 			if s.readable(in.nonFair) {
-				return out.ok, s.addReader(in.hold)
+				// A call ended by its context may have taken the read side and failed: it gives
+				// it back at its end (see wait.go).
+				return out.ok || in.wait.byContext(), s.addReader(in.hold)
 			}
 			return true, s.join(in.hold, false)
 		case rwReadEnd:
@@ -255,7 +260,7 @@ var RWModel = porcupine.Model{
 			return !s.writable(), s
 		case rwWriteJoin:
 			if s.writable() {
-				return out.ok, s.take(in.hold)
+				return out.ok || in.wait.byContext(), s.take(in.hold)
 			}
 			return true, s.join(in.hold, true)
 		case rwWriteEnd:
@@ -317,6 +322,10 @@ var RWModel = porcupine.Model{
 		names := [...]string{"TryRLock", "TryRLock(held)", "RUnlock", "RUnlock(released)", "TryLock",
 			"TryLock joins", "TryLock ends", "TryLock(held)", "Unlock", "Unlock(released)", "TryRLock(write held)",
 			"TryRLock joins", "TryRLock ends"}
+		name := names[in.op]
+		if in.wait.byContext() { // Lock and RLock, not TryLock and TryRLock
+			name = strings.Replace(name, "Try", "", 1)
+		}
 		mode := ""
 		if in.nonFair {
 			mode = " nonfair"
@@ -326,9 +335,9 @@ var RWModel = porcupine.Model{
 			res = fmt.Sprintf("notOwner=%v", out.notOwner)
 		}
 		if in.op == rwDowngrade {
-			return fmt.Sprintf("rw%d%s %s(h%d from writer h%d) -> %s", in.key, mode, names[in.op], in.hold, in.writer, res)
+			return fmt.Sprintf("rw%d%s %s(h%d from writer h%d) -> %s", in.key, mode, name, in.hold, in.writer, res)
 		}
-		return fmt.Sprintf("rw%d%s %s(h%d, wait %v) -> %s", in.key, mode, names[in.op], in.hold, in.wait, res)
+		return fmt.Sprintf("rw%d%s %s(h%d, %v) -> %s", in.key, mode, name, in.hold, in.wait, res)
 	},
 	DescribeState: func(state any) string {
 		s := state.(rwState)
@@ -373,12 +382,14 @@ func partitionBy(history []porcupine.Operation, key func(input any) int) [][]por
 }
 
 // RunRW runs Workers goroutines on each Client and returns the history they recorded:
-// TryRLock and TryLock of fresh contexts (each with a wait of 1-10ms half of the time, recorded
-// as its join and its end), re-entry, downgrades (TryRLock through a held write context),
-// unlocks, and unlocks of holds released already. locks[c][k] is lock k of Client c;
+// acquisitions of either side through fresh contexts, half of them waiting (drawWait: TryRLock
+// or TryLock with a wait bound, or RLock or Lock whose context reaches its deadline or is
+// cancelled by another goroutine, each after 1-10ms, recorded as its join and its end), the
+// others TryRLock or TryLock without wait; re-entry, downgrades (TryRLock through a held write
+// context), unlocks, and unlocks of holds released already. locks[c][k] is lock k of Client c;
 // nonFair[k] says whether lock k was made with rwlock.WithNonFair.
-func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operation {
-	return Work(len(locks), func(w *Worker) {
+func RunRW(t *testing.T, clients []*aqs.Client, locks [][]RWLocker, nonFair []bool) []porcupine.Operation {
+	return Work(clients, func(w *Worker) {
 		mine := locks[w.Client]
 		// A hold of the worker: its held contexts, innermost last. The worker has one hold at
 		// a time, or a write hold and the read hold it took as a downgrade, in either order
@@ -389,6 +400,12 @@ func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operati
 			write bool
 			first context.Context // the outermost held context, kept for stale unlocks
 			ctxs  []context.Context
+			// live: the held contexts are not done, so the hold may be re-entered or
+			// downgraded through them (a Lock's held context ends with the caller's context,
+			// at its deadline say); cancel ends the caller's context once the hold is
+			// released.
+			live   bool
+			cancel context.CancelFunc
 		}
 		var holds []*hold
 		var released []*hold // holds released already, for stale unlocks
@@ -433,6 +450,7 @@ func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operati
 			}
 			h.ctxs = h.ctxs[:len(h.ctxs)-1]
 			if len(h.ctxs) == 0 {
+				h.cancel()
 				holds = append(holds[:i], holds[i+1:]...)
 				released = append(released, h)
 			}
@@ -453,58 +471,69 @@ func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operati
 			case len(holds) == 0:
 				key := rng.IntN(len(mine))
 				h := &hold{key: key, id: int(holdIDs.Add(1)), write: r < 50}
-				in := rwInput{key: key, op: rwRead, hold: h.id, nonFair: nonFair[key]}
-				var wopts []aqs.TryLockOption // the write side's options
-				var ropts []aqs.TryOption     // the read side's: the same wait
-				if rng.IntN(2) == 0 {
-					in.wait = time.Duration(1+rng.IntN(10)) * time.Millisecond
-					wopts, ropts = append(wopts, aqs.WithWait(in.wait)), append(ropts, aqs.WithWait(in.wait))
-				}
+				in := rwInput{key: key, op: rwRead, hold: h.id, nonFair: nonFair[key], wait: drawWait(rng, true)}
+				l := mine[key]
+				wc := startWait(in.wait, w)
 				callAt := w.Now()
 				var ctx context.Context
 				var ok bool
 				var err error
-				if h.write {
-					ctx, ok, err = mine[key].TryLock(context.Background(), wopts...)
-				} else {
-					ctx, ok, err = mine[key].TryRLock(context.Background(), ropts...)
+				switch {
+				case in.wait.how == waitNone && h.write:
+					ctx, ok, err = l.TryLock(wc.ctx)
+				case in.wait.how == waitNone:
+					ctx, ok, err = l.TryRLock(wc.ctx)
+				case in.wait.how == waitBound && h.write:
+					ctx, ok, err = l.TryLock(wc.ctx, aqs.WithWait(in.wait.d))
+				case in.wait.how == waitBound:
+					ctx, ok, err = l.TryRLock(wc.ctx, aqs.WithWait(in.wait.d))
+				default:
+					if h.write {
+						ctx, err = l.Lock(wc.ctx)
+					} else {
+						ctx, err = l.RLock(wc.ctx)
+					}
+					ok = err == nil
+					if contextEnded(in.wait, err) {
+						err = nil // its wait ran out
+					}
 				}
 				retAt := w.Now()
+				in.wait, h.live = wc.ended(callAt)
 				if err != nil {
+					wc.cancel()
 					t.Errorf("worker %d: %+v (write %v): %v", w.ID, in, h.write, err)
 					return
 				}
 				out := lockOutput{ok: ok}
 				switch {
-				case in.wait == 0 && h.write:
+				case in.wait.how == waitNone && h.write:
 					in.op = rwWrite
 					w.Record(in, out, callAt, retAt)
-				case in.wait == 0:
+				case in.wait.how == waitNone:
 					w.Record(in, out, callAt, retAt)
-				default: // a call with a wait: its join, and its end
-					end := rwReadEnd
-					in.op = rwReadJoin
+				default: // a call that waits: its join, and its end
+					join, end := in, in
+					join.op, end.op = rwReadJoin, rwReadEnd
 					if h.write {
-						in.op, end = rwWriteJoin, rwWriteEnd
+						join.op, end.op = rwWriteJoin, rwWriteEnd
 					}
-					w.Record(in, out, callAt, retAt)
-					in.op = end
-					endAt := callAt
-					if !ok {
-						endAt = min(callAt+in.wait.Nanoseconds(), retAt)
-					}
-					w.Record(in, out, endAt, retAt)
+					j, e := splitWait(porcupine.Operation{Call: callAt, Return: retAt}, in.wait, ok, join, end)
+					w.Record(j.Input, out, j.Call, j.Return)
+					w.Record(e.Input, out, e.Call, e.Return)
 				}
-				if ok {
-					h.first, h.ctxs = ctx, []context.Context{ctx}
-					holds = append(holds, h)
+				if !ok {
+					wc.cancel()
+					continue
 				}
+				h.first, h.ctxs, h.cancel = ctx, []context.Context{ctx}, wc.cancel
+				holds = append(holds, h)
 			default:
 				i := rng.IntN(len(holds))
 				h := holds[i]
 				top := h.ctxs[len(h.ctxs)-1]
 				switch {
-				case h.write && len(holds) == 1 && r < 15:
+				case h.write && h.live && len(holds) == 1 && r < 15:
 					// A downgrade: the writer takes the read side too, at once.
 					d := &hold{key: h.key, id: int(holdIDs.Add(1))}
 					var ctx context.Context
@@ -517,10 +546,11 @@ func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operati
 						return
 					}
 					if ctx != nil {
-						d.first, d.ctxs = ctx, []context.Context{ctx}
+						// Detached from the write side's context: live as long as its own hold.
+						d.first, d.ctxs, d.live, d.cancel = ctx, []context.Context{ctx}, true, func() {}
 						holds = append(holds, d)
 					}
-				case len(h.ctxs) < 3 && r < 40:
+				case h.live && len(h.ctxs) < 3 && r < 40:
 					op := rwReadReenter
 					if h.write {
 						op = rwWriteReenter
@@ -553,6 +583,32 @@ func RunRW(t *testing.T, locks [][]RWLocker, nonFair []bool) []porcupine.Operati
 				return
 			}
 		}
+	}, func(w *Worker) {
+		mine := locks[w.Client]
+		settleAll(t, len(mine), func(key int) (bool, bool) {
+			in := rwInput{key: key, op: rwWrite, hold: int(holdIDs.Add(1)), nonFair: nonFair[key]}
+			callAt := w.Now()
+			ctx, won, err := mine[key].TryLock(context.Background())
+			retAt := w.Now()
+			if err != nil {
+				t.Errorf("probe: %+v: %v", in, err)
+				return false, false
+			}
+			w.Record(in, lockOutput{ok: won}, callAt, retAt)
+			if !won {
+				return false, true
+			}
+			in.op = rwWriteUnlock
+			callAt = w.Now()
+			err = mine[key].Unlock(ctx)
+			retAt = w.Now()
+			if err != nil {
+				t.Errorf("probe: %+v: %v", in, err)
+				return false, false
+			}
+			w.Record(in, lockOutput{}, callAt, retAt)
+			return true, true
+		})
 	})
 }
 
@@ -562,21 +618,29 @@ var holdIDs atomic.Int64
 // LogRWOutcomes logs how the history's operations ended, to show the run contended.
 func LogRWOutcomes(t *testing.T, history []porcupine.Operation) {
 	t.Helper()
-	type kind struct{ op, ok int }
+	type kind struct{ op, how, ok int }
 	n := map[kind]int{}
 	for _, op := range history {
 		in, out := op.Input.(rwInput), op.Output.(lockOutput)
-		k := kind{op: in.op}
+		k := kind{op: in.op, how: in.wait.how}
 		if out.ok || out.notOwner {
 			k.ok = 1
 		}
 		n[k]++
 	}
-	t.Logf("TryRLock: %d won, %d not; with wait: %d won, %d not; TryLock: %d won, %d not; "+
-		"with wait: %d won, %d not; re-entries: %d read, %d write; unlocks: %d read, %d write; "+
+	// acquisitions returns how the acquisitions of a side ended, by how they waited: op is
+	// the side's operation without wait, end the end of one that waits.
+	acquisitions := func(op, end int) string {
+		won := func(op, how int) string {
+			return fmt.Sprintf("%d won, %d not", n[kind{op, how, 1}], n[kind{op, how, 0}])
+		}
+		return fmt.Sprintf("%s; with wait: %s; with a deadline: %s; cancelled meanwhile: %s",
+			won(op, waitNone), won(end, waitBound), won(end, waitDeadline), won(end, waitCancel))
+	}
+	t.Logf("read: %s; write: %s; re-entries: %d read, %d write; unlocks: %d read, %d write; "+
 		"unlocks of released holds: %d read, %d write; downgrades: %d",
-		n[kind{rwRead, 1}], n[kind{rwRead, 0}], n[kind{rwReadEnd, 1}], n[kind{rwReadEnd, 0}],
-		n[kind{rwWrite, 1}], n[kind{rwWrite, 0}], n[kind{rwWriteEnd, 1}], n[kind{rwWriteEnd, 0}],
-		n[kind{rwReadReenter, 1}], n[kind{rwWriteReenter, 1}], n[kind{rwReadUnlock, 0}], n[kind{rwWriteUnlock, 0}],
-		n[kind{rwReadStale, 1}], n[kind{rwWriteStale, 1}], n[kind{rwDowngrade, 1}])
+		acquisitions(rwRead, rwReadEnd), acquisitions(rwWrite, rwWriteEnd),
+		n[kind{rwReadReenter, 0, 1}], n[kind{rwWriteReenter, 0, 1}], n[kind{rwReadUnlock, 0, 0}],
+		n[kind{rwWriteUnlock, 0, 0}], n[kind{rwReadStale, 0, 1}], n[kind{rwWriteStale, 0, 1}],
+		n[kind{rwDowngrade, 0, 1}])
 }

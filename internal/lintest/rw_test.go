@@ -21,18 +21,26 @@ func rwWriteWait(call, ret int64, hold int, wait time.Duration, ok bool) []porcu
 // rwWait is a TryLock (write) or TryRLock with a wait as RunRW records it: its join and its
 // end.
 func rwWait(write bool, call, ret int64, hold int, wait time.Duration, ok bool) []porcupine.Operation {
-	in := rwInput{op: rwReadJoin, hold: hold, wait: wait}
+	w := Wait{how: waitBound, d: wait, endAfter: call + wait.Nanoseconds()}
+	return rwSplit(write, call, ret, hold, w, ok)
+}
+
+// rwLockUntil is a Lock (write) or RLock whose context ends at end, as RunRW records it.
+func rwLockUntil(write bool, call, ret, end int64, hold int, ok bool) []porcupine.Operation {
+	w := Wait{how: waitCancel, d: time.Duration(end - call), endAfter: end}
+	return rwSplit(write, call, ret, hold, w, ok)
+}
+
+func rwSplit(write bool, call, ret int64, hold int, w Wait, ok bool) []porcupine.Operation {
+	join := rwInput{op: rwReadJoin, hold: hold, wait: w}
 	if write {
-		in.op = rwWriteJoin
+		join.op = rwWriteJoin
 	}
-	join := porcupine.Operation{Input: in, Call: call, Output: lockOutput{ok: ok}, Return: ret}
-	in.op++ // its end
 	end := join
-	end.Input = in
-	if !ok {
-		end.Call = min(call+wait.Nanoseconds(), ret)
-	}
-	return []porcupine.Operation{join, end}
+	end.op++ // its end
+	j, e := splitWait(porcupine.Operation{Call: call, Return: ret}, w, ok, join, end)
+	j.Output, e.Output = lockOutput{ok: ok}, lockOutput{ok: ok}
+	return []porcupine.Operation{j, e}
 }
 
 func rwLinearizable(nonFair bool, ops ...porcupine.Operation) bool {
@@ -170,5 +178,18 @@ func TestRWModelReadersQueuedBehindAWriterAreGrantedByItsRelease(t *testing.T) {
 	if rwLinearizable(false, append(rwWait(false, 2, 9, 2, 15, true), rwOp(0, 1, rwWrite, 1, won),
 		rwOp(10, 11, rwWriteUnlock, 1, unlocked))...) {
 		t.Fatal("accepted a reader's wait that succeeded while the writer held")
+	}
+}
+
+// A Lock whose context ended may have taken the free lock in that instant and given it back
+// as it failed: a reader refused meanwhile is legal, a writer that gets in before the failed
+// Lock's context ended is not.
+func TestRWModelLetsALockEndedByItsContextHoldUntilThen(t *testing.T) {
+	failed := rwLockUntil(true, 0, 100, 50, 1, false)
+	if !rwLinearizable(false, append(failed, rwOp(20, 30, rwRead, 2, refused))...) {
+		t.Fatal("rejected a reader refused while a failing Lock held")
+	}
+	if rwLinearizable(false, append(failed, rwOp(20, 30, rwRead, 2, refused), rwOp(40, 45, rwWrite, 3, won))...) {
+		t.Fatal("accepted a writer before the failed Lock's context ended")
 	}
 }
