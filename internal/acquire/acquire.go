@@ -454,6 +454,15 @@ func (a *attempt) ended(err error) (Won, bool, error) {
 // cleared once it ends (see call); one known to have done nothing, by a hold never queued,
 // needs nothing.
 func (a *attempt) failed(err error) (Won, bool, error) {
+	// Its local waiter leaves first, as in giveUp, so that no release of this Client hands
+	// the lock to a hold that is giving up; one on its way that decides about it gives up
+	// what it gives it.
+	if a.w != nil {
+		for !a.q.alight(a.w) && !a.q.orphan(a.w) {
+			// Decided between the two looks: look again.
+		}
+		a.w = nil
+	}
 	if err != errAbandoned && (unknown(err) || !a.joinedAt.IsZero()) {
 		hold, rules := a.hold, a.c.Rules
 		now(a.q.rt, a.ctx, func(ctx context.Context) error { return rules.Clear(ctx, hold, err) })
