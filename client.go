@@ -15,9 +15,13 @@
 // cause with context.Cause.
 //
 // Every blocking call (Lock, RLock, Acquire, and the Try variants with a wait) returns by its
-// context's deadline, also when the Redis server stalls or refuses connections, and leaves
-// nothing behind: what it started in Redis is given up in the background once the server
-// answers again. go-redis honours a context's deadline on the socket only with its option
+// context's deadline, give or take a few tens of milliseconds, also when the Redis server
+// stalls or refuses connections, and leaves nothing behind. When its context ends while a
+// round trip is on its way, it waits a moment for the reply and gives up, before it returns,
+// what that round trip did (a lock taken, a place in the queue, permits granted); when Redis
+// does not answer in that time, that is done in the background once the server answers again
+// (for at most 5 seconds; what cannot be given up by then ends with its lease or its waiter
+// timeout). go-redis honours a context's deadline on the socket only with its option
 // ContextTimeoutEnabled; without it, a call whose deadline comes before the longest a go-redis
 // call could take (its timeouts and retries) waits for Redis on a goroutine of its own, which
 // costs a little. A context without a deadline waits for Redis as go-redis does.
