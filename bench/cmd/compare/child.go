@@ -41,7 +41,7 @@ func childMain() error {
 		return err
 	}
 	defer wit.unmap()
-	p, err := newImpls(context.Background(), os.Getenv(childAddrEnv), work)
+	p, err := newImpls(context.Background(), os.Getenv(childAddrEnv))
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -28,9 +29,15 @@ type acquireFunc func(ctx context.Context) (release func() error, err error)
 // one goroutine, on a key of its own. A lock has locks: the acquire functions of n goroutines
 // contending for the lock named key.
 type impl struct {
-	name  string
-	op    func(key string) error
+	name string
+	// op is one operation of a floor row on key; hold is the critical section, which the
+	// floor's lock cycle runs between its SET NX and its release.
+	op    func(key string, hold func()) error
+	per   int64 // operations one op call counts for (0: 1)
 	locks func(key string, n int) ([]acquireFunc, error)
+	// manyOnly marks a row of the many-names scenarios only (the server's pipelined capacity);
+	// oneOnly, a row left out of them (the FIFO floor, a hand-off on one key).
+	manyOnly, oneOnly bool
 }
 
 // lockTTL is the lease the libraries that take one are given. It only matters if a holder
@@ -52,14 +59,19 @@ var implNames = []string{
 	"redislock, linear 100ms",
 	"redislock, linear 1ms",
 	"rueidislock (defaults)",
+	"capacity: SET × 16 per pipeline",
 }
 
 const (
-	floorPing  = 0
-	floorEval  = 1
-	floorCycle = 2
-	fifoFloor  = 3
+	floorPing   = 0
+	floorEval   = 1
+	floorCycle  = 2
+	fifoFloor   = 3
+	capacityRow = 11
 )
+
+// capacityBatch is how many commands the capacity row sends to a round trip.
+const capacityBatch = 16
 
 // floorDel is the floor's release: delete the key only if it still holds our token. It is the
 // script of internal/benchutil's floor, whose FloorCycle wants a testing.TB.
@@ -83,9 +95,7 @@ func (p *procImpls) close() {
 
 // newImpls connects every implementation to the server at addr. Each family gets its own
 // connection pool, with the client library's defaults, as separate applications would have.
-// work is the length of the critical section, which the floor cycle includes as the locks'
-// loop does.
-func newImpls(ctx context.Context, addr string, work time.Duration) (*procImpls, error) {
+func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 	p := &procImpls{}
 	newRDB := func() *redis.Client {
 		c := redis.NewClient(&redis.Options{Addr: addr})
@@ -106,9 +116,9 @@ func newImpls(ctx context.Context, addr string, work time.Duration) (*procImpls,
 	token := randomToken()
 	bg := context.Background()
 	p.impls = append(p.impls,
-		&impl{name: implNames[floorPing], op: func(string) error { return floor.Ping(bg).Err() }},
-		&impl{name: implNames[floorEval], op: func(string) error { return trivial.EvalSha(bg, floor, nil).Err() }},
-		&impl{name: implNames[floorCycle], op: func(key string) error {
+		&impl{name: implNames[floorPing], op: func(string, func()) error { return floor.Ping(bg).Err() }},
+		&impl{name: implNames[floorEval], op: func(string, func()) error { return trivial.EvalSha(bg, floor, nil).Err() }},
+		&impl{name: implNames[floorCycle], op: func(key string, hold func()) error {
 			ok, err := floor.SetNX(bg, key, token, lockTTL).Result()
 			if err != nil {
 				return err
@@ -116,7 +126,7 @@ func newImpls(ctx context.Context, addr string, work time.Duration) (*procImpls,
 			if !ok {
 				return fmt.Errorf("floor: %s is taken", key)
 			}
-			spin(work)
+			hold()
 			return floorDel.EvalSha(bg, floor, []string{key}, token).Err()
 		}},
 	)
@@ -130,7 +140,7 @@ func newImpls(ctx context.Context, addr string, work time.Duration) (*procImpls,
 	// ever), but no FIFO lock on Redis can beat it.
 	fifo := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64}) // a connection per waiter
 	p.closers = append(p.closers, func() { fifo.Close() })
-	p.impls = append(p.impls, &impl{name: implNames[fifoFloor], locks: func(key string, n int) ([]acquireFunc, error) {
+	p.impls = append(p.impls, &impl{name: implNames[fifoFloor], oneOnly: true, locks: func(key string, n int) ([]acquireFunc, error) {
 		list := key + ":token"
 		// The first process here puts the token in: the key is new in every slice.
 		first, err := fifo.SetNX(bg, key+":init", 1, lockTTL).Result()
@@ -264,6 +274,22 @@ func newImpls(ctx context.Context, addr string, work time.Duration) (*procImpls,
 		}
 		return repeat(acquireFunc(acq), n), nil
 	}})
+
+	// The server's capacity for commands sent 16 to a round trip, as a client that batches
+	// its calls sends them: what Redis could do for many names if the round trips were not
+	// the bound. One client with a connection per goroutine, as the other rows have.
+	capacity := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+	p.closers = append(p.closers, func() { capacity.Close() })
+	p.impls = append(p.impls, &impl{name: implNames[capacityRow], manyOnly: true, per: capacityBatch,
+		op: func(key string, _ func()) error {
+			_, err := capacity.Pipelined(bg, func(pipe redis.Pipeliner) error {
+				for j := range capacityBatch {
+					pipe.Set(bg, key+":"+strconv.Itoa(int(j)), token, lockTTL)
+				}
+				return nil
+			})
+			return err
+		}})
 
 	for i, im := range p.impls {
 		if im.name != implNames[i] {

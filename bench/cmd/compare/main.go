@@ -2,7 +2,7 @@
 // on one redis-server it starts itself, and prints Markdown tables (see BENCHMARKS.md at the
 // repository's root for what each figure means).
 //
-//	cd bench && go run ./cmd/compare          # about 3 minutes (make bench-compare)
+//	cd bench && go run ./cmd/compare          # about 8 minutes (make bench-compare)
 //	cd bench && go run ./cmd/compare -quick   # about 30 seconds, for a smoke run
 //	cd bench && go run ./cmd/compare -h       # the other flags
 //
@@ -54,7 +54,14 @@ type scenario struct {
 	tag               string // its name for -scenarios
 	title             string
 	procs, goroutines int
+	// names, when above 0, spreads the acquisitions at random over that many lock names (the
+	// production workload: a lock per order, per seat), each held for sleep.
+	names int
+	sleep time.Duration
 }
+
+// manyNames is how many lock names the many-names scenarios spread their acquisitions over.
+const manyNames = 1000
 
 func main() {
 	if os.Getenv(childEnv) == "1" {
@@ -74,7 +81,7 @@ func main() {
 	flag.DurationVar(&cfg.work, "work", 10*time.Microsecond, "length of the critical section (busy, not a sleep)")
 	flag.IntVar(&cfg.procs, "procs", 4, "processes of the multi-process scenario, 8 goroutines each (0: leave it out)")
 	flag.BoolVar(&cfg.v, "v", false, "log every slice's rate to stderr")
-	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32 and procs (default all)")
+	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32, procs, many, many-1ms, many-procs and many-procs-1ms (default all)")
 	rowsFlag := flag.String("impls", "", "comma-separated words; run only the rows whose name contains one of them (and the floor cycle, which the ratios need); default all")
 	flag.Parse()
 	cfg.impls = chooseImpls(*rowsFlag)
@@ -108,20 +115,35 @@ func run(cfg config) error {
 	}
 	defer srv.stop()
 	ctx := context.Background()
-	p, err := newImpls(ctx, srv.addr, cfg.work)
+	p, err := newImpls(ctx, srv.addr)
 	if err != nil {
 		return err
 	}
 	defer p.close()
 
 	scenarios := []scenario{
-		{"1", "Uncontended: 1 goroutine", 1, 1},
-		{"2", "Contended: 2 goroutines, one process", 1, 2},
-		{"8", "Contended: 8 goroutines, one process", 1, 8},
-		{"32", "Contended: 32 goroutines, one process", 1, 32},
+		{tag: "1", title: "Uncontended: 1 goroutine", procs: 1, goroutines: 1},
+		{tag: "2", title: "Contended: 2 goroutines, one process", procs: 1, goroutines: 2},
+		{tag: "8", title: "Contended: 8 goroutines, one process", procs: 1, goroutines: 8},
+		{tag: "32", title: "Contended: 32 goroutines, one process", procs: 1, goroutines: 32},
 	}
 	if cfg.procs > 0 {
-		scenarios = append(scenarios, scenario{"procs", fmt.Sprintf("Contended: %d processes × 8 goroutines", cfg.procs), cfg.procs, 8})
+		scenarios = append(scenarios, scenario{tag: "procs",
+			title: fmt.Sprintf("Contended: %d processes × 8 goroutines", cfg.procs), procs: cfg.procs, goroutines: 8})
+	}
+	for _, hold := range []time.Duration{0, time.Millisecond} {
+		suffix, held := "", "held for no time"
+		if hold > 0 {
+			suffix, held = "-1ms", fmt.Sprintf("each held for %v (asleep)", hold)
+		}
+		scenarios = append(scenarios, scenario{tag: "many" + suffix,
+			title: fmt.Sprintf("Many names: 64 goroutines, one process, each lock one of %d names at random, %s", manyNames, held),
+			procs: 1, goroutines: 64, names: manyNames, sleep: hold})
+		if cfg.procs > 0 {
+			scenarios = append(scenarios, scenario{tag: "many-procs" + suffix,
+				title: fmt.Sprintf("Many names: %d processes × 16 goroutines, each lock one of %d names at random, %s", cfg.procs, manyNames, held),
+				procs: cfg.procs, goroutines: 16, names: manyNames, sleep: hold})
+		}
 	}
 	if cfg.only != nil {
 		var chosen []scenario
@@ -131,7 +153,7 @@ func run(cfg config) error {
 			}
 		}
 		if len(chosen) == 0 {
-			return fmt.Errorf("-scenarios names none of 1, 2, 8, 32, procs")
+			return fmt.Errorf("-scenarios names none of 1, 2, 8, 32, procs, many, many-1ms, many-procs, many-procs-1ms")
 		}
 		scenarios = chosen
 	}
@@ -196,6 +218,14 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 		}
 	}
 
+	// The rows of this scenario: the FIFO floor is a hand-off on one key, the server's
+	// pipelined capacity a figure of the many-names scenarios only.
+	var impls []int
+	for _, i := range cfg.impls {
+		if im := p.impls[i]; !(sc.names > 0 && im.oneOnly || sc.names == 0 && im.manyOnly) {
+			impls = append(impls, i)
+		}
+	}
 	rows := make([]row, n)
 	for round := 0; round <= cfg.rounds; round++ {
 		if round == 0 {
@@ -206,22 +236,30 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 		results := make([]sliceResult, n)
 		rates := make([]float64, n)
 		overlaps := make([]int64, n)
-		for k := range cfg.impls {
-			i := cfg.impls[(k+round)%len(cfg.impls)]
+		for k := range impls {
+			i := impls[(k+round)%len(impls)]
 			wit.last.Store(-1)
 			before := wit.overlaps.Load()
 			sp := sliceSpec{
 				Impl:       i,
 				Key:        fmt.Sprintf("bench:s%d:i%d:r%d", si, i, round),
 				Goroutines: sc.goroutines,
+				Names:      sc.names,
+				Sleep:      int64(sc.sleep),
+			}
+			// Time to build the goroutines' handles before the start: a thousand names'
+			// take a moment.
+			setup := 2 * time.Millisecond
+			if sc.names > 0 {
+				setup = 200 * time.Millisecond
 			}
 			var err error
 			if children == nil {
-				sp.Start = time.Now().Add(2 * time.Millisecond).UnixNano()
+				sp.Start = time.Now().Add(setup).UnixNano()
 				sp.Stop = sp.Start + int64(cfg.slice)
 				results[i] = runSlice(p.impls[i], sp, wit, cfg.work)
 			} else {
-				results[i], err = runChildren(children, sp, cfg.slice)
+				results[i], err = runChildren(children, sp, cfg.slice, setup)
 				if err != nil {
 					return nil, err
 				}
@@ -235,7 +273,7 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 		if round == 0 {
 			continue
 		}
-		for _, i := range cfg.impls {
+		for _, i := range impls {
 			rows[i].add(results[i], rates[i], overlaps[i])
 			rows[i].ratios = append(rows[i].ratios, rates[i]/rates[floorCycle])
 		}
@@ -245,9 +283,9 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 
 // runChildren runs one slice in every child at once and merges their results. Child c's
 // goroutines are c*1000+g in the witness.
-func runChildren(children []*child, sp sliceSpec, slice time.Duration) (sliceResult, error) {
+func runChildren(children []*child, sp sliceSpec, slice, setup time.Duration) (sliceResult, error) {
 	// Time for every child to read its line and build its handles before the common start.
-	sp.Start = time.Now().Add(50 * time.Millisecond).UnixNano()
+	sp.Start = time.Now().Add(48*time.Millisecond + setup).UnixNano()
 	sp.Stop = sp.Start + int64(slice)
 	for c, ch := range children {
 		sp.IDBase = int64(c) * 1000
@@ -282,7 +320,9 @@ func printHeader(ctx context.Context, addr string, cfg config) {
 		"over the floor lock cycle's rate in the same round, run by as many goroutines on keys of their own. " +
 		"Waits: from calling Lock to holding the lock, all rounds pooled, waits still unfinished when " +
 		"their slice ended included at their length then; ≥ marks a figure that is such a wait (a lower bound). Releaser re-acquires: share of acquisitions taken by the goroutine " +
-		"that held the lock just before. Jain: median over rounds of Jain's index of the goroutines' counts.")
+		"that held the lock just before. Jain: median over rounds of Jain's index of the goroutines' counts. " +
+		"Many names: every acquisition takes one of the names at random; the floor cycle runs each goroutine " +
+		"on a key of its own with the same hold; the capacity row counts SET commands sent 16 to a round trip.")
 }
 
 // loadAvg returns " Load average: 1m 5m 15m." where /proc/loadavg exists, for judging how
@@ -307,7 +347,7 @@ func printTable(sc scenario, rows []row) {
 		if len(r.rates) == 0 {
 			continue // a row left out by -impls
 		}
-		floorRow := i <= floorCycle
+		floorRow := i <= floorCycle || i == capacityRow
 		cells := []string{implNames[i], fmtRate(median(r.rates)), fmt.Sprintf("%.2f×", median(r.ratios))}
 		if floorRow {
 			cells = append(cells, "—", "—", "—", "—", "—", "—")
@@ -323,7 +363,7 @@ func printTable(sc scenario, rows []row) {
 					cells = append(cells, fmtDur(v))
 				}
 			}
-			if contended && r.acquired > 0 {
+			if contended && sc.names == 0 && r.acquired > 0 {
 				cells = append(cells, fmt.Sprintf("%.1f%%", 100*float64(r.repeats)/float64(r.acquired)))
 			} else {
 				cells = append(cells, "—")
@@ -333,7 +373,11 @@ func printTable(sc scenario, rows []row) {
 			} else {
 				cells = append(cells, "—")
 			}
-			cells = append(cells, fmt.Sprint(r.overlaps))
+			if sc.names == 0 {
+				cells = append(cells, fmt.Sprint(r.overlaps))
+			} else {
+				cells = append(cells, "—") // holders of many names at once: no witness
+			}
 		}
 		cells = append(cells, fmt.Sprint(r.failures), fmt.Sprint(r.acquired))
 		fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))

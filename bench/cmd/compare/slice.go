@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -28,6 +29,11 @@ type sliceSpec struct {
 	IDBase     int64  `json:"id_base"` // goroutine g is IDBase+g in the witness
 	Start      int64  `json:"start"`   // Unix nanoseconds
 	Stop       int64  `json:"stop"`
+	// Names, when above 0, makes a lock's goroutines take at every acquisition one of Names
+	// locks, Key:0 … Key:Names-1, at random (the many-names scenarios), and hold it for Sleep
+	// nanoseconds of sleep (a critical section that waits on I/O) instead of the busy work.
+	Names int   `json:"names,omitempty"`
+	Sleep int64 `json:"sleep,omitempty"`
 }
 
 // sliceResult is what one process's goroutines did in one slice.
@@ -73,9 +79,22 @@ func runSlice(im *impl, sp sliceSpec, wit *witness, work time.Duration) sliceRes
 	start, stop := time.Unix(0, sp.Start), time.Unix(0, sp.Stop)
 	workers := make([]worker, sp.Goroutines)
 	var acquire []acquireFunc
+	hold := func() { spin(work) }
+	if sp.Names > 0 {
+		hold = func() { time.Sleep(time.Duration(sp.Sleep)) }
+		if sp.Sleep <= 0 {
+			hold = func() {}
+		}
+		wit = nil // many holders at once, of different names: the witness is for one lock
+	}
 	if im.locks != nil {
 		var err error
-		if acquire, err = im.locks(sp.Key, sp.Goroutines); err != nil {
+		if sp.Names > 0 {
+			acquire, err = manyLocks(im, sp.Key, sp.Names, sp.Goroutines)
+		} else {
+			acquire, err = im.locks(sp.Key, sp.Goroutines)
+		}
+		if err != nil {
 			return sliceResult{Failures: 1, FirstErr: err.Error()}
 		}
 	}
@@ -92,9 +111,9 @@ func runSlice(im *impl, sp sliceSpec, wit *witness, work time.Duration) sliceRes
 		go func() {
 			defer wg.Done()
 			if im.op != nil {
-				runOps(im.op, sp.Key+":"+strconv.FormatInt(sp.IDBase+int64(g), 10), stop, w)
+				runOps(im, sp.Key+":"+strconv.FormatInt(sp.IDBase+int64(g), 10), stop, hold, w)
 			} else {
-				runLock(ctx, acquire[g], sp.IDBase+int64(g), stop, wit, work, w)
+				runLock(ctx, acquire[g], sp.IDBase+int64(g), stop, wit, hold, w)
 			}
 		}()
 	}
@@ -115,23 +134,44 @@ func runSlice(im *impl, sp sliceSpec, wit *witness, work time.Duration) sliceRes
 	return res
 }
 
-// runOps is a floor row's goroutine: op on its own key, as fast as it can, until stop.
-func runOps(op func(string) error, key string, stop time.Time, w *worker) {
+// runOps is a floor row's goroutine: im's op on its own key, as fast as it can, until stop.
+func runOps(im *impl, key string, stop time.Time, hold func(), w *worker) {
+	per := max(im.per, 1)
 	for time.Now().Before(stop) {
-		if err := op(key); err != nil {
+		if err := im.op(key, hold); err != nil {
 			w.fail(err)
 			continue
 		}
 		if time.Now().Before(stop) {
-			w.count++
+			w.count += per
 		}
 	}
+}
+
+// manyLocks returns the acquire functions of n goroutines, each of which takes, at every
+// call, one of names locks named key:0 … key:names-1, chosen at random.
+func manyLocks(im *impl, key string, names, n int) ([]acquireFunc, error) {
+	per := make([][]acquireFunc, names) // [name][goroutine]
+	for j := range per {
+		var err error
+		if per[j], err = im.locks(key+":"+strconv.Itoa(j), n); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]acquireFunc, n)
+	for g := range out {
+		rng := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano()))) // goroutine g's own
+		out[g] = func(ctx context.Context) (func() error, error) { return per[rng.IntN(names)][g](ctx) }
+	}
+	return out, nil
 }
 
 // runLock is a lock's goroutine: Lock, critical section, Unlock, until stop. A Lock call that
 // fails before stop (redsync gives up after its tries) is counted and called again, and the
 // wait runs on: it is what a caller that insists on the lock sees.
-func runLock(ctx context.Context, acquire acquireFunc, id int64, stop time.Time, wit *witness, work time.Duration, w *worker) {
+//
+// The witness (nil in the many-names scenarios) sees every critical section; hold is it.
+func runLock(ctx context.Context, acquire acquireFunc, id int64, stop time.Time, wit *witness, hold func(), w *worker) {
 	for time.Now().Before(stop) {
 		t0 := time.Now()
 		var release func() error
@@ -151,20 +191,24 @@ func runLock(ctx context.Context, acquire acquireFunc, id int64, stop time.Time,
 		w.waits = append(w.waits, int64(t1.Sub(t0)))
 
 		// The critical section.
-		if !wit.inside.CompareAndSwap(0, 1) {
-			wit.overlaps.Add(1)
-		}
 		before := t1.Before(stop)
-		if wit.last.Swap(id) == id && before {
-			// Before stop every goroutine is still looping (none leaves before stop), so
-			// the others were waiting or about to, and this one took the lock again.
-			w.repeats++
+		if wit != nil {
+			if !wit.inside.CompareAndSwap(0, 1) {
+				wit.overlaps.Add(1)
+			}
+			if wit.last.Swap(id) == id && before {
+				// Before stop every goroutine is still looping (none leaves before stop), so
+				// the others were waiting or about to, and this one took the lock again.
+				w.repeats++
+			}
 		}
 		if before {
 			w.count++
 		}
-		spin(work)
-		wit.inside.Store(0)
+		hold()
+		if wit != nil {
+			wit.inside.Store(0)
+		}
 
 		if err := release(); err != nil {
 			w.fail(fmt.Errorf("release: %w", err))
