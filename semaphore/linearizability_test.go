@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs"
@@ -40,41 +42,10 @@ const (
 // mid-wait, Release, Drain and Available, single node and cluster. The run leaves no key but
 // the permits hash without a TTL.
 func TestSemaphoreIsLinearizable(t *testing.T) {
-	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
-		first := make([]*semaphore.Semaphore, linSems)
-		sems := make([][]*semaphore.Semaphore, lintest.Clients) // [client][key]
-		var clients []*aqs.Client
-		for ci := range lintest.Clients {
-			c := newClient(t, lintest.OwnRedis(t, rdb))
-			clients = append(clients, c)
-			for k := range linSems {
-				if ci == 0 {
-					first[k] = newSem(t, c, linTotal)
-				}
-				s, err := semaphore.New(c, first[k].Name())
-				if err != nil {
-					t.Fatal(err)
-				}
-				sems[ci] = append(sems[ci], s)
-			}
-		}
-
-		history := lintest.RunCounting(t, clients, sems, linTotal)
-		if t.Failed() {
-			return
-		}
-		lintest.LogSemOutcomes(t, history)
-		lintest.Check(t, lintest.SemModel(linTotal), history)
-		for _, s := range first {
-			avail, err := s.Available(context.Background())
-			if err != nil || avail != linTotal {
-				t.Errorf("%s: %d permits available after the run (%v), want %d", s.Name(), avail, err, linTotal)
-			}
-			// Every key but s itself, which has no TTL by design: "{name}:" is in the names
-			// of the others only.
-			redistest.AssertNoKeyWithoutTTL(t, rdb, "{"+s.Name()+"}:", s.Key())
-		}
-	})
+	checkSemLinearizable(t, func(t *testing.T, c *aqs.Client) *semaphore.Semaphore { return newSem(t, c, linTotal) },
+		semaphore.New, func(t *testing.T, clients []*aqs.Client, sems [][]*semaphore.Semaphore) []porcupine.Operation {
+			return lintest.RunCounting(t, clients, sems, linTotal)
+		})
 }
 
 // The leased semaphore is linearizable against lintest.SemModel: TryAcquire with and without
@@ -83,18 +54,38 @@ func TestSemaphoreIsLinearizable(t *testing.T) {
 // back at the end, and then no key of the semaphore is left without a TTL but its
 // configuration hash (s, which has none by design).
 func TestLeasedSemaphoreIsLinearizable(t *testing.T) {
+	checkSemLinearizable(t, func(t *testing.T, c *aqs.Client) *semaphore.Leased { return newLeased(t, c, linTotal) },
+		semaphore.NewLeased, func(t *testing.T, clients []*aqs.Client, sems [][]*semaphore.Leased) []porcupine.Operation {
+			return lintest.RunLeased(t, clients, sems, linTotal)
+		})
+}
+
+// linSem is what checkSemLinearizable needs of a semaphore of either kind.
+type linSem interface {
+	Name() string
+	Key() string
+	Available(ctx context.Context) (int, error)
+}
+
+// checkSemLinearizable runs, on each topology, linSems semaphores shared by lintest.Clients
+// Clients (made by first on the first Client, opened by name on the others) through run,
+// checks the history against lintest.SemModel, and then that every permit is available and
+// that no key but the permits hash (s, which has no TTL by design) is left without a TTL.
+func checkSemLinearizable[S linSem](t *testing.T, first func(*testing.T, *aqs.Client) S,
+	open func(*aqs.Client, string, ...semaphore.Option) (S, error),
+	run func(*testing.T, []*aqs.Client, [][]S) []porcupine.Operation) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
-		first := make([]*semaphore.Leased, linSems)
-		sems := make([][]*semaphore.Leased, lintest.Clients) // [client][key]
+		firsts := make([]S, linSems)
+		sems := make([][]S, lintest.Clients) // [client][key]
 		var clients []*aqs.Client
 		for ci := range lintest.Clients {
 			c := newClient(t, lintest.OwnRedis(t, rdb))
 			clients = append(clients, c)
 			for k := range linSems {
 				if ci == 0 {
-					first[k] = newLeased(t, c, linTotal)
+					firsts[k] = first(t, c)
 				}
-				s, err := semaphore.NewLeased(c, first[k].Name())
+				s, err := open(c, firsts[k].Name())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -102,17 +93,18 @@ func TestLeasedSemaphoreIsLinearizable(t *testing.T) {
 			}
 		}
 
-		history := lintest.RunLeased(t, clients, sems, linTotal)
+		history := run(t, clients, sems)
 		if t.Failed() {
 			return
 		}
 		lintest.LogSemOutcomes(t, history)
 		lintest.Check(t, lintest.SemModel(linTotal), history)
-		for _, s := range first {
+		for _, s := range firsts {
 			avail, err := s.Available(context.Background())
 			if err != nil || avail != linTotal {
 				t.Errorf("%s: %d permits available after the run (%v), want %d", s.Name(), avail, err, linTotal)
 			}
+			// Every key but s itself: "{name}:" is in the names of the others only.
 			redistest.AssertNoKeyWithoutTTL(t, rdb, "{"+s.Name()+"}:", s.Key())
 		}
 	})
