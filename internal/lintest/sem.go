@@ -385,21 +385,9 @@ func RunCounting(t *testing.T, clients []*aqs.Client, sems [][]*semaphore.Semaph
 	}, func(w *Worker) {
 		mine := sems[w.Client]
 		settleAll(t, len(mine), func(key int) (bool, bool) {
-			in := semInput{key: key, op: semTry, hold: int(semHolds.Add(1)), n: total}
-			var won bool
-			if !recordSem(t, w, in, func() (semOutput, error) {
-				var err error
-				won, err = mine[key].TryAcquire(context.Background(), total)
-				return semOutput{ok: won}, err
-			}) {
-				return false, false
-			}
-			if !won {
-				return false, true
-			}
-			in.op = semRelease
-			return true, recordSem(t, w, in, func() (semOutput, error) {
-				return semOutput{}, mine[key].Release(context.Background(), total)
+			return probeSem(t, w, key, total, func() (func() error, bool, error) {
+				won, err := mine[key].TryAcquire(context.Background(), total)
+				return func() error { return mine[key].Release(context.Background(), total) }, won, err
 			})
 		})
 	})
@@ -499,22 +487,9 @@ func RunLeased(t *testing.T, clients []*aqs.Client, sems [][]*semaphore.Leased, 
 	}, func(w *Worker) {
 		mine := sems[w.Client]
 		settleAll(t, len(mine), func(key int) (bool, bool) {
-			in := semInput{key: key, op: semTry, hold: int(semHolds.Add(1)), n: total}
-			var p *semaphore.Permit
-			var won bool
-			if !recordSem(t, w, in, func() (semOutput, error) {
-				var err error
-				p, won, err = mine[key].TryAcquire(context.Background(), total)
-				return semOutput{ok: won}, err
-			}) {
-				return false, false
-			}
-			if !won {
-				return false, true
-			}
-			in.op = semRelease
-			return true, recordSem(t, w, in, func() (semOutput, error) {
-				return semOutput{}, mine[key].Release(context.Background(), p)
+			return probeSem(t, w, key, total, func() (func() error, bool, error) {
+				p, won, err := mine[key].TryAcquire(context.Background(), total)
+				return func() error { return mine[key].Release(context.Background(), p) }, won, err
 			})
 		})
 	})
@@ -545,4 +520,23 @@ func LogSemOutcomes(t *testing.T, history []porcupine.Operation) {
 		won(semTry, waitNone), won(semEnd, waitBound), won(semEnd, waitDeadline), won(semEnd, waitCancel),
 		n[kind{semRelease, 0, 0}]+n[kind{semRelease, 0, 1}], n[kind{semRelease, 0, 1}],
 		n[kind{semReleasePart, 0, 0}], n[kind{semDrain, 0, 0}], drained, n[kind{semAvailable, 0, 0}])
+}
+
+// probeSem is one probe of settleAll on semaphore key: take takes every permit without wait
+// and returns their release; both are recorded.
+func probeSem(t *testing.T, w *Worker, key, total int, take func() (release func() error, won bool, err error)) (won, ok bool) {
+	in := semInput{key: key, op: semTry, hold: int(semHolds.Add(1)), n: total}
+	var release func() error
+	if !recordSem(t, w, in, func() (semOutput, error) {
+		var err error
+		release, won, err = take()
+		return semOutput{ok: won}, err
+	}) {
+		return false, false
+	}
+	if !won {
+		return false, true
+	}
+	in.op = semRelease
+	return true, recordSem(t, w, in, func() (semOutput, error) { return semOutput{}, release() })
 }
