@@ -234,8 +234,14 @@ func runReaders(ctx context.Context, w *worker) error {
 				if err == nil {
 					time.Sleep(readWork) // the reader uses the configuration
 				}
-				if uerr := lock.RUnlock(held); err == nil {
+				// The read runs under the held context, which the stop cancels: a read cut
+				// short by it is the end, not a failure.
+				cut := err != nil && w.stop.Err() != nil
+				if uerr := lock.RUnlock(held); err == nil || cut {
 					err = uerr
+				}
+				if err == nil && cut {
+					return
 				}
 				if err != nil {
 					mu.Lock()
