@@ -222,15 +222,7 @@ func RunLocks(t *testing.T, clients []*aqs.Client, locks [][]Locker, waits bool)
 		var released []held // holds released already, for stale unlocks
 		do := func(in lockInput, call func() (lockOutput, error)) bool {
 			in.client = w.Client
-			callAt := w.Now()
-			out, err := call()
-			retAt := w.Now()
-			if err != nil {
-				t.Errorf("worker %d: %+v: %v", w.ID, in, err)
-				return false
-			}
-			w.Record(in, out, callAt, retAt)
-			return true
+			return record(t, w, in, call)
 		}
 		unlock := func(h held, op int) bool {
 			return do(lockInput{key: h.key, op: op, hold: h.hold}, func() (lockOutput, error) {
@@ -334,29 +326,27 @@ func RunLocks(t *testing.T, clients []*aqs.Client, locks [][]Locker, waits bool)
 		mine := locks[w.Client]
 		settleAll(t, len(mine), func(key int) (bool, bool) {
 			in := lockInput{key: key, op: linTry, hold: int(holds.Add(1)), client: w.Client}
-			callAt := w.Now()
-			ctx, won, err := mine[key].TryLock(context.Background())
-			retAt := w.Now()
-			if err != nil {
-				t.Errorf("probe: %+v: %v", in, err)
-				return false, false
-			}
-			w.Record(in, lockOutput{ok: won}, callAt, retAt)
-			if !won {
-				return false, true
-			}
-			in.op = linUnlock
-			callAt = w.Now()
-			err = mine[key].Unlock(ctx)
-			retAt = w.Now()
-			if err != nil {
-				t.Errorf("probe: %+v: %v", in, err)
-				return false, false
-			}
-			w.Record(in, lockOutput{}, callAt, retAt)
-			return true, true
+			unlock := in
+			unlock.op = linUnlock
+			return probeLock(t, w, mine[key], in, unlock)
 		})
 	})
+}
+
+// probeLock is one probe of settleAll: l taken without wait, recorded as the input try, and
+// when won released again, recorded as the input unlock.
+func probeLock(t *testing.T, w *Worker, l Locker, try, unlock any) (won, ok bool) {
+	var ctx context.Context
+	if !record(t, w, try, func() (out lockOutput, err error) {
+		ctx, out.ok, err = l.TryLock(context.Background())
+		return out, err
+	}) {
+		return false, false
+	}
+	if ctx == nil {
+		return false, true
+	}
+	return true, record(t, w, unlock, func() (lockOutput, error) { return lockOutput{}, l.Unlock(ctx) })
 }
 
 // Check checks history against model within CheckTime, and logs how many operations it checked

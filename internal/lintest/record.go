@@ -110,3 +110,17 @@ func settleAll(t *testing.T, n int, probe func(key int) (won, ok bool)) {
 		}
 	}
 }
+
+// record runs call, one operation of worker w, and records it as in with call's output, unless
+// it failed (the test fails then).
+func record[O any](t *testing.T, w *Worker, in any, call func() (O, error)) bool {
+	callAt := w.Now()
+	out, err := call()
+	retAt := w.Now()
+	if err != nil {
+		t.Errorf("worker %d: %+v: %v", w.ID, in, err)
+		return false
+	}
+	w.Record(in, out, callAt, retAt)
+	return true
+}

@@ -587,27 +587,9 @@ func RunRW(t *testing.T, clients []*aqs.Client, locks [][]RWLocker, nonFair []bo
 		mine := locks[w.Client]
 		settleAll(t, len(mine), func(key int) (bool, bool) {
 			in := rwInput{key: key, op: rwWrite, hold: int(holdIDs.Add(1)), nonFair: nonFair[key]}
-			callAt := w.Now()
-			ctx, won, err := mine[key].TryLock(context.Background())
-			retAt := w.Now()
-			if err != nil {
-				t.Errorf("probe: %+v: %v", in, err)
-				return false, false
-			}
-			w.Record(in, lockOutput{ok: won}, callAt, retAt)
-			if !won {
-				return false, true
-			}
-			in.op = rwWriteUnlock
-			callAt = w.Now()
-			err = mine[key].Unlock(ctx)
-			retAt = w.Now()
-			if err != nil {
-				t.Errorf("probe: %+v: %v", in, err)
-				return false, false
-			}
-			w.Record(in, lockOutput{}, callAt, retAt)
-			return true, true
+			unlock := in
+			unlock.op = rwWriteUnlock
+			return probeLock(t, w, mine[key], in, unlock)
 		})
 	})
 }

@@ -284,15 +284,7 @@ func acquireSem(t *testing.T, w *Worker, in semInput, call func(ctx context.Cont
 // recordSem runs call, an operation on a semaphore other than an acquisition, and records it as
 // in, unless it failed (the test fails then).
 func recordSem(t *testing.T, w *Worker, in semInput, call func() (semOutput, error)) bool {
-	callAt := w.Now()
-	out, err := call()
-	retAt := w.Now()
-	if err != nil {
-		t.Errorf("worker %d: %+v: %v", w.ID, in, err)
-		return false
-	}
-	w.Record(in, out, callAt, retAt)
-	return true
+	return record(t, w, in, call)
 }
 
 // RunCounting runs Workers goroutines on each of clients and returns the history they
