@@ -259,7 +259,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := l.rt.Check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.RWForceRelease.Run(ctx, l.rt.Redis, l.keys, l.rt.PublishCommand(), "").Int64()
+	n, err := scripts.RWForceRelease.Run(ctx, l.rt.Pipe, l.keys, l.rt.PublishCommand(), "").Int64()
 	if err != nil {
 		return false, core.RedisError(l.kw, err)
 	}
@@ -268,7 +268,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 
 // fetchToken asks Redis for the write hold's fencing token (lock_token.lua).
 func (l *Lock) fetchToken(ctx context.Context, h *core.Hold) (int64, error) {
-	t, err := scripts.LockToken.Run(ctx, l.rt.Redis, []string{l.kw}, h.ID).Int64()
+	t, err := scripts.LockToken.Run(ctx, l.rt.Pipe, []string{l.kw}, h.ID).Int64()
 	if err != nil {
 		return 0, core.RedisError(l.kw, err)
 	}
@@ -302,7 +302,7 @@ func (l *Lock) acquireWrite(ctx context.Context, cfg core.LockConfig, block bool
 // reenterWrite takes the write side again for a context that holds it.
 func (l *Lock) reenterWrite(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
 	sentAt := time.Now()
-	ok, err := scripts.LockReenter.Run(ctx, l.rt.Redis, []string{l.kw}, h.ID, cfg.Lease.Milliseconds()).Int64()
+	ok, err := scripts.LockReenter.Run(ctx, l.rt.Pipe, []string{l.kw}, h.ID, cfg.Lease.Milliseconds()).Int64()
 	if err != nil {
 		return nil, false, core.RedisError(l.kw, err)
 	}
@@ -361,7 +361,7 @@ func tookIt(v any) bool {
 
 func (r *rules) GiveUp(ctx context.Context, hold string) error {
 	l := r.l
-	v, err := scripts.RWGiveUp.Run(ctx, l.rt.Redis, l.keys, hold, r.lease, r.mode, l.rt.PublishCommand()).Result()
+	v, err := scripts.RWGiveUp.Run(ctx, l.rt.Pipe, l.keys, hold, r.lease, r.mode, l.rt.PublishCommand()).Result()
 	if err == nil {
 		_, err = scripts.DecodeGiveUp(v)
 	}
@@ -478,8 +478,8 @@ func (l *Lock) RUnlock(ctx context.Context) error {
 func (l *Lock) release(ctx context.Context, s *scripts.Script, h *core.Hold, last bool, trusted time.Time,
 	args ...any) (scripts.Release, error) {
 	ctx = context.WithoutCancel(ctx)
-	run := func(run func(context.Context, redis.UniversalClient, []string, ...any) *redis.Cmd) (scripts.Release, error) {
-		v, err := run(ctx, l.rt.Redis, l.keys, args...).Result()
+	run := func(run func(context.Context, scripts.Processor, []string, ...any) *redis.Cmd) (scripts.Release, error) {
+		v, err := run(ctx, l.rt.Pipe, l.keys, args...).Result()
 		if err != nil {
 			return scripts.Release{}, core.RedisError(l.kw, err)
 		}
@@ -491,8 +491,8 @@ func (l *Lock) release(ctx context.Context, s *scripts.Script, h *core.Hold, las
 		r, err = core.SendRelease(l.rt, trusted, func() (scripts.Release, error) { return run(s.RunOnce) },
 			func(r scripts.Release) bool { return r.Kind == scripts.NotHeld })
 	} else {
-		r, err = run(func(ctx context.Context, c redis.UniversalClient, keys []string, args ...any) *redis.Cmd {
-			return s.Run(ctx, c, keys, args...)
+		r, err = run(func(ctx context.Context, c scripts.Processor, keys []string, args ...any) *redis.Cmd {
+			return s.Run(ctx, c.(redis.Scripter), keys, args...)
 		})
 	}
 	if core.ReleasedUnseen(err) {
@@ -513,13 +513,9 @@ func (l *Lock) releaseRead(ctx context.Context, h *core.Hold, trusted time.Time)
 	var zrem *redis.IntCmd
 	var head *redis.StringCmd
 	_, err := core.SendRelease(l.rt, trusted, func() (struct{}, error) {
-		_, err := l.rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-			zrem = redis.NewIntCmd(ctx, "zrem", l.kr, h.ID)
-			head = redis.NewStringCmd(ctx, "lindex", l.kq, 0)
-			_ = p.Process(ctx, scripts.NoRetry{Cmder: zrem})
-			_ = p.Process(ctx, scripts.NoRetry{Cmder: head})
-			return nil
-		})
+		zrem = redis.NewIntCmd(ctx, "zrem", l.kr, h.ID)
+		head = redis.NewStringCmd(ctx, "lindex", l.kq, 0)
+		err := l.rt.Pipe.ProcessAll(ctx, scripts.NoRetry{Cmder: zrem}, scripts.NoRetry{Cmder: head})
 		if err == redis.Nil {
 			err = nil
 		}
@@ -537,7 +533,7 @@ func (l *Lock) releaseRead(ctx context.Context, h *core.Hold, trusted time.Time)
 		return nil
 	}
 	l.queueSeen.Store(true)
-	v, err := scripts.RWServe.Run(ctx, l.rt.Redis, []string{l.kw, l.kr, l.kq, l.kd}, l.rt.PublishCommand(), l.rt.ID).Result()
+	v, err := scripts.RWServe.Run(ctx, l.rt.Pipe, []string{l.kw, l.kr, l.kq, l.kd}, l.rt.PublishCommand(), l.rt.ID).Result()
 	if err != nil {
 		return core.RedisError(l.kw, err)
 	}
@@ -555,7 +551,7 @@ func noToken(context.Context, *core.Hold) (int64, error) {
 // reenterRead takes the read side again for a context that holds it.
 func (l *Lock) reenterRead(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
 	sentAt := time.Now()
-	ok, err := scripts.RWReadReenter.Run(ctx, l.rt.Redis, []string{l.kr, l.krn},
+	ok, err := scripts.RWReadReenter.Run(ctx, l.rt.Pipe, []string{l.kr, l.krn},
 		h.ID, cfg.Lease.Milliseconds()).Int64()
 	if err != nil {
 		return nil, false, core.RedisError(l.kw, err)
@@ -621,7 +617,7 @@ func (l *Lock) Info(ctx context.Context) (Info, error) {
 	if err := l.rt.Check(); err != nil {
 		return Info{}, err
 	}
-	res, err := scripts.RWInfo.Run(ctx, l.rt.Redis, []string{l.kw, l.kr, l.kd}).Slice()
+	res, err := scripts.RWInfo.Run(ctx, l.rt.Pipe, []string{l.kw, l.kr, l.kd}).Slice()
 	if err != nil {
 		return Info{}, core.RedisError(l.kw, err)
 	}

@@ -132,7 +132,7 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 	var v any
 	var err error
 	for delay := 20 * time.Millisecond; ; delay *= 2 {
-		v, err = scripts.SemRelease.Run(context.WithoutCancel(ctx), s.rt.Redis, keys,
+		v, err = scripts.SemRelease.Run(context.WithoutCancel(ctx), s.rt.Pipe, keys,
 			n, s.rt.PublishCommand(), s.rt.ID).Result()
 		var replied redis.Error
 		if err == nil || errors.As(err, &replied) || delay > 2*time.Second || s.rt.Check() != nil {
@@ -179,7 +179,7 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	if err := s.rt.Check(); err != nil {
 		return 0, err
 	}
-	n, err := scripts.SemDrain.Run(ctx, s.rt.Redis, s.keys[:1]).Int()
+	n, err := scripts.SemDrain.Run(ctx, s.rt.Pipe, s.keys[:1]).Int()
 	if err != nil {
 		return 0, core.RedisError(s.key, err)
 	}
@@ -240,7 +240,7 @@ func (c *counting) attempt(ctx context.Context, hold string, t acquire.Try) (scr
 
 func (c *counting) GiveUp(ctx context.Context, hold string) error {
 	s := c.s
-	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Redis, s.keys, hold, c.n, s.rt.PublishCommand()).Result()
+	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Pipe, s.keys, hold, c.n, s.rt.PublishCommand()).Result()
 	if err != nil {
 		return core.RedisError(s.key, err)
 	}
@@ -271,7 +271,10 @@ func (c *counting) Undo(ctx context.Context, _ string) error { return c.undo(ctx
 func (c *counting) Confirm(ctx context.Context, _ string) error {
 	s := c.s
 	var cmd *redis.IntCmd
-	err := s.rt.Acquire(ctx, s.key, func(r redis.Cmdable) { cmd = r.HIncrBy(ctx, s.key, "a", 0) },
+	err := s.rt.Acquire(ctx, s.key, func(r scripts.Processor) {
+		cmd = redis.NewIntCmd(ctx, "hincrby", s.key, "a", 0)
+		_ = r.Process(ctx, cmd)
+	},
 		func() bool { return true }, c.undo)
 	if err == nil {
 		err = cmd.Err()
@@ -310,7 +313,7 @@ func trySet(ctx context.Context, b *base, keys []string, k int, kind string) (bo
 	if err := b.rt.Check(); err != nil {
 		return false, err
 	}
-	v, err := scripts.SemSet.Run(ctx, b.rt.Redis, keys, "set", k, b.rt.PublishCommand(), b.rt.ID, kind).Result()
+	v, err := scripts.SemSet.Run(ctx, b.rt.Pipe, keys, "set", k, b.rt.PublishCommand(), b.rt.ID, kind).Result()
 	if err != nil {
 		return false, core.RedisError(b.key, err)
 	}
@@ -323,7 +326,7 @@ func add(ctx context.Context, b *base, keys []string, delta int, kind string) er
 	if err := b.rt.Check(); err != nil {
 		return err
 	}
-	v, err := scripts.SemSet.Run(context.WithoutCancel(ctx), b.rt.Redis, keys, "add", delta,
+	v, err := scripts.SemSet.Run(context.WithoutCancel(ctx), b.rt.Pipe, keys, "add", delta,
 		b.rt.PublishCommand(), b.rt.ID, kind).Result()
 	if err != nil {
 		return core.RedisError(b.key, err)
@@ -343,12 +346,12 @@ func add(ctx context.Context, b *base, keys []string, delta int, kind string) er
 // (the engine retries it while it fails) neither takes nor gives back anything twice.
 func (c *counting) settle(ctx context.Context, once string) error {
 	s := c.s
-	n, err := scripts.SemUnsure.Run(ctx, s.rt.Redis, []string{once}).Int64()
+	n, err := scripts.SemUnsure.Run(ctx, s.rt.Pipe, []string{once}).Int64()
 	if err != nil || n != 1 {
 		return err // it took nothing, and now never will
 	}
 	release := append(s.keys[:4:4], s.key+":r:"+strings.TrimPrefix(once, s.key+":a:"))
-	v, err := scripts.SemRelease.Run(ctx, s.rt.Redis, release, c.n, s.rt.PublishCommand(), s.rt.ID).Result()
+	v, err := scripts.SemRelease.Run(ctx, s.rt.Pipe, release, c.n, s.rt.PublishCommand(), s.rt.ID).Result()
 	if err == nil {
 		_, err = s.reply(v)
 	}

@@ -71,7 +71,7 @@ func (l *Leased) Available(ctx context.Context) (int, error) {
 	if err := l.rt.Check(); err != nil {
 		return 0, err
 	}
-	r, err := scripts.LSemAvailable.Run(ctx, l.rt.Redis, []string{l.key, l.kp, l.kp + "n"}).Int64Slice()
+	r, err := scripts.LSemAvailable.Run(ctx, l.rt.Pipe, []string{l.key, l.kp, l.kp + "n"}).Int64Slice()
 	if err != nil {
 		return 0, core.RedisError(l.key, err)
 	}
@@ -252,7 +252,7 @@ func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int, t
 		keys = append(l.keys[:5:5], l.key+layout.OnceSuffix+l.rt.NewHoldID())
 	}
 	r, err := core.SendRelease(l.rt, trusted, func() (scripts.Sem, error) {
-		v, err := scripts.LSemRelease.RunOnce(ctx, l.rt.Redis, keys, p.id, k,
+		v, err := scripts.LSemRelease.RunOnce(ctx, l.rt.Pipe, keys, p.id, k,
 			l.rt.PublishCommand(), l.rt.ID, flag(one)).Result()
 		if err != nil {
 			return scripts.Sem{}, core.RedisError(l.key, err)
@@ -295,7 +295,7 @@ func (l *Leased) SetLease(ctx context.Context, p *Permit, d time.Duration) error
 		lease = l.rt.Cfg.WatchdogTimeout
 	}
 	sentAt := time.Now()
-	ok, err := scripts.LSemRenew.Run(ctx, l.rt.Redis, []string{l.kp, l.kp + "n"}, p.id, lease.Milliseconds()).Int()
+	ok, err := scripts.LSemRenew.Run(ctx, l.rt.Pipe, []string{l.kp, l.kp + "n"}, p.id, lease.Milliseconds()).Int()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
@@ -343,7 +343,7 @@ func (c *leasing) attempt(ctx context.Context, hold string, t acquire.Try) (scri
 
 func (c *leasing) GiveUp(ctx context.Context, hold string) error {
 	l := c.l
-	v, err := scripts.LSemGiveUp.Run(ctx, l.rt.Redis, l.keys, hold, c.n, c.lease.Milliseconds(),
+	v, err := scripts.LSemGiveUp.Run(ctx, l.rt.Pipe, l.keys, hold, c.n, c.lease.Milliseconds(),
 		l.rt.PublishCommand()).Result()
 	if err != nil {
 		return core.RedisError(l.key, err)
@@ -381,7 +381,7 @@ func (c *leasing) Beat(hold string) *core.Beat {
 // undo gives back every permit of an acquisition the replicas did not acknowledge (see
 // internal/core/sync.go).
 func (l *Leased) undo(ctx context.Context, hold string) error {
-	v, err := scripts.LSemRelease.Run(ctx, l.rt.Redis, l.keys, hold, 0, l.rt.PublishCommand(), l.rt.ID).Result()
+	v, err := scripts.LSemRelease.Run(ctx, l.rt.Pipe, l.keys, hold, 0, l.rt.PublishCommand(), l.rt.ID).Result()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}

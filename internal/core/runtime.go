@@ -51,6 +51,8 @@ type Runtime struct {
 	ID      string
 	Sharded bool // Redis Cluster: sharded pub/sub (SSUBSCRIBE/SPUBLISH)
 	Hub     *Hub
+	// Pipe sends the primitives' calls, pipelining those of concurrent calls (see pipe.go).
+	Pipe *Pipe
 
 	seq atomic.Uint64
 
@@ -145,6 +147,7 @@ func NewRuntime(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Ru
 		dogDone: make(chan struct{}),
 	}
 	rt.honours, rt.maxBlock = blockBound(rdb)
+	rt.Pipe = newPipe(rdb, rt.honours)
 	rt.Hub = newHub(rt)
 	rt.heart = newHeart()
 	go rt.watchdog()

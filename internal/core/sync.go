@@ -105,7 +105,7 @@ func (rt *Runtime) SyncOn() bool { return rt.Cfg.SyncReplicas > 0 }
 func (rt *Runtime) RunAcquire(ctx context.Context, s *scripts.Script, keys []string, args []any,
 	acquired func(reply any) bool, undo func(context.Context) error) *redis.Cmd {
 	if !rt.SyncOn() {
-		return s.Run(ctx, rt.Redis, keys, args...)
+		return s.Run(ctx, rt.Pipe, keys, args...)
 	}
 	var q *scripts.Call
 	wait, err := rt.synced(ctx, keys[0], func(p redis.Pipeliner) { q = s.Queue(ctx, p, keys, args...) })
@@ -126,14 +126,14 @@ func (rt *Runtime) RunAcquire(ctx context.Context, s *scripts.Script, keys []str
 }
 
 // Acquire runs an acquiring call that is not a script: call sends it on c, which is the
-// Client's Redis client, or with the policy on a pipeline that WAIT follows. Once it ran,
+// Client's pipe, or with the policy on a pipeline that WAIT follows. Once it ran,
 // acquired reports whether it acquired anything; then, as for RunAcquire, too few
 // acknowledgements undo it and Acquire returns the *ReplicaSyncError. Any other error is the
 // call's own, read from what call kept.
-func (rt *Runtime) Acquire(ctx context.Context, key string, call func(c redis.Cmdable),
+func (rt *Runtime) Acquire(ctx context.Context, key string, call func(c scripts.Processor),
 	acquired func() bool, undo func(context.Context) error) error {
 	if !rt.SyncOn() {
-		call(rt.Redis)
+		call(rt.Pipe)
 		return nil
 	}
 	wait, err := rt.synced(ctx, key, func(p redis.Pipeliner) { call(p) })

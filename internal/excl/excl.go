@@ -128,7 +128,10 @@ func (r *rules) Fast(ctx context.Context, hold string) (bool, error) {
 	}
 	l := r.l
 	var cmd *redis.BoolCmd
-	err := l.rt.Acquire(ctx, l.key, func(c redis.Cmdable) { cmd = c.SetNX(ctx, l.key, hold, r.leaseDur()) },
+	err := l.rt.Acquire(ctx, l.key, func(c scripts.Processor) {
+		cmd = redis.NewBoolCmd(ctx, "set", l.key, hold, "px", r.lease, "nx")
+		_ = c.Process(ctx, cmd)
+	},
 		func() bool { return cmd.Val() }, func(ctx context.Context) error { return r.GiveUp(ctx, hold) })
 	if err == nil {
 		err = cmd.Err()
@@ -137,11 +140,6 @@ func (r *rules) Fast(ctx context.Context, hold string) (bool, error) {
 		return false, core.RedisError(l.key, err)
 	}
 	return cmd.Val(), nil
-}
-
-func (r *rules) leaseDur() time.Duration {
-	ms, _ := strconv.ParseInt(r.lease, 10, 64)
-	return time.Duration(ms) * time.Millisecond
 }
 
 func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
@@ -165,7 +163,7 @@ func tookIt(v any) bool {
 
 func (r *rules) GiveUp(ctx context.Context, hold string) error {
 	l := r.l
-	v, err := scripts.LockGiveUp.Run(ctx, l.rt.Redis, l.keys, hold, r.lease, l.rt.PublishCommand()).Result()
+	v, err := scripts.LockGiveUp.Run(ctx, l.rt.Pipe, l.keys, hold, r.lease, l.rt.PublishCommand()).Result()
 	if err == nil {
 		_, err = scripts.DecodeGiveUp(v)
 	}
@@ -206,7 +204,7 @@ func flag(b bool) string {
 
 // fetchToken asks Redis for a hold's fencing token (lock_token.lua).
 func (l *Lock) fetchToken(ctx context.Context, h *core.Hold) (int64, error) {
-	t, err := scripts.LockToken.Run(ctx, l.rt.Redis, []string{l.key}, h.ID).Int64()
+	t, err := scripts.LockToken.Run(ctx, l.rt.Pipe, []string{l.key}, h.ID).Int64()
 	if err != nil {
 		return 0, core.RedisError(l.key, err)
 	}
@@ -216,7 +214,7 @@ func (l *Lock) fetchToken(ctx context.Context, h *core.Hold) (int64, error) {
 // Reenter takes the lock again for a context that holds it.
 func (l *Lock) Reenter(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
 	sentAt := time.Now()
-	ok, err := scripts.LockReenter.Run(ctx, l.rt.Redis, []string{l.key},
+	ok, err := scripts.LockReenter.Run(ctx, l.rt.Pipe, []string{l.key},
 		h.ID, cfg.Lease.Milliseconds()).Int64()
 	if err != nil {
 		return nil, false, core.RedisError(l.key, err)
@@ -272,7 +270,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 			args = append(args, m)
 		}
 		if !last {
-			v, err := scripts.LockRelease.Run(ctx, l.rt.Redis, l.keys, args...).Result()
+			v, err := scripts.LockRelease.Run(ctx, l.rt.Pipe, l.keys, args...).Result()
 			if err != nil {
 				return scripts.Release{}, core.RedisError(l.key, err)
 			}
@@ -280,7 +278,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		}
 		// The end of the hold: a second run would find it gone (see core.SendRelease).
 		return core.SendRelease(l.rt, trusted, func() (scripts.Release, error) {
-			v, err := scripts.LockRelease.RunOnce(ctx, l.rt.Redis, l.keys, args...).Result()
+			v, err := scripts.LockRelease.RunOnce(ctx, l.rt.Pipe, l.keys, args...).Result()
 			if err != nil {
 				return scripts.Release{}, core.RedisError(l.key, err)
 			}
@@ -307,7 +305,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := l.rt.Check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.LockForceRelease.Run(ctx, l.rt.Redis, l.keys, l.rt.PublishCommand(), "").Int64()
+	n, err := scripts.LockForceRelease.Run(ctx, l.rt.Pipe, l.keys, l.rt.PublishCommand(), "").Int64()
 	if err != nil {
 		return false, core.RedisError(l.key, err)
 	}
@@ -328,7 +326,7 @@ func (l *Lock) Info(ctx context.Context) (Info, error) {
 	if err := l.rt.Check(); err != nil {
 		return Info{}, err
 	}
-	res, err := scripts.LockInfo.Run(ctx, l.rt.Redis, []string{l.key}).Slice()
+	res, err := scripts.LockInfo.Run(ctx, l.rt.Pipe, []string{l.key}).Slice()
 	if err != nil {
 		return Info{}, core.RedisError(l.key, err)
 	}

@@ -231,7 +231,7 @@ func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args 
 // then means that the outcome is unknown (the script may have run). For calls whose second
 // run would answer differently from the first, and whose callers settle an unknown outcome
 // themselves.
-func (s *Script) RunOnce(ctx context.Context, c redis.UniversalClient, keys []string, args ...any) *redis.Cmd {
+func (s *Script) RunOnce(ctx context.Context, c Processor, keys []string, args ...any) *redis.Cmd {
 	cmd := runOnce(ctx, c, "evalsha", s.sha, keys, args)
 	if IsNoScript(cmd.Err()) {
 		cmd = runOnce(ctx, c, "eval", s.src, keys, args)
@@ -239,7 +239,7 @@ func (s *Script) RunOnce(ctx context.Context, c redis.UniversalClient, keys []st
 	return cmd
 }
 
-func runOnce(ctx context.Context, c redis.UniversalClient, name, payload string, keys []string, args []any) *redis.Cmd {
+func runOnce(ctx context.Context, c Processor, name, payload string, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, payload, len(keys))
 	for _, k := range keys {
@@ -252,11 +252,19 @@ func runOnce(ctx context.Context, c redis.UniversalClient, name, payload string,
 	return cmd
 }
 
+// Processor sends a command: a go-redis client, or a Client's pipe (core.Pipe).
+type Processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
 // NoRetry is a command that go-redis does not send again after a broken connection.
 type NoRetry struct{ redis.Cmder }
 
 // NoRetry tells go-redis not to retry the command.
 func (NoRetry) NoRetry() bool { return true }
+
+// Unwrap returns the command.
+func (n NoRetry) Unwrap() redis.Cmder { return n.Cmder }
 
 // Queue adds an EVALSHA of the script to a pipeline. After the pipeline has run, pass the
 // returned command to Retry: it re-runs the call with EVAL if the server had lost the script.

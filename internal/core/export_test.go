@@ -1,0 +1,4 @@
+package core
+
+// PipeLanes is pipeLanes, for the tests.
+const PipeLanes = pipeLanes

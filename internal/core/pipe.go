@@ -1,0 +1,403 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Auto-pipelining.
+//
+// The calls of one Client's primitives share round trips to Redis. A call made while fewer
+// than pipeLanes round trips of the Client are on their way to its server is sent at once, on
+// its own, exactly as go-redis sends any command: a lone call waits for no timer and for no
+// other call. A call made while pipeLanes round trips are on their way joins the server's
+// queue; when one of those round trips ends, everything queued goes to Redis as one pipeline
+// (one write, one read, on one connection of go-redis's pool), sent by the first call of the
+// queue. So under load a Client keeps at most pipeLanes round trips on their way per server,
+// however many calls it makes, and each round trip carries the calls that arrived during the
+// one before: the client's cost of a call (the syscalls of a round trip) is shared by them.
+//
+// Order. A queue is sent in the order its calls joined it. Calls on their way at the same time
+// have no order between them, as with any pool of connections; a goroutine waits for each
+// reply before it makes its next call, so its release reaches Redis before its next
+// acquisition.
+//
+// Retries. A pipeline whose connection broke is sent again by go-redis, as a whole, as any
+// pipeline is, unless one of its calls must not be sent twice (scripts.NoRetry): go-redis then
+// sends none again, and the pipe sends the other calls again itself, as go-redis would have
+// sent each of them alone. The call that must not be sent twice reports the broken connection,
+// as it would alone.
+//
+// Deadlines. A call in a pipeline waits for its reply as it would for a call of its own: until
+// the reply comes when the Redis client does not honour context deadlines (go-redis's read
+// timeout bounds it, and the engine bounds the caller: see deadline.go), and until its context
+// ends otherwise. A caller that stops waiting leaves its call in the pipeline if the pipeline
+// was written already, and its reply is dropped when it comes.
+//
+// Redis Cluster. Each master has its own queue and its own round trips: a pipeline goes to one
+// server, through the cluster client, which follows redirections.
+//
+// With a Redis client that honours context deadlines, a call whose context can end joins a
+// pipeline only when it is one command replying with a *redis.Cmd (every script, and Do);
+// others are sent on their own.
+
+// pipeLanes is how many round trips of a Client may be on their way to one server before its
+// calls are pipelined. One would send every call of a loaded Client through one pipeline at a
+// time, and the client's work between two of them (reading one pipeline's replies, writing
+// the next) would leave Redis idle; two keep one pipeline in Redis while the client works on
+// the other.
+const pipeLanes = 2
+
+// Pipe is a Client's auto-pipeline (see above). It sends commands as redis.Scripter and
+// Process do.
+type Pipe struct {
+	rdb     redis.UniversalClient
+	cluster *redis.ClusterClient
+	honours bool
+	lanes   int
+
+	one   lane // the server of a client that is not a cluster client
+	nodes sync.Map
+
+	stats pipeStats
+}
+
+type pipeStats struct {
+	alone, batches, batched, resent atomic.Int64
+}
+
+// PipeStats counts what a Pipe sent.
+type PipeStats struct {
+	Alone   int64 // calls sent on their own
+	Batches int64 // pipelines sent
+	Batched int64 // calls sent in those pipelines
+	Resent  int64 // calls of a broken pipeline sent again by the pipe (see Retries above)
+}
+
+// lane is one server's queue.
+type lane struct {
+	mu    sync.Mutex
+	busy  int // round trips on their way
+	queue []*queued
+}
+
+// queued is a call waiting in a queue: one command, or several that go in one round trip
+// (ProcessAll).
+type queued struct {
+	ctx  context.Context
+	cmds []redis.Cmder // what the pipeline sends
+	// copied, when set, is the caller's command, and cmds[0] a command of its own that the
+	// pipeline sends instead, so that a caller that stops waiting never races with the reply.
+	copied *redis.Cmd
+	// next receives nil when the replies are in, or the pipeline to send when this call is
+	// the first of it.
+	next chan []*queued
+}
+
+func newPipe(rdb redis.UniversalClient, honours bool) *Pipe {
+	p := &Pipe{rdb: rdb, honours: honours, lanes: pipeLanes}
+	p.cluster, _ = rdb.(*redis.ClusterClient)
+	return p
+}
+
+// Stats returns what the pipe sent so far.
+func (p *Pipe) Stats() PipeStats {
+	return PipeStats{Alone: p.stats.alone.Load(), Batches: p.stats.batches.Load(),
+		Batched: p.stats.batched.Load(), Resent: p.stats.resent.Load()}
+}
+
+// Queued returns how many calls wait in the pipe's queues.
+func (p *Pipe) Queued() int {
+	n := p.one.queued()
+	p.nodes.Range(func(_, l any) bool {
+		n += l.(*lane).queued()
+		return true
+	})
+	return n
+}
+
+func (l *lane) queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue)
+}
+
+// Process sends cmd (see above) and returns its error.
+func (p *Pipe) Process(ctx context.Context, cmd redis.Cmder) error {
+	return p.ProcessAll(ctx, cmd)
+}
+
+// ProcessAll sends cmds, all keyed in one slot, in one round trip (see above), and returns
+// the first error of theirs.
+func (p *Pipe) ProcessAll(ctx context.Context, cmds ...redis.Cmder) error {
+	l := p.lane(ctx, cmds[0])
+	if l == nil {
+		return p.alone(ctx, cmds)
+	}
+	l.mu.Lock()
+	if l.busy < p.lanes {
+		l.busy++
+		l.mu.Unlock()
+		err := p.alone(ctx, cmds)
+		p.free(l)
+		return err
+	}
+	q := &queued{ctx: ctx, cmds: cmds, next: make(chan []*queued, 1)}
+	if p.honours && ctx.Done() != nil {
+		// The caller may stop waiting (see Deadlines above).
+		c, ok := unwrap(cmds[0]).(*redis.Cmd)
+		if len(cmds) > 1 || !ok {
+			l.mu.Unlock()
+			return p.alone(ctx, cmds)
+		}
+		var wire redis.Cmder = redis.NewCmd(ctx, c.Args()...)
+		if cmds[0].NoRetry() {
+			wire = noRetry{wire}
+		}
+		q.copied, q.cmds = c, []redis.Cmder{wire}
+	}
+	l.queue = append(l.queue, q)
+	l.mu.Unlock()
+
+	if q.copied == nil {
+		if batch := <-q.next; batch != nil {
+			p.send(l, batch)
+		}
+	} else if err := p.await(ctx, l, q); err != nil {
+		q.copied.SetErr(err)
+		return err
+	} else {
+		wire := unwrap(q.cmds[0]).(*redis.Cmd)
+		q.copied.SetVal(wire.Val())
+		q.copied.SetErr(wire.Err())
+	}
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// await waits for q's replies until ctx ends; when q is the first call of its pipeline, the
+// pipeline is sent on a goroutine of its own, which the caller may stop waiting for.
+func (p *Pipe) await(ctx context.Context, l *lane, q *queued) error {
+	select {
+	case batch := <-q.next:
+		if batch == nil {
+			return nil
+		}
+		sent := make(chan struct{})
+		go func() {
+			p.send(l, batch)
+			close(sent)
+		}()
+		select {
+		case <-sent:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case <-ctx.Done():
+		p.leave(l, q)
+		return ctx.Err()
+	}
+}
+
+// alone sends cmds on their own.
+func (p *Pipe) alone(ctx context.Context, cmds []redis.Cmder) error {
+	p.stats.alone.Add(1)
+	if len(cmds) == 1 {
+		return p.rdb.Process(ctx, cmds[0])
+	}
+	pipe := p.rdb.Pipeline()
+	for _, c := range cmds {
+		_ = pipe.Process(ctx, c)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+func unwrap(c redis.Cmder) redis.Cmder {
+	for {
+		u, ok := c.(interface{ Unwrap() redis.Cmder })
+		if !ok {
+			return c
+		}
+		c = u.Unwrap()
+	}
+}
+
+// leave takes q, whose caller stopped waiting, out of l's queue. When q was taken into a
+// pipeline already, that pipeline is sent anyway, in the background when q is its first call.
+func (p *Pipe) leave(l *lane, q *queued) {
+	l.mu.Lock()
+	for i, o := range l.queue {
+		if o == q {
+			l.queue = append(l.queue[:i:i], l.queue[i+1:]...)
+			l.mu.Unlock()
+			return
+		}
+	}
+	l.mu.Unlock()
+	go func() {
+		if batch := <-q.next; batch != nil {
+			p.send(l, batch)
+		}
+	}()
+}
+
+// send sends batch, whose first call is the caller's, as one pipeline, hands the lane on, and
+// wakes the batch's other callers.
+func (p *Pipe) send(l *lane, batch []*queued) {
+	ctx := context.WithoutCancel(batch[0].ctx)
+	pipe := p.rdb.Pipeline()
+	once := false
+	n := 0
+	for _, q := range batch {
+		for _, c := range q.cmds {
+			_ = pipe.Process(ctx, c)
+			once = once || c.NoRetry()
+			n++
+		}
+	}
+	_, _ = pipe.Exec(ctx)
+	p.stats.batches.Add(1)
+	p.stats.batched.Add(int64(n))
+	if once {
+		// go-redis sent none of them again: send again, each on its own, the calls whose
+		// reply did not come and that go-redis would have sent again.
+		for _, q := range batch {
+			for _, c := range q.cmds {
+				if !c.NoRetry() && resendable(c.Err()) {
+					p.stats.resent.Add(1)
+					c.SetErr(nil)
+					_ = p.rdb.Process(ctx, c)
+				}
+			}
+		}
+	}
+	p.free(l)
+	for _, q := range batch[1:] {
+		q.next <- nil
+	}
+}
+
+// resendable reports whether err says that a pipeline's connection broke before the call's
+// reply was read.
+func resendable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var re redis.Error
+	return !errors.As(err, &re)
+}
+
+// free ends a round trip of l: the queue, if any, goes as the next pipeline, sent by its first
+// call.
+func (p *Pipe) free(l *lane) {
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.busy--
+		l.mu.Unlock()
+		return
+	}
+	batch := l.queue
+	l.queue = nil
+	l.mu.Unlock()
+	batch[0].next <- batch
+}
+
+// lane returns the queue of the server that serves cmd's key; nil when it is not known (the
+// command is then sent on its own, and go-redis reports why it cannot be).
+func (p *Pipe) lane(ctx context.Context, cmd redis.Cmder) *lane {
+	if p.cluster == nil {
+		return &p.one
+	}
+	key := firstKey(cmd)
+	node, err := p.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return nil
+	}
+	addr := node.Options().Addr
+	if l, ok := p.nodes.Load(addr); ok {
+		return l.(*lane)
+	}
+	l, _ := p.nodes.LoadOrStore(addr, &lane{})
+	return l.(*lane)
+}
+
+// firstKey returns the key a command is routed by: a script's first key, or a command's first
+// argument.
+func firstKey(cmd redis.Cmder) string {
+	args := cmd.Args()
+	pos := 1
+	switch strings.ToLower(cmd.Name()) {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+		pos = 3
+	}
+	if len(args) <= pos {
+		return ""
+	}
+	s, _ := args[pos].(string)
+	return s
+}
+
+// noRetry is a command that go-redis does not send again after a broken connection.
+type noRetry struct{ redis.Cmder }
+
+func (noRetry) NoRetry() bool { return true }
+
+func (n noRetry) Unwrap() redis.Cmder { return n.Cmder }
+
+// The pipe as a redis.Scripter, so that scripts run through it.
+
+// Eval sends EVAL.
+func (p *Pipe) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return p.eval(ctx, "eval", script, keys, args)
+}
+
+// EvalSha sends EVALSHA.
+func (p *Pipe) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return p.eval(ctx, "evalsha", sha1, keys, args)
+}
+
+// EvalRO sends EVAL_RO.
+func (p *Pipe) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return p.eval(ctx, "eval_ro", script, keys, args)
+}
+
+// EvalShaRO sends EVALSHA_RO.
+func (p *Pipe) EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return p.eval(ctx, "evalsha_ro", sha1, keys, args)
+}
+
+// ScriptExists is the Redis client's.
+func (p *Pipe) ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd {
+	return p.rdb.ScriptExists(ctx, hashes...)
+}
+
+// ScriptLoad is the Redis client's.
+func (p *Pipe) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
+	return p.rdb.ScriptLoad(ctx, script)
+}
+
+func (p *Pipe) eval(ctx context.Context, name, payload string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, payload, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	_ = p.Process(ctx, cmd)
+	return cmd
+}
