@@ -96,7 +96,7 @@ func TestPipeSendsQueuedCallsAsOnePipeline(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := echo(ctx, p, "k" + strconv.Itoa(i), i).Result()
+			v, err := echo(ctx, p, "k"+strconv.Itoa(i), i).Result()
 			assert.NoError(t, err)
 			replies[i] = v
 		}()

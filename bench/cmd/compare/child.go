@@ -59,7 +59,7 @@ func childMain() error {
 		if sp.Impl < 0 || sp.Impl >= len(p.impls) {
 			return fmt.Errorf("no implementation %d", sp.Impl)
 		}
-		if err := enc.Encode(runSlice(p.impls[sp.Impl], sp, wit, work)); err != nil {
+		if err := enc.Encode(runSlice(p, p.impls[sp.Impl], sp, wit, work)); err != nil {
 			return err
 		}
 		if err := out.Flush(); err != nil {

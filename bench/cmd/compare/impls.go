@@ -19,6 +19,7 @@ import (
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/reentrant"
+	"github.com/redaqs/aqs/semaphore"
 )
 
 // acquireFunc takes a lock for one goroutine, blocking until it has it or ctx is done, and
@@ -54,6 +55,7 @@ var implNames = []string{
 	"FIFO floor: BLPOP + RPUSH of a token",
 	"aqs reentrant",
 	"aqs fair",
+	"aqs counting semaphore, 1 permit",
 	"redsync (defaults)",
 	"redsync, retry delay 1ms",
 	"redislock, linear 100ms",
@@ -67,7 +69,7 @@ const (
 	floorEval   = 1
 	floorCycle  = 2
 	fifoFloor   = 3
-	capacityRow = 11
+	capacityRow = 12
 )
 
 // capacityBatch is how many commands the capacity row sends to a round trip.
@@ -84,6 +86,9 @@ var trivial = redis.NewScript(`return 1`)
 type procImpls struct {
 	impls   []*impl
 	closers []func()
+	// app is the application's own Redis client, for the round trips of a critical section
+	// that does I/O (sliceSpec.IO): the same for every row.
+	app *redis.Client
 }
 
 // close closes every client, the aqs Clients before the go-redis clients they use.
@@ -107,6 +112,7 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 		return nil, err
 	}
 
+	p.app = newRDB()
 	floor := newRDB()
 	for _, s := range []*redis.Script{floorDel, trivial} {
 		if err := s.Load(ctx, floor).Err(); err != nil {
@@ -203,6 +209,25 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 			}
 			return aqsLocks(func(ctx context.Context) (context.Context, error) { return l.Lock(ctx) }, l.Unlock, n), nil
 		}},
+		// A semaphore of one permit is a lock; its permits are set once per name, by the first
+		// process to try.
+		&impl{name: implNames[6], locks: func(key string, n int) ([]acquireFunc, error) {
+			s, err := semaphore.New(client, key)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := s.TrySetPermits(bg, 1); err != nil {
+				return nil, err
+			}
+			release := func() error { return s.Release(bg, 1) }
+			acq := func(ctx context.Context) (func() error, error) {
+				if err := s.Acquire(ctx, 1); err != nil {
+					return nil, err
+				}
+				return release, nil
+			}
+			return repeat(acquireFunc(acq), n), nil
+		}},
 	)
 
 	// redsync: a Mutex remembers the value of its current hold, so each goroutine has its own.
@@ -229,9 +254,9 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 		}
 	}
 	p.impls = append(p.impls,
-		&impl{name: implNames[6], locks: redsyncLocks()},
+		&impl{name: implNames[7], locks: redsyncLocks()},
 		// Tries enough that a Lock call never gives up within a slice (1ms apart: 17 minutes).
-		&impl{name: implNames[7], locks: redsyncLocks(redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1<<20))},
+		&impl{name: implNames[8], locks: redsyncLocks(redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1<<20))},
 	)
 
 	// redislock: without a deadline on ctx, Obtain gives up after the TTL; the slice's context
@@ -252,8 +277,8 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 		return func(key string, n int) ([]acquireFunc, error) { return repeat(acq(key), n), nil }
 	}
 	p.impls = append(p.impls,
-		&impl{name: implNames[8], locks: redislockLocks(100 * time.Millisecond)},
-		&impl{name: implNames[9], locks: redislockLocks(time.Millisecond)},
+		&impl{name: implNames[9], locks: redislockLocks(100 * time.Millisecond)},
+		&impl{name: implNames[10], locks: redislockLocks(time.Millisecond)},
 	)
 
 	// rueidislock: one Locker per process, on its own rueidis client.
@@ -264,7 +289,7 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 		return fail(fmt.Errorf("rueidislock.NewLocker: %w", err))
 	}
 	p.closers = append(p.closers, locker.Close)
-	p.impls = append(p.impls, &impl{name: implNames[10], locks: func(key string, n int) ([]acquireFunc, error) {
+	p.impls = append(p.impls, &impl{name: implNames[11], locks: func(key string, n int) ([]acquireFunc, error) {
 		acq := func(ctx context.Context) (func() error, error) {
 			_, release, err := locker.WithContext(ctx, key)
 			if err != nil {

@@ -58,6 +58,8 @@ type scenario struct {
 	// production workload: a lock per order, per seat), each held for sleep.
 	names int
 	sleep time.Duration
+	// io is how many round trips to Redis each critical section makes (see sliceSpec.IO).
+	io int
 }
 
 // manyNames is how many lock names the many-names scenarios spread their acquisitions over.
@@ -81,7 +83,7 @@ func main() {
 	flag.DurationVar(&cfg.work, "work", 10*time.Microsecond, "length of the critical section (busy, not a sleep)")
 	flag.IntVar(&cfg.procs, "procs", 4, "processes of the multi-process scenario, 8 goroutines each (0: leave it out)")
 	flag.BoolVar(&cfg.v, "v", false, "log every slice's rate to stderr")
-	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32, procs, many, many-1ms, many-procs and many-procs-1ms (default all)")
+	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs and many-procs-1ms (default all)")
 	rowsFlag := flag.String("impls", "", "comma-separated words; run only the rows whose name contains one of them (and the floor cycle, which the ratios need); default all")
 	flag.Parse()
 	cfg.impls = chooseImpls(*rowsFlag)
@@ -131,6 +133,15 @@ func run(cfg config) error {
 		scenarios = append(scenarios, scenario{tag: "procs",
 			title: fmt.Sprintf("Contended: %d processes × 8 goroutines", cfg.procs), procs: cfg.procs, goroutines: 8})
 	}
+	// A critical section that reads what the lock guards: two GETs, after the work.
+	scenarios = append(scenarios, scenario{tag: "32-io",
+		title: "Contended, Redis I/O in the hold: 32 goroutines, one process, 2 GETs per critical section",
+		procs: 1, goroutines: 32, io: 2})
+	if cfg.procs > 0 {
+		scenarios = append(scenarios, scenario{tag: "procs-io",
+			title: fmt.Sprintf("Contended, Redis I/O in the hold: %d processes × 8 goroutines, 2 GETs per critical section", cfg.procs),
+			procs: cfg.procs, goroutines: 8, io: 2})
+	}
 	for _, hold := range []time.Duration{0, time.Millisecond} {
 		suffix, held := "", "held for no time"
 		if hold > 0 {
@@ -153,7 +164,7 @@ func run(cfg config) error {
 			}
 		}
 		if len(chosen) == 0 {
-			return fmt.Errorf("-scenarios names none of 1, 2, 8, 32, procs, many, many-1ms, many-procs, many-procs-1ms")
+			return fmt.Errorf("-scenarios names none of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs, many-procs-1ms")
 		}
 		scenarios = chosen
 	}
@@ -246,6 +257,7 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 				Goroutines: sc.goroutines,
 				Names:      sc.names,
 				Sleep:      int64(sc.sleep),
+				IO:         sc.io,
 			}
 			// Time to build the goroutines' handles before the start: a thousand names'
 			// take a moment.
@@ -257,7 +269,7 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 			if children == nil {
 				sp.Start = time.Now().Add(setup).UnixNano()
 				sp.Stop = sp.Start + int64(cfg.slice)
-				results[i] = runSlice(p.impls[i], sp, wit, cfg.work)
+				results[i] = runSlice(p, p.impls[i], sp, wit, cfg.work)
 			} else {
 				results[i], err = runChildren(children, sp, cfg.slice, setup)
 				if err != nil {

@@ -34,6 +34,10 @@ type sliceSpec struct {
 	// nanoseconds of sleep (a critical section that waits on I/O) instead of the busy work.
 	Names int   `json:"names,omitempty"`
 	Sleep int64 `json:"sleep,omitempty"`
+	// IO is how many round trips to Redis the critical section makes after its work (a GET
+	// each, on the application's own client): a critical section that reads what the lock
+	// guards.
+	IO int `json:"io,omitempty"`
 }
 
 // sliceResult is what one process's goroutines did in one slice.
@@ -75,11 +79,20 @@ func (w *worker) fail(err error) {
 }
 
 // runSlice runs one slice in this process; it returns once every goroutine has stopped.
-func runSlice(im *impl, sp sliceSpec, wit *witness, work time.Duration) sliceResult {
+func runSlice(p *procImpls, im *impl, sp sliceSpec, wit *witness, work time.Duration) sliceResult {
 	start, stop := time.Unix(0, sp.Start), time.Unix(0, sp.Stop)
 	workers := make([]worker, sp.Goroutines)
 	var acquire []acquireFunc
 	hold := func() { spin(work) }
+	if sp.IO > 0 {
+		data := sp.Key + ":data"
+		hold = func() {
+			spin(work)
+			for range sp.IO {
+				_ = p.app.Get(context.Background(), data).Err()
+			}
+		}
+	}
 	if sp.Names > 0 {
 		hold = func() { time.Sleep(time.Duration(sp.Sleep)) }
 		if sp.Sleep <= 0 {
