@@ -21,6 +21,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x ./fair/
 	$(GO) test -run '^$$' -bench 'VsFloor' -benchtime 3000x ./semaphore/
 	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x ./semaphore/
+	$(GO) test -run '^$$' -bench 'Pipe' -benchtime 1x ./internal/core/
 
 # aqs against redsync, redislock and rueidislock (about 3 minutes; see BENCHMARKS.md). bench/ is
 # a module of its own, so users of the library never download those libraries.

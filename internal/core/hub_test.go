@@ -32,7 +32,7 @@ func topologies(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 	t.Run("cluster", func(t *testing.T) { f(t, redistest.Cluster(t).Client(t)) })
 }
 
-func runtimeOf(t *testing.T, c *aqs.Client) *core.Runtime {
+func runtimeOf(t testing.TB, c *aqs.Client) *core.Runtime {
 	t.Helper()
 	rt := c.Runtime(core.Access{})
 	require.NotNil(t, rt)

@@ -59,7 +59,7 @@ func (g *gate) hold(t *testing.T, p *core.Pipe, key string, n int) func() {
 	})
 }
 
-func pipeOf(t *testing.T, rdb redis.UniversalClient) *core.Pipe {
+func pipeOf(t testing.TB, rdb redis.UniversalClient) *core.Pipe {
 	t.Helper()
 	c, err := aqs.New(context.Background(), rdb)
 	require.NoError(t, err)
