@@ -112,9 +112,13 @@ func (a *attempt) run() (Won, bool, error) {
 		}
 	}
 
-	timer := time.NewTimer(time.Hour)
-	timer.Stop() // armed by each wait; since Go 1.23 a stopped timer holds no value
-	defer timer.Stop()
+	var timer *time.Timer // made by the first wait that needs one: most calls never wait
+	stop := func() {
+		if timer != nil {
+			timer.Stop() // since Go 1.23 a stopped timer holds no value
+		}
+	}
+	defer stop()
 	for {
 		switch r.Status {
 		case scripts.Acquired:
@@ -202,8 +206,14 @@ func (a *attempt) run() (Won, bool, error) {
 		if a.w != nil {
 			out = a.w.out
 		}
+		var fallback <-chan time.Time
 		if wait > 0 {
-			timer.Reset(max(wait, time.Millisecond))
+			if timer == nil {
+				timer = time.NewTimer(max(wait, time.Millisecond))
+			} else {
+				timer.Reset(max(wait, time.Millisecond))
+			}
+			fallback = timer.C
 		}
 		again := true
 		select {
@@ -223,15 +233,15 @@ func (a *attempt) run() (Won, bool, error) {
 			return a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true)
 		case <-dropped:
 			r = scripts.Attempt{Status: scripts.Dropped}
-			timer.Stop()
+			stop()
 			continue
-		case <-timer.C:
+		case <-fallback:
 		case <-a.waitCtx.Done():
 			return a.giveUp(nil)
 		case <-a.q.rt.Done():
 			return a.giveUp(core.ErrClosed)
 		}
-		timer.Stop()
+		stop()
 		if !again {
 			continue // still queued, with the same fallback bound
 		}

@@ -16,6 +16,9 @@ type LockConfig struct {
 // aqs (aqs.LockOption, aqs.TryLockOption, aqs.TryOption) or a concrete option
 // (aqs.LeaseOption, aqs.WaitOption).
 func ApplyOptions[T interface{ Apply(*LockConfig) }](opts []T) (LockConfig, error) {
+	if len(opts) == 0 {
+		return LockConfig{}, nil // the common call, without the allocation of c below
+	}
 	var c LockConfig
 	for _, o := range opts {
 		if any(o) == nil {

@@ -147,35 +147,45 @@ func (p *Pipe) ProcessAll(ctx context.Context, cmds ...redis.Cmder) error {
 		p.free(l)
 		return err
 	}
-	q := &queued{ctx: ctx, cmds: cmds, next: make(chan []*queued, 1)}
-	if p.honours && ctx.Done() != nil {
-		// The caller may stop waiting (see Deadlines above).
-		c, ok := unwrap(cmds[0]).(*redis.Cmd)
-		if len(cmds) > 1 || !ok {
-			l.mu.Unlock()
-			return p.alone(ctx, cmds)
-		}
-		var wire redis.Cmder = redis.NewCmd(ctx, c.Args()...)
-		if cmds[0].NoRetry() {
-			wire = noRetry{wire}
-		}
-		q.copied, q.cmds = c, []redis.Cmder{wire}
-	}
-	l.queue = append(l.queue, q)
-	l.mu.Unlock()
-
-	if q.copied == nil {
+	if !p.honours || ctx.Done() == nil {
+		q := queuedPool.Get().(*queued)
+		q.ctx, q.cmds = ctx, cmds
+		l.queue = append(l.queue, q)
+		l.mu.Unlock()
 		if batch := <-q.next; batch != nil {
 			p.send(l, batch)
 		}
-	} else if err := p.await(ctx, l, q); err != nil {
-		q.copied.SetErr(err)
-		return err
-	} else {
-		wire := unwrap(q.cmds[0]).(*redis.Cmd)
-		q.copied.SetVal(wire.Val())
-		q.copied.SetErr(wire.Err())
+		*q = queued{next: q.next} // its next is empty again: every send to it was received
+		queuedPool.Put(q)
+		return firstErr(cmds)
 	}
+	// The caller may stop waiting (see Deadlines above).
+	c, ok := unwrap(cmds[0]).(*redis.Cmd)
+	if len(cmds) > 1 || !ok {
+		l.mu.Unlock()
+		return p.alone(ctx, cmds)
+	}
+	var wire redis.Cmder = redis.NewCmd(ctx, c.Args()...)
+	if cmds[0].NoRetry() {
+		wire = noRetry{wire}
+	}
+	q := &queued{ctx: ctx, cmds: []redis.Cmder{wire}, copied: c, next: make(chan []*queued, 1)}
+	l.queue = append(l.queue, q)
+	l.mu.Unlock()
+
+	if err := p.await(ctx, l, q); err != nil {
+		c.SetErr(err)
+		return err
+	}
+	reply := unwrap(wire).(*redis.Cmd)
+	c.SetVal(reply.Val())
+	c.SetErr(reply.Err())
+	return c.Err()
+}
+
+var queuedPool = sync.Pool{New: func() any { return &queued{next: make(chan []*queued, 1)} }}
+
+func firstErr(cmds []redis.Cmder) error {
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
 			return err
