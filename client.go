@@ -7,6 +7,17 @@
 // made, the script loader, one pub/sub hub and one lease watchdog. Create one per process and
 // per Redis deployment, and Close it at shutdown.
 //
+// The calls of one Client share round trips. A call made while fewer than two round trips of
+// the Client are on their way to its Redis server (to that master, on Redis Cluster) is sent at
+// once, on its own, as go-redis sends any command. A call made while two are on their way waits
+// for one of them to end, and then goes with every other call that waited meanwhile in one
+// pipeline: one write and one read for all of them, on one connection of rdb's pool. So the
+// more goroutines of a process use the Client at once, on many different names, the more calls
+// each round trip carries; a lone call waits for nothing. The Client's calls keep their order
+// where it matters: a goroutine waits for each reply before its next call, so its release
+// reaches Redis before its next acquisition. Acquisitions under WithReplicaSync go in a
+// pipeline of their own, followed by WAIT. Commands sent directly on rdb are not affected.
+//
 // Ownership travels in the context. A successful Lock returns a held context that carries the
 // hold; a Lock on the same lock with that context (or one derived from it) re-enters the hold.
 // Any other call is a new holder that must wait, so one lock value may be shared by many
