@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -39,6 +40,31 @@ type impl struct {
 	// manyOnly marks a row of the many-names scenarios only (the server's pipelined capacity);
 	// oneOnly, a row left out of them (the FIFO floor, a hand-off on one key).
 	manyOnly, oneOnly bool
+	// trips, when set, counts the commands and round trips of the row's go-redis client.
+	trips *tripCounter
+}
+
+// tripCounter is a go-redis hook that counts commands and the round trips that carry them
+// (a lone command, or a pipeline), SUBSCRIBE-family and pub/sub traffic apart: how many calls
+// the aqs Client's auto-pipeline puts into a round trip.
+type tripCounter struct{ cmds, trips atomic.Int64 }
+
+func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.cmds.Add(1)
+		c.trips.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.cmds.Add(int64(len(cmds)))
+		c.trips.Add(1)
+		return next(ctx, cmds)
+	}
 }
 
 // lockTTL is the lease the libraries that take one are given. It only matters if a holder
@@ -178,6 +204,8 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 
 	// Ours: one aqs.Client per process, as the package documentation asks.
 	aqsRDB := newRDB()
+	trips := &tripCounter{}
+	aqsRDB.AddHook(trips)
 	client, err := aqs.New(ctx, aqsRDB)
 	if err != nil {
 		return fail(fmt.Errorf("aqs.New: %w", err))
@@ -195,14 +223,14 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 		return repeat(acquireFunc(acq), n)
 	}
 	p.impls = append(p.impls,
-		&impl{name: implNames[4], locks: func(key string, n int) ([]acquireFunc, error) {
+		&impl{name: implNames[4], trips: trips, locks: func(key string, n int) ([]acquireFunc, error) {
 			l, err := reentrant.New(client, key)
 			if err != nil {
 				return nil, err
 			}
 			return aqsLocks(func(ctx context.Context) (context.Context, error) { return l.Lock(ctx) }, l.Unlock, n), nil
 		}},
-		&impl{name: implNames[5], locks: func(key string, n int) ([]acquireFunc, error) {
+		&impl{name: implNames[5], trips: trips, locks: func(key string, n int) ([]acquireFunc, error) {
 			l, err := fair.New(client, key)
 			if err != nil {
 				return nil, err
@@ -211,7 +239,7 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 		}},
 		// A semaphore of one permit is a lock; its permits are set once per name, by the first
 		// process to try.
-		&impl{name: implNames[6], locks: func(key string, n int) ([]acquireFunc, error) {
+		&impl{name: implNames[6], trips: trips, locks: func(key string, n int) ([]acquireFunc, error) {
 			s, err := semaphore.New(client, key)
 			if err != nil {
 				return nil, err

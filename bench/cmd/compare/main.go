@@ -354,7 +354,7 @@ func printTable(sc scenario, rows []row) {
 	b.WriteString("| Implementation | acq/s | × floor | wait p50 | wait p99 | wait max | releaser re-acquires | Jain | overlaps | errors | acquisitions |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	contended := sc.procs*sc.goroutines > 1
-	var notes []string
+	var notes, trips []string
 	for i, r := range rows {
 		if len(r.rates) == 0 {
 			continue // a row left out by -impls
@@ -396,6 +396,13 @@ func printTable(sc scenario, rows []row) {
 		if r.firstErr != "" {
 			notes = append(notes, fmt.Sprintf("%s, first error: %s", implNames[i], r.firstErr))
 		}
+		if r.trips > 0 {
+			trips = append(trips, fmt.Sprintf("%s %.1f", strings.TrimPrefix(implNames[i], "aqs "), float64(r.cmds)/float64(r.trips)))
+		}
+	}
+	if len(trips) > 0 {
+		notes = append(notes, "Commands per round trip of the aqs Client's go-redis client (its auto-pipeline; all rounds): "+
+			strings.Join(trips, ", ")+".")
 	}
 	for _, n := range notes {
 		fmt.Fprintf(&b, "\n%s\n", n)

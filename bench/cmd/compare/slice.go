@@ -42,12 +42,14 @@ type sliceSpec struct {
 
 // sliceResult is what one process's goroutines did in one slice.
 type sliceResult struct {
-	Ops      int64   `json:"ops"`      // acquisitions or operations completed before stop
-	Counts   []int64 `json:"counts"`   // the same, per goroutine
-	Waits    []int64 `json:"waits"`    // ns from a Lock call to the acquisition, completed waits
-	Cut      []int64 `json:"cut"`      // ns, waits cut off at stop
-	Repeats  int64   `json:"repeats"`  // acquisitions before stop by the goroutine that held it last
-	Failures int64   `json:"failures"` // Lock calls that failed before stop, and failed releases
+	Ops      int64   `json:"ops"`             // acquisitions or operations completed before stop
+	Counts   []int64 `json:"counts"`          // the same, per goroutine
+	Waits    []int64 `json:"waits"`           // ns from a Lock call to the acquisition, completed waits
+	Cut      []int64 `json:"cut"`             // ns, waits cut off at stop
+	Repeats  int64   `json:"repeats"`         // acquisitions before stop by the goroutine that held it last
+	Failures int64   `json:"failures"`        // Lock calls that failed before stop, and failed releases
+	Cmds     int64   `json:"cmds,omitempty"`  // commands of the row's counted client (impl.trips) in the slice
+	Trips    int64   `json:"trips,omitempty"` // the round trips that carried them
 	FirstErr string  `json:"first_err,omitempty"`
 }
 
@@ -59,6 +61,8 @@ func (r *sliceResult) merge(o sliceResult) {
 	r.Cut = append(r.Cut, o.Cut...)
 	r.Repeats += o.Repeats
 	r.Failures += o.Failures
+	r.Cmds += o.Cmds
+	r.Trips += o.Trips
 	if r.FirstErr == "" {
 		r.FirstErr = o.FirstErr
 	}
@@ -112,6 +116,10 @@ func runSlice(p *procImpls, im *impl, sp sliceSpec, wit *witness, work time.Dura
 		}
 	}
 	time.Sleep(time.Until(start))
+	var cmds0, trips0 int64
+	if im.trips != nil {
+		cmds0, trips0 = im.trips.cmds.Load(), im.trips.trips.Load()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	timer := time.AfterFunc(time.Until(stop), cancel)
@@ -133,6 +141,9 @@ func runSlice(p *procImpls, im *impl, sp sliceSpec, wit *witness, work time.Dura
 	wg.Wait()
 
 	res := sliceResult{Counts: make([]int64, len(workers))}
+	if im.trips != nil {
+		res.Cmds, res.Trips = im.trips.cmds.Load()-cmds0, im.trips.trips.Load()-trips0
+	}
 	for g, w := range workers {
 		res.Ops += w.count
 		res.Counts[g] = w.count

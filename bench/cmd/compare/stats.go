@@ -20,6 +20,8 @@ type row struct {
 	failures int64
 	overlaps int64
 	firstErr string
+	cmds     int64 // see sliceResult.Cmds
+	trips    int64
 }
 
 func (r *row) add(res sliceResult, rate float64, overlaps int64) {
@@ -30,6 +32,8 @@ func (r *row) add(res sliceResult, rate float64, overlaps int64) {
 	r.waits = append(r.waits, res.Waits...)
 	r.cut = append(r.cut, res.Cut...)
 	r.acquired += res.Ops
+	r.cmds += res.Cmds
+	r.trips += res.Trips
 	r.repeats += res.Repeats
 	r.failures += res.Failures
 	r.overlaps += overlaps
