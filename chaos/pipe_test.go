@@ -1,0 +1,136 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/reentrant"
+)
+
+// The Client's auto-pipeline under connection cuts: 32 goroutines of one Client lock and unlock
+// 16 names at random, so that most calls go in pipelines, while the proxy cuts every connection
+// every 100ms and adds latency every other period. A cut pipeline holding a release (which
+// go-redis does not send again) has its other calls sent again by the pipe. A witness per
+// name must see no overlap, and every name must be free once the load stopped.
+func TestPipelinedCallsUnderConnectionCuts(t *testing.T) {
+	span := scale(2*time.Second, 20*time.Second)
+	const (
+		names    = 16
+		workers  = 32
+		cutEvery = 100 * time.Millisecond
+		latency  = 2 * time.Millisecond
+	)
+	srv := redistest.NewServer(t)
+	admin := srv.Client(t)
+	px := newProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	c, err := aqs.New(ctx, rdb, aqs.WithWatchdogTimeout(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	locks := make([]*reentrant.Lock, names)
+	inside := make([]atomic.Int32, names)
+	base := redistest.Name(t)
+	for i := range locks {
+		locks[i], err = reentrant.New(c, fmt.Sprintf("%s:%d", base, i))
+		require.NoError(t, err)
+	}
+
+	stop := make(chan struct{})
+	var cuts int
+	faults := sync.WaitGroup{}
+	faults.Add(1)
+	go func() {
+		defer faults.Done()
+		tick := time.NewTicker(cutEvery)
+		defer tick.Stop()
+		end := time.After(span)
+		for {
+			select {
+			case <-end:
+				px.SetLatency(0)
+				close(stop)
+				return
+			case <-tick.C:
+				px.Cut()
+				cuts++
+				if cuts%2 == 1 {
+					px.SetLatency(latency)
+				} else {
+					px.SetLatency(0)
+				}
+			}
+		}
+	}()
+
+	var acquired, failed, overlaps atomic.Int64
+	var firstErr atomic.Value
+	fail := func(err error) {
+		failed.Add(1)
+		firstErr.CompareAndSwap(nil, err.Error())
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := rand.IntN(names)
+				lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				held, err := locks[i].Lock(lctx)
+				cancel()
+				if err != nil {
+					fail(err)
+					continue
+				}
+				if inside[i].Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				acquired.Add(1)
+				for t0 := time.Now(); time.Since(t0) < 50*time.Microsecond; {
+					// the critical section: long enough for another holder to be seen
+				}
+				inside[i].Add(-1)
+				if err := locks[i].Unlock(held); err != nil {
+					fail(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	faults.Wait()
+	st := c.Runtime(core.Access{}).Pipe.Stats()
+	t.Logf("SUMMARY pipe under cuts: %d acquisitions, %d failed calls (first: %v), %d overlaps, %d cuts in %v; "+
+		"pipe: %d calls alone, %d pipelines of %d calls, %d calls sent again",
+		acquired.Load(), failed.Load(), firstErr.Load(), overlaps.Load(), cuts, span,
+		st.Alone, st.Batches, st.Batched, st.Resent)
+	count(int(overlaps.Load()), 0, 0)
+	assert.Zero(t, overlaps.Load(), "overlaps")
+	assert.NotZero(t, acquired.Load())
+	assert.NotZero(t, st.Batches, "the load went through pipelines")
+	// Every name free: a hold orphaned by a cut ends with its lease (1s).
+	for _, l := range locks {
+		assert.Eventually(t, func() bool {
+			n, err := admin.Exists(ctx, l.Key()).Result()
+			return err == nil && n == 0
+		}, 5*time.Second, 10*time.Millisecond, "%s still taken after the load", l.Name())
+	}
+}
