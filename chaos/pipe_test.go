@@ -134,3 +134,90 @@ func TestPipelinedCallsUnderConnectionCuts(t *testing.T) {
 		}, 5*time.Second, 10*time.Millisecond, "%s still taken after the load", l.Name())
 	}
 }
+
+// The same load on a go-redis client that honours context deadlines (ContextTimeoutEnabled),
+// through a proxy that adds 1ms of latency, with Lock deadlines of 2–20ms: most calls
+// end while they wait in the pipe's queue, or while their pipeline is on its way. Every call
+// must return by its deadline (give or take the engine's documented clean-up), no overlap,
+// and every name free after the load.
+func TestPipelinedCallsEndingByTheirDeadlines(t *testing.T) {
+	span := scale(2*time.Second, 10*time.Second)
+	const (
+		names   = 8
+		workers = 32
+		// late bounds how long after its deadline a call may return: the engine's patience
+		// and grace (37.5ms) and a loaded machine's scheduling.
+		late = 250 * time.Millisecond
+	)
+	srv := redistest.NewServer(t)
+	admin := srv.Client(t)
+	px := newProxy(t, srv.Addr())
+	px.SetLatency(time.Millisecond)
+	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	c, err := aqs.New(ctx, rdb, aqs.WithWatchdogTimeout(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	locks := make([]*reentrant.Lock, names)
+	inside := make([]atomic.Int32, names)
+	base := redistest.Name(t)
+	for i := range locks {
+		locks[i], err = reentrant.New(c, fmt.Sprintf("%s:%d", base, i))
+		require.NoError(t, err)
+	}
+	var acquired, expired, overlaps, tooLate atomic.Int64
+	var worst atomic.Int64
+	stop := time.Now().Add(span)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				i := rand.IntN(names)
+				d := time.Duration(2+rand.IntN(19)) * time.Millisecond
+				lctx, cancel := context.WithTimeout(ctx, d)
+				deadline, _ := lctx.Deadline()
+				held, err := locks[i].Lock(lctx)
+				over := time.Since(deadline)
+				cancel()
+				if over > late {
+					tooLate.Add(1)
+				}
+				if int64(over) > worst.Load() {
+					worst.Store(int64(over))
+				}
+				if err != nil {
+					expired.Add(1)
+					continue
+				}
+				if inside[i].Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				acquired.Add(1)
+				inside[i].Add(-1)
+				if err := locks[i].Unlock(held); err != nil {
+					t.Errorf("unlock: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := c.Runtime(core.Access{}).Pipe.Stats()
+	t.Logf("SUMMARY pipe with deadlines: %d acquisitions, %d calls ended by their deadline, %d overlaps, "+
+		"latest return %v after the deadline; pipe: %d calls alone, %d pipelines of %d calls",
+		acquired.Load(), expired.Load(), overlaps.Load(), time.Duration(worst.Load()).Round(time.Millisecond),
+		st.Alone, st.Batches, st.Batched)
+	count(int(overlaps.Load()), 0, 0)
+	assert.Zero(t, overlaps.Load(), "overlaps")
+	assert.Zero(t, tooLate.Load(), "calls that returned more than %v after their deadline", late)
+	assert.NotZero(t, acquired.Load())
+	assert.NotZero(t, st.Batches, "the load went through pipelines")
+	for _, l := range locks {
+		assert.Eventually(t, func() bool {
+			n, err := admin.Exists(ctx, l.Key()).Result()
+			return err == nil && n == 0
+		}, 5*time.Second, 10*time.Millisecond, "%s still taken after the load", l.Name())
+	}
+}
