@@ -32,22 +32,8 @@ func TestPipelinedCallsUnderConnectionCuts(t *testing.T) {
 		cutEvery = 100 * time.Millisecond
 		latency  = 2 * time.Millisecond
 	)
-	srv := redistest.NewServer(t)
-	admin := srv.Client(t)
-	px := newProxy(t, srv.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	ctx := context.Background()
-	c, err := aqs.New(ctx, rdb, aqs.WithWatchdogTimeout(time.Second))
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	locks := make([]*reentrant.Lock, names)
-	inside := make([]atomic.Int32, names)
-	base := redistest.Name(t)
-	for i := range locks {
-		locks[i], err = reentrant.New(c, fmt.Sprintf("%s:%d", base, i))
-		require.NoError(t, err)
-	}
+	pl := newPipeLoad(t, names, false)
+	px, c, locks, inside, ctx := pl.px, pl.c, pl.locks, pl.inside, context.Background()
 
 	stop := make(chan struct{})
 	var cuts int
@@ -126,13 +112,7 @@ func TestPipelinedCallsUnderConnectionCuts(t *testing.T) {
 	assert.Zero(t, overlaps.Load(), "overlaps")
 	assert.NotZero(t, acquired.Load())
 	assert.NotZero(t, st.Batches, "the load went through pipelines")
-	// Every name free: a hold orphaned by a cut ends with its lease (1s).
-	for _, l := range locks {
-		assert.Eventually(t, func() bool {
-			n, err := admin.Exists(ctx, l.Key()).Result()
-			return err == nil && n == 0
-		}, 5*time.Second, 10*time.Millisecond, "%s still taken after the load", l.Name())
-	}
+	pl.assertFree() // a hold orphaned by a cut ends with its lease (1s)
 }
 
 // The same load on a go-redis client that honours context deadlines (ContextTimeoutEnabled),
@@ -149,23 +129,9 @@ func TestPipelinedCallsEndingByTheirDeadlines(t *testing.T) {
 		// and grace (37.5ms) and a loaded machine's scheduling.
 		late = 250 * time.Millisecond
 	)
-	srv := redistest.NewServer(t)
-	admin := srv.Client(t)
-	px := newProxy(t, srv.Addr())
-	px.SetLatency(time.Millisecond)
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	ctx := context.Background()
-	c, err := aqs.New(ctx, rdb, aqs.WithWatchdogTimeout(time.Second))
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	locks := make([]*reentrant.Lock, names)
-	inside := make([]atomic.Int32, names)
-	base := redistest.Name(t)
-	for i := range locks {
-		locks[i], err = reentrant.New(c, fmt.Sprintf("%s:%d", base, i))
-		require.NoError(t, err)
-	}
+	pl := newPipeLoad(t, names, true)
+	pl.px.SetLatency(time.Millisecond)
+	c, locks, inside, ctx := pl.c, pl.locks, pl.inside, context.Background()
 	var acquired, expired, overlaps, tooLate atomic.Int64
 	var worst atomic.Int64
 	stop := time.Now().Add(span)
@@ -214,9 +180,45 @@ func TestPipelinedCallsEndingByTheirDeadlines(t *testing.T) {
 	assert.Zero(t, tooLate.Load(), "calls that returned more than %v after their deadline", late)
 	assert.NotZero(t, acquired.Load())
 	assert.NotZero(t, st.Batches, "the load went through pipelines")
-	for _, l := range locks {
-		assert.Eventually(t, func() bool {
-			n, err := admin.Exists(ctx, l.Key()).Result()
+	pl.assertFree()
+}
+
+// pipeLoad is the set-up of the tests above: one Client (watchdog 1s) on a go-redis client
+// that reaches a server of its own through a proxy, and reentrant locks on names of its own,
+// each with a witness counter.
+type pipeLoad struct {
+	t      *testing.T
+	admin  *redis.Client
+	px     *proxy
+	c      *aqs.Client
+	locks  []*reentrant.Lock
+	inside []atomic.Int32
+}
+
+func newPipeLoad(t *testing.T, names int, honoursDeadlines bool) *pipeLoad {
+	srv := redistest.NewServer(t)
+	pl := &pipeLoad{t: t, admin: srv.Client(t), px: newProxy(t, srv.Addr())}
+	rdb := redis.NewClient(&redis.Options{Addr: pl.px.Addr(), ContextTimeoutEnabled: honoursDeadlines})
+	t.Cleanup(func() { rdb.Close() })
+	var err error
+	pl.c, err = aqs.New(context.Background(), rdb, aqs.WithWatchdogTimeout(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { pl.c.Close() })
+	pl.locks = make([]*reentrant.Lock, names)
+	pl.inside = make([]atomic.Int32, names)
+	base := redistest.Name(t)
+	for i := range pl.locks {
+		pl.locks[i], err = reentrant.New(pl.c, fmt.Sprintf("%s:%d", base, i))
+		require.NoError(t, err)
+	}
+	return pl
+}
+
+// assertFree asserts that every name is free, within a few seconds.
+func (pl *pipeLoad) assertFree() {
+	for _, l := range pl.locks {
+		assert.Eventually(pl.t, func() bool {
+			n, err := pl.admin.Exists(context.Background(), l.Key()).Result()
 			return err == nil && n == 0
 		}, 5*time.Second, 10*time.Millisecond, "%s still taken after the load", l.Name())
 	}
