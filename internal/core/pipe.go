@@ -90,10 +90,9 @@ type lane struct {
 // (ProcessAll).
 type queued struct {
 	ctx  context.Context
-	cmds []redis.Cmder // what the pipeline sends
-	// copied, when set, is the caller's command, and cmds[0] a command of its own that the
-	// pipeline sends instead, so that a caller that stops waiting never races with the reply.
-	copied *redis.Cmd
+	// cmds is what the pipeline sends: the caller's commands, or, for a caller that may stop
+	// waiting, a copy of its command, so that it never races with the reply.
+	cmds []redis.Cmder
 	// next receives nil when the replies are in, or the pipeline to send when this call is
 	// the first of it.
 	next chan []*queued
@@ -169,7 +168,7 @@ func (p *Pipe) ProcessAll(ctx context.Context, cmds ...redis.Cmder) error {
 	if cmds[0].NoRetry() {
 		wire = noRetry{wire}
 	}
-	q := &queued{ctx: ctx, cmds: []redis.Cmder{wire}, copied: c, next: make(chan []*queued, 1)}
+	q := &queued{ctx: ctx, cmds: []redis.Cmder{wire}, next: make(chan []*queued, 1)}
 	l.queue = append(l.queue, q)
 	l.mu.Unlock()
 
