@@ -89,7 +89,7 @@ type lane struct {
 // queued is a call waiting in a queue: one command, or several that go in one round trip
 // (ProcessAll).
 type queued struct {
-	ctx  context.Context
+	ctx context.Context
 	// cmds is what the pipeline sends: the caller's commands, or, for a caller that may stop
 	// waiting, a copy of its command, so that it never races with the reply.
 	cmds []redis.Cmder
