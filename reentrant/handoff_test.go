@@ -23,7 +23,7 @@ import (
 // holds the lock boards, sending nothing, and the hold's release hands it the lock, eight
 // times in a row at most while waiters of other Clients are queued; then the lock goes to the
 // head of the queue and the releasing Client's waiters join its tail.
-const maxLocalHandOffs = 8 // the package's (reentrant/lock.go)
+const maxLocalHandOffs = 16 // the package's (reentrant/lock.go)
 
 // publishes returns how many PUBLISH commands the server ran (from scripts too).
 func publishes(t *testing.T, rdb redis.UniversalClient) int64 {
@@ -269,9 +269,9 @@ func TestStreakOfLocalHandOffsEndsWithTheQueuedWaiterOfAnotherClient(t *testing.
 
 // A waiter of another Client waits at most maxLocalHandOffs+1 holds for each Client ahead of
 // it: here b's waiter queued behind c's, while a held the lock, and both a and c have
-// goroutines that keep asking for the lock while they hold it. a keeps it for 9 holds (the one
-// it had and 8 local hand-offs), then c's waiter gets it and c keeps it for 9, then b's gets it.
-func TestWaiterOfAnotherClientWaitsAtMostNineHoldsForEachClientAhead(t *testing.T) {
+// goroutines that keep asking for the lock while they hold it. a keeps it for 17 holds (the one
+// it had and 16 local hand-offs), then c's waiter gets it and c keeps it for 17, then b's gets it.
+func TestWaiterOfAnotherClientWaitsAtMostSeventeenHoldsForEachClientAhead(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	a := newLock(t, newClient(t, rdb))
 	b := sameLock(t, newClient(t, rdb), a)

@@ -18,9 +18,9 @@
 // and no round trip of the waiter's own (one whose attempt finds the lock just taken by its
 // own Client waits the same way, unqueued). Goroutines share a Lock value to get this: a
 // waiter on another Lock value of the same name queues in Redis. A release hands the lock to
-// a waiter of its own Client past queued waiters of other Clients up to eight times in a row;
+// a waiter of its own Client past queued waiters of other Clients up to sixteen times in a row;
 // then the lock goes to the head of the queue, and the releasing Client's waiters join the
-// queue's tail. So a waiter in another process waits at most nine holds for each Client ahead
+// queue's tail. So a waiter in another process waits at most seventeen holds for each Client ahead
 // of it in the queue. Use package fair for strict first-come first-served, across goroutines
 // too.
 //
@@ -53,7 +53,7 @@ const (
 	// waiters of other Clients wait. A local hand-off costs the release script alone; the
 	// bound keeps the goroutines of one process from passing the lock among themselves for
 	// ever while other processes wait.
-	maxLocalHandOffs = 8
+	maxLocalHandOffs = 16
 	// boardWindow bounds how long a waiter whose Client holds the lock waits for the hold's
 	// release, without hearing of it, before it makes an attempt of its own: for a hold this
 	// Lock value does not see end (lost and never released, or handed to a waiter of another
