@@ -1,18 +1,23 @@
-# Targets for developers and CI. The tests and the demo need redis-server on PATH (on Debian:
-# apt-get install -y redis-server); without it they fail with a message that says so.
+# Targets for developers and CI. make demo and make test first install what they need when it
+# is missing (scripts/deps: redis-server, and the C compiler for -race, from Debian's packages).
+# The other targets expect it installed; without redis-server the tests fail with a message
+# that says so.
 
 GO ?= go
 # Flags for the demo, e.g. make demo DEMO_FLAGS="--workers 5 --redis localhost:6379".
 DEMO_FLAGS ?=
 
-.PHONY: test demo bench vet
+.PHONY: deps test demo bench vet
 
-test:
+deps:
+	./scripts/deps
+
+test: deps
 	$(GO) test -race -count=1 -timeout 9m ./...
 	# Every benchmark once, briefly, so that none of them rots (figures: make bench).
 	AQS_BENCH_SPAN=100ms $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./...
 
-demo:
+demo: deps
 	$(GO) run ./cmd/aqs demo $(DEMO_FLAGS)
 
 bench:
