@@ -84,12 +84,16 @@ func (s *Semaphore) AddPermits(ctx context.Context, delta int) error {
 
 // Acquire blocks until n permits are granted or ctx is done. Waiters are served in arrival
 // order. It fails at once with ErrTooManyPermits when n is above the total, and with ErrNotSet
-// when the permits were never set (a semaphore made WithSize sets them instead).
+// when the permits were never set (a semaphore made WithSize sets them instead). Acquire of 0
+// permits succeeds at once, without a call to Redis, as in golang.org/x/sync/semaphore.
 //
 // On failure Acquire returns context.Cause(ctx) (or the error), and leaves the semaphore
 // unchanged: it leaves the queue, and permits granted to it in the same instant go to the
 // next waiters. If ctx is already done, Acquire fails without a call to Redis.
 func (s *Semaphore) Acquire(ctx context.Context, n int) error {
+	if n == 0 {
+		return s.none(ctx, true)
+	}
 	if err := s.checkN("acquire", n); err != nil {
 		return err
 	}
@@ -100,7 +104,8 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 // TryAcquire takes n permits only if it can at once (they are available and nobody waits);
 // with aqs.WithWait(d) it waits in the queue up to d. Not getting them is a result, not an
 // error: (false, nil), and nothing is left behind. Counting permits have no lease and no
-// fencing token, so aqs.WithWait is its only option.
+// fencing token, so aqs.WithWait is its only option. TryAcquire of 0 permits reports true at
+// once, without a call to Redis.
 func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...aqs.WaitOption) (bool, error) {
 	if err := s.checkN("acquire", n); err != nil {
 		return false, err
@@ -109,6 +114,10 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...aqs.WaitOptio
 	if err != nil {
 		return false, err
 	}
+	if n == 0 {
+		err := s.none(ctx, true)
+		return err == nil, err
+	}
 	_, ok, err := s.q.Acquire(ctx, &acquire.Call{Rules: &counting{s: s, n: n}, Wait: cfg.Wait})
 	return ok, err
 }
@@ -116,8 +125,12 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...aqs.WaitOptio
 // Release gives n permits back and grants them to the waiters it can now satisfy, in order.
 // It fails with ErrOverRelease, and changes nothing, when that would make more permits
 // available than the total. Release does not use ctx's cancellation, only its values: a
-// release cut short would leave the outcome unknown.
+// release cut short would leave the outcome unknown. Release of 0 permits succeeds at once,
+// without a call to Redis.
 func (s *Semaphore) Release(ctx context.Context, n int) error {
+	if n == 0 {
+		return s.none(ctx, false)
+	}
 	if err := s.checkN("release", n); err != nil {
 		return err
 	}

@@ -87,9 +87,14 @@ type Permit struct {
 
 	mu sync.Mutex
 	n  int
+
+	// none ends the held context of a permit of 0 permits (see Leased.Acquire), nil for
+	// others; ended tells whether it was released.
+	none  context.CancelCauseFunc
+	ended bool
 }
 
-// ID returns the permit's id, unique across Clients and time.
+// ID returns the permit's id, unique across Clients and time ("" for a permit of 0 permits).
 func (p *Permit) ID() string { return p.id }
 
 // Permits returns how many permits it holds (fewer after ReleasePart).
@@ -110,6 +115,10 @@ func (p *Permit) Context() context.Context { return p.held }
 // total, and with ErrNotSet when the permits were never set (a semaphore made WithSize sets
 // them instead). Option: aqs.WithLease, for a fixed lease instead of the watchdog's renewals.
 //
+// Acquire of 0 permits succeeds at once, as in golang.org/x/sync/semaphore: it sends nothing to
+// Redis and returns a permit of 0 permits, with no id and no lease, whose context ends only
+// with ctx or with its Release (which, as ReleasePart and SetLease of it, sends nothing either).
+//
 // On failure Acquire returns context.Cause(ctx) (or the error), and leaves the semaphore
 // unchanged: it leaves the queue, and a permit granted to it in the same instant goes to the
 // next waiters.
@@ -121,6 +130,9 @@ func (l *Leased) Acquire(ctx context.Context, n int, opts ...aqs.LeaseOption) (*
 	if err != nil {
 		return nil, err
 	}
+	if n == 0 {
+		return l.empty(ctx)
+	}
 	p, _, err := l.take(ctx, n, cfg, true)
 	return p, err
 }
@@ -128,6 +140,7 @@ func (l *Leased) Acquire(ctx context.Context, n int, opts ...aqs.LeaseOption) (*
 // TryAcquire takes n permits only if it can at once (they are available and nobody waits);
 // with aqs.WithWait(d) it waits in the queue up to d. Not getting them is a result, not an
 // error: (nil, false, nil), and nothing is left behind. Option aqs.WithLease as for Acquire.
+// TryAcquire of 0 permits succeeds at once, as Acquire of 0 does.
 func (l *Leased) TryAcquire(ctx context.Context, n int, opts ...aqs.TryOption) (*Permit, bool, error) {
 	if err := l.checkN("acquire", n); err != nil {
 		return nil, false, err
@@ -136,7 +149,38 @@ func (l *Leased) TryAcquire(ctx context.Context, n int, opts ...aqs.TryOption) (
 	if err != nil {
 		return nil, false, err
 	}
+	if n == 0 {
+		p, err := l.empty(ctx)
+		return p, err == nil, err
+	}
 	return l.take(ctx, n, cfg, false)
+}
+
+// empty returns a permit of 0 permits (see Acquire).
+func (l *Leased) empty(ctx context.Context) (*Permit, error) {
+	if err := l.none(ctx, true); err != nil {
+		return nil, err
+	}
+	held, end := context.WithCancelCause(ctx)
+	return &Permit{l: l, held: held, none: end}, nil
+}
+
+// endEmpty releases a permit of 0 permits: its context ends with aqs.ErrReleased; released
+// already, it reports aqs.ErrNotOwner as the release of any permit released already.
+func (l *Leased) endEmpty(op string, p *Permit, release bool) error {
+	if err := l.rt.Check(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return fmt.Errorf("semaphore %q: %s of a permit of 0 permits: %w", l.name, op, core.ErrNotOwner)
+	}
+	if release {
+		p.ended = true
+		p.none(core.ErrReleased)
+	}
+	return nil
 }
 
 func (l *Leased) take(ctx context.Context, n int, cfg core.LockConfig, block bool) (*Permit, bool, error) {
@@ -201,6 +245,9 @@ func (l *Leased) own(op string, p *Permit) (*core.Acquisition, error) {
 // back then), and with an error matching aqs.ErrNotOwner for a permit released already.
 // Release does not use ctx's cancellation, only its values.
 func (l *Leased) Release(ctx context.Context, p *Permit) error {
+	if p != nil && p.l == l && p.none != nil {
+		return l.endEmpty("release", p, true)
+	}
 	a, err := l.own("release", p)
 	if err != nil {
 		return err
@@ -215,14 +262,23 @@ func (l *Leased) Release(ctx context.Context, p *Permit) error {
 
 // ReleasePart gives back k of the permit's permits and keeps the permit with the rest; k equal
 // to all of them is Release. It fails with ErrOverRelease, and changes nothing, when k is above
-// the permits it holds.
+// the permits it holds. ReleasePart of 0 permits changes nothing and sends nothing to Redis.
 func (l *Leased) ReleasePart(ctx context.Context, p *Permit, k int) error {
 	if err := l.checkN("release", k); err != nil {
 		return err
 	}
+	if p != nil && p.l == l && p.none != nil {
+		if err := l.endEmpty("release", p, false); err != nil || k == 0 {
+			return err
+		}
+		return fmt.Errorf("semaphore %q: release of %d of 0 permits: %w", l.name, k, ErrOverRelease)
+	}
 	a, err := l.own("release", p)
 	if err != nil {
 		return err
+	}
+	if k == 0 {
+		return nil
 	}
 	p.mu.Lock()
 	n := p.n
@@ -285,6 +341,9 @@ func (l *Leased) SetLease(ctx context.Context, p *Permit, d time.Duration) error
 	}
 	if d > 0 && d < time.Millisecond {
 		return core.Invalid("semaphore %q: lease %v is below 1ms", l.name, d)
+	}
+	if p != nil && p.l == l && p.none != nil {
+		return l.endEmpty("set the lease", p, false) // it has no lease
 	}
 	a, err := l.own("set the lease", p)
 	if err != nil {

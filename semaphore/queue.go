@@ -109,10 +109,26 @@ func newBase(rt *core.Runtime, name string, opts []Option) (base, error) {
 	return b, nil
 }
 
-// checkN rejects a permit count that is not positive.
+// checkN rejects a negative permit count.
 func (b *base) checkN(op string, n int) error {
-	if n <= 0 {
+	if n < 0 {
 		return core.Invalid("semaphore %q: %s of %d permits", b.name, op, n)
+	}
+	return nil
+}
+
+// none is an acquire or release of 0 permits, which succeeds at once, as in
+// golang.org/x/sync/semaphore: it sends nothing to Redis, so it needs neither permits set nor a
+// place in the queue, and it does not wait behind the queue's waiters (it takes nothing from
+// them). It fails only as any call does before it is sent: on a closed Client, or with
+// context.Cause(ctx) when ctx is done already (an acquire only; a release does not use ctx's
+// cancellation).
+func (b *base) none(ctx context.Context, acquire bool) error {
+	if err := b.rt.Check(); err != nil {
+		return err
+	}
+	if acquire && ctx.Err() != nil {
+		return context.Cause(ctx)
 	}
 	return nil
 }
