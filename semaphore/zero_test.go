@@ -65,7 +65,10 @@ func TestZeroPermitsSucceedAtOnce(t *testing.T) {
 		go func() { _, err := l.Acquire(waitCtx, 1); waited <- err }()
 		waitQueued(t, rdb, s.Keys()[1], 1)
 		waitQueued(t, rdb, l.Keys()[1], 1)
-		stS, stL := inTake(t, rdb, s.Keys()...), inTake(t, rdb, l.Keys()...)
+		// Their permits, queues and the leased permits' counts; not the deadlines of the
+		// queued waiters or the leases, which their heartbeats and the watchdog move.
+		ks, kl := s.Keys(), l.Keys()
+		stS, stL := inTake(t, rdb, ks[0], ks[1]), inTake(t, rdb, kl[0], kl[1], kl[4])
 
 		// The calls of 0 permits go through a second Client, which holds nothing and has
 		// nobody waiting: nothing else of it sends commands after aqs.New.
