@@ -59,10 +59,6 @@ const (
 	// Lock value does not see end (lost and never released, or handed to a waiter of another
 	// Lock value of the same name). A waiter stays while the hold it waits for is held.
 	boardWindow = 20 * time.Millisecond
-	// waiterTimeout is how long a queued waiter may go unheard of before it is dropped: a
-	// waiter whose process died stalls the queue at most this long. Live waiters are kept
-	// alive by their Client's heartbeats.
-	waiterTimeout = 5 * time.Second
 )
 
 // Info is a snapshot of the lock's state in Redis.
@@ -79,11 +75,42 @@ type Info struct {
 	RemainingLease time.Duration
 }
 
+// Option configures a Lock. The options of every package of aqs have this shape, and
+// options of the same name mean the same.
+type Option func(*config) error
+
+type config struct {
+	waiterTimeout time.Duration
+}
+
+// WithWaiterTimeout sets how long a queued waiter may go unheard of before it is dropped from
+// the queue: a waiter whose process died stalls those behind it at most this long. Live
+// waiters are kept alive by their Client's heartbeats, three per timeout. It must be at least
+// 30ms. The default is 5s.
+func WithWaiterTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 30*time.Millisecond {
+			return core.Invalid("waiter timeout %v is below 30ms", d)
+		}
+		c.waiterTimeout = d
+		return nil
+	}
+}
+
 // New returns the lock of the given name. Any bytes make a valid name, but it must not be
-// empty. Creating a Lock touches no key.
-func New(c *aqs.Client, name string) (*Lock, error) {
+// empty. Creating a Lock touches no key. A nil option is an invalid argument.
+func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
+	cfg := config{waiterTimeout: 5 * time.Second}
+	for _, o := range opts {
+		if o == nil {
+			return nil, core.Invalid("nil option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
 	x, err := excl.New(c.Runtime(core.Access{}), name, excl.Config{
-		Kind: "reentrant", WaiterTimeout: waiterTimeout, Board: boardWindow, Stay: true, Streak: maxLocalHandOffs,
+		Kind: "reentrant", WaiterTimeout: cfg.waiterTimeout, Board: boardWindow, Stay: true, Streak: maxLocalHandOffs,
 	})
 	if err != nil {
 		return nil, err
