@@ -28,11 +28,11 @@ bench:
 	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x ./semaphore/
 	$(GO) test -run '^$$' -bench 'Pipe' -benchtime 1x ./internal/core/
 
-# aqs against redsync, redislock and rueidislock (about 3 minutes; see BENCHMARKS.md). bench/ is
-# a module of its own, so users of the library never download those libraries.
+# aqs against redsync, redislock and rueidislock (about 10 minutes): writes BENCHMARKS.md. bench/
+# is a module of its own, so users of the library never download those libraries.
 .PHONY: bench-compare
 bench-compare:
-	cd bench && $(GO) run ./cmd/compare
+	cd bench && $(GO) run ./cmd/compare -o ../BENCHMARKS.md
 
 vet:
 	$(GO) vet ./...

@@ -34,8 +34,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // config is what the flags set.
@@ -47,6 +45,7 @@ type config struct {
 	only   map[string]bool // scenarios to run, by tag; nil: all
 	impls  []int           // rows to run, by index into implNames, the floor cycle always among them
 	v      bool            // log every slice's rate to stderr
+	out    string          // a file to write the report to, besides stdout; "" for none
 }
 
 // scenario is one contention setting: procs processes (1: this one) of goroutines each.
@@ -83,6 +82,7 @@ func main() {
 	flag.DurationVar(&cfg.work, "work", 10*time.Microsecond, "length of the critical section (busy, not a sleep)")
 	flag.IntVar(&cfg.procs, "procs", 4, "processes of the multi-process scenario, 8 goroutines each (0: leave it out)")
 	flag.BoolVar(&cfg.v, "v", false, "log every slice's rate to stderr")
+	flag.StringVar(&cfg.out, "o", "", "also write the report to this file (make bench-compare: ../BENCHMARKS.md)")
 	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs and many-procs-1ms (default all)")
 	rowsFlag := flag.String("impls", "", "comma-separated words; run only the rows whose name contains one of them (and the floor cycle, which the ratios need); default all")
 	flag.Parse()
@@ -168,17 +168,26 @@ func run(cfg config) error {
 		}
 		scenarios = chosen
 	}
-	printHeader(ctx, srv.addr, cfg)
-	began := time.Now()
+	m := takeMachine(ctx, srv.addr)
+	var results []result
 	for si, sc := range scenarios {
 		rows, err := runScenario(p, srv.addr, cfg, si, sc)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.title, err)
 		}
-		printTable(sc, rows)
+		results = append(results, result{sc, rows})
 	}
-	fmt.Printf("\nDone in %v.%s\n", time.Since(began).Round(time.Second), loadAvg())
-	fmt.Fprintf(os.Stderr, "compare: done in %v\n", time.Since(began).Round(time.Second))
+	m.ended, m.loadEnd = time.Now(), loadAvg()
+	var b strings.Builder
+	writeReport(&b, m, cfg, results)
+	fmt.Print(b.String())
+	if cfg.out != "" {
+		if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "compare: wrote %s\n", cfg.out)
+	}
+	fmt.Fprintf(os.Stderr, "compare: done in %v\n", m.ended.Sub(m.began).Round(time.Second))
 	return nil
 }
 
@@ -316,41 +325,9 @@ func runChildren(children []*child, sp sliceSpec, slice, setup time.Duration) (s
 	return all, nil
 }
 
-// printHeader prints what the run is and how it was made.
-func printHeader(ctx context.Context, addr string, cfg config) {
-	version := "unknown"
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	if info, err := rdb.InfoMap(ctx, "server").Result(); err == nil {
-		version = info["Server"]["redis_version"]
-	}
-	rdb.Close()
-	fmt.Printf("Run %s: %s, %d CPUs, GOMAXPROCS %d, redis-server %s on loopback.\n",
-		time.Now().Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.NumCPU(), runtime.GOMAXPROCS(0), version)
-	fmt.Printf("Slices of %v per implementation, %d measured rounds (after one warm-up round), "+
-		"order rotated each round; critical section %v of busy work.%s\n", cfg.slice, cfg.rounds, cfg.work, loadAvg())
-	fmt.Println("acq/s: median over rounds (ops/s for the floor rows). × floor: median over rounds of acq/s " +
-		"over the floor lock cycle's rate in the same round, run by as many goroutines on keys of their own. " +
-		"Waits: from calling Lock to holding the lock, all rounds pooled, waits still unfinished when " +
-		"their slice ended included at their length then; ≥ marks a figure that is such a wait (a lower bound). Releaser re-acquires: share of acquisitions taken by the goroutine " +
-		"that held the lock just before. Jain: median over rounds of Jain's index of the goroutines' counts. " +
-		"Many names: every acquisition takes one of the names at random; the floor cycle runs each goroutine " +
-		"on a key of its own with the same hold; the capacity row counts SET commands sent 16 to a round trip.")
-}
-
-// loadAvg returns " Load average: 1m 5m 15m." where /proc/loadavg exists, for judging how
-// quiet the machine was; otherwise "".
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return fmt.Sprintf(" Load average (1, 5, 15 min): %s %s %s.", f[0], f[1], f[2])
-	}
-	return ""
-}
-
-// printTable prints one scenario's rows.
-func printTable(sc scenario, rows []row) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "\n### %s\n\n", sc.title)
+// writeTable writes one scenario's rows.
+func writeTable(b *strings.Builder, sc scenario, rows []row) {
+	fmt.Fprintf(b, "\n### %s\n\n", sc.title)
 	b.WriteString("| Implementation | acq/s | × floor | wait p50 | wait p99 | wait max | releaser re-acquires | Jain | overlaps | errors | acquisitions |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	contended := sc.procs*sc.goroutines > 1
@@ -392,7 +369,7 @@ func printTable(sc scenario, rows []row) {
 			}
 		}
 		cells = append(cells, fmt.Sprint(r.failures), fmt.Sprint(r.acquired))
-		fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
+		fmt.Fprintf(b, "| %s |\n", strings.Join(cells, " | "))
 		if r.firstErr != "" {
 			notes = append(notes, fmt.Sprintf("%s, first error: %s", implNames[i], r.firstErr))
 		}
@@ -405,7 +382,6 @@ func printTable(sc scenario, rows []row) {
 			strings.Join(trips, ", ")+".")
 	}
 	for _, n := range notes {
-		fmt.Fprintf(&b, "\n%s\n", n)
+		fmt.Fprintf(b, "\n%s\n", n)
 	}
-	fmt.Print(b.String())
 }
