@@ -102,7 +102,7 @@ func WithLogger(l *slog.Logger) Option {
 // acknowledged); so is one whose WAIT fails. A lock or permits handed over to a waiter by
 // someone else's release are confirmed by the waiter the same way before its call returns.
 // A lock reported as acquired then survives the failover to any replica that acknowledged it
-// (see README, "Failover and replica sync").
+// (see "Failover and replica sync" in the package documentation for the limits).
 //
 // It costs every attempt to acquire, successful or not (WAIT is sent with the attempt, before
 // its outcome is known), the time the replicas take to acknowledge it: about one round trip

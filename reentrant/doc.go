@@ -30,5 +30,26 @@
 // the watchdog timeout when its process dies. A hold taken WithLease(d) expires d after it was
 // taken. Either way the held context is cancelled with cause aqs.ErrLockLost as soon as the
 // lease can no longer be trusted. A queued waiter whose process died is dropped from the queue
-// within five seconds.
+// within five seconds. A re-entry with WithLease extends the hold's lease to at least d; it
+// never shortens it. The package aqs documentation says when a lease can no longer be trusted
+// and what the watchdog does.
+//
+// # Fencing tokens
+//
+// Every hold of a lock name has a fencing token greater than every earlier hold's (see
+// aqs.FencingToken for what it promises and its limits). Read it with Token, or have the
+// acquisition assign it with aqs.WithFencingToken; a hold whose holder never asks pays
+// nothing for it.
+//
+// # Keys
+//
+// A lock named name lives in one string key, "aqs:{name}" (Key), present only while the lock
+// is held or waited for, so an uncontended Lock and Unlock cost what the minimal SET NX lock
+// costs: one SET NX PX to take it, one compare-and-delete script to release it. Its queue of
+// waiters is a list, "aqs:{name}:q", in arrival order, and a zset of their liveness deadlines,
+// "aqs:{name}:d" (Keys). While the queue is not empty, the lock key records the holder's lease
+// end and outlives it, so that a newcomer's SET NX can never pass a live waiter. Grants go to
+// the waiter's Client on a channel of its own. The fair lock keeps the same keys in the same
+// form: a reentrant and a fair lock of one name are the same lock in Redis, served by
+// different rules.
 package reentrant

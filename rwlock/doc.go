@@ -38,4 +38,13 @@
 // dropped from the queue within the waiter timeout (WithWaiterTimeout), and the queue moves
 // on. No operation scans the readers or the queue: each is a point lookup or the first entry
 // of a range.
+//
+// # Keys
+//
+// A read-write lock named name keeps its writer in "aqs:{name}" (Key), in the form of the
+// reentrant lock's key, its readers in a zset, "aqs:{name}:r", scored by each reader's lease
+// end, their re-entry counts in a hash, "aqs:{name}:rn", and its queue of readers and writers
+// in "aqs:{name}:q" (a list, arrival order) and "aqs:{name}:d" (liveness deadlines). Every key
+// expires on its own once abandoned. Do not use one name for a read-write lock and for a
+// reentrant or fair lock: they would share the key "aqs:{name}".
 package rwlock
