@@ -26,6 +26,12 @@
 // reaches Redis before its next acquisition. Acquisitions under WithReplicaSync go in a
 // pipeline of their own, followed by WAIT. Commands sent directly on rdb are not affected.
 //
+// So sharing round trips helps a process that makes many calls at once, on many names. It
+// cannot help a lone goroutine (its calls go one to a round trip, as in any library), one hot
+// name (its hand-offs are serial, each waiting for the release before it), or many processes
+// with few busy goroutines each: a Client pipelines its own calls only, so use one Client per
+// process, shared by every goroutine.
+//
 // # Holds and held contexts
 //
 // Ownership travels in the context. A successful Lock returns a held context, a child of the
