@@ -78,7 +78,8 @@ func WithWaiterTimeout(d time.Duration) Option {
 	}
 }
 
-// WithWriterTimeout is WithWaiterTimeout: every waiter, reader or writer, now has the timeout.
+// WithWriterTimeout is WithWaiterTimeout, kept for existing callers: the timeout applies to
+// every waiter, reader or writer.
 //
 // Deprecated: use WithWaiterTimeout.
 func WithWriterTimeout(d time.Duration) Option { return WithWaiterTimeout(d) }
