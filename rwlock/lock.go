@@ -178,10 +178,15 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.
 }
 
 // Unlock releases the write acquisition held by ctx: the innermost Lock in ctx's chain not
-// released yet. The hold's last release gives the lock to the head of the queue (see the
-// package doc). Unlock does not use ctx's cancellation, only its values. A context that holds
-// only the read side gets an error matching aqs.ErrNotOwner; a hold that was lost, one
-// matching aqs.ErrNotOwner and aqs.ErrLockLost, and nothing changes.
+// released yet, and ends its held context with cause aqs.ErrReleased. The hold's last release
+// gives the lock to the head of the queue, in the same script (see the package doc). Unlock
+// does not use ctx's cancellation, only its values, so it works with a held context that is
+// already done. A context that holds only the read side gets an error matching
+// aqs.ErrNotOwner; a hold that was lost, one matching aqs.ErrNotOwner and aqs.ErrLockLost, and
+// nothing changes. When Redis fails, Unlock returns that error and the acquisition is released
+// all the same: its held context has ended, the hold is no longer renewed, and a write hold
+// that the release did not reach is handed on or freed when its lease ends. After Client.Close
+// it fails with aqs.ErrClosed.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.rt.Check(); err != nil {
 		return err
@@ -389,10 +394,15 @@ func (l *Lock) TryRLock(ctx context.Context, opts ...aqs.TryOption) (context.Con
 }
 
 // RUnlock releases the read acquisition held by ctx: the innermost RLock in ctx's chain not
-// released yet. The hold's last release frees its place, and the last reader's gives the write
-// side to the writer at the head of the queue. A context that holds only the write side gets
-// an error matching aqs.ErrNotOwner; a hold that was lost, one matching aqs.ErrNotOwner and
-// aqs.ErrLockLost.
+// released yet, and ends its held context with cause aqs.ErrReleased. The hold's last release
+// frees its place, and the last reader's gives the write side to the writer at the head of the
+// queue. RUnlock does not use ctx's cancellation, only its values, so it works with a held
+// context that is already done. A context that holds only the write side gets an error
+// matching aqs.ErrNotOwner; a hold that was lost, one matching aqs.ErrNotOwner and
+// aqs.ErrLockLost, and nothing changes. When Redis fails, RUnlock returns that error and the
+// acquisition is released all the same: its held context has ended, the hold is no longer
+// renewed, and a read hold that the release did not reach ends with its lease. After
+// Client.Close it fails with aqs.ErrClosed.
 func (l *Lock) RUnlock(ctx context.Context) error {
 	if err := l.rt.Check(); err != nil {
 		return err
