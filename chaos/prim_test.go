@@ -78,7 +78,7 @@ func newPrim(ctx context.Context, c *aqs.Client, cfg primConfig) (*prim, error) 
 			p.key, p.keys = p.fa.Key(), p.fa.Keys()
 		}
 	case kindRWLock:
-		if p.rw, err = rwlock.New(c, cfg.name, rwlock.WithWriterTimeout(cfg.waiterTimeout)); err == nil {
+		if p.rw, err = rwlock.New(c, cfg.name, rwlock.WithWaiterTimeout(cfg.waiterTimeout)); err == nil {
 			p.key, p.keys = p.rw.Key(), p.rw.Keys()
 		}
 	case kindCounting:

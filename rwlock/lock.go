@@ -1,43 +1,3 @@
-// Package rwlock is a distributed read-write lock on Redis: any number of readers at once, or
-// one writer alone. It is Redisson's RReadWriteLock, with its flaws fixed: each reader has a
-// lease of its own, and readers and writers wait in one queue, so neither side starves.
-//
-// # Sides
-//
-// RLock, TryRLock and RUnlock work the read side, Lock, TryLock and Unlock the write side.
-// Each side has the surface of package reentrant: a successful call returns a held context,
-// which ends (with aqs.ErrLockLost as its cause) when the hold's lease can no longer be
-// trusted; a hold is re-entered through its held context; the write side has fencing tokens
-// (aqs.WithFencingToken, Token), the read side has none.
-//
-// Downgrade: a writer may take the read side through its held write context, at once; releasing
-// the write side then leaves it a reader, and the readers waiting at the head of the queue get
-// in with it. Upgrade is refused: asking for the write side through a held read context fails
-// at once with ErrUpgrade (two readers upgrading would wait for each other forever).
-//
-// # Order
-//
-// Readers and writers that must wait join one queue in Redis, in arrival order, as Java's
-// ReentrantReadWriteLock's do in its AbstractQueuedSynchronizer. When the write side is
-// released, the lock goes to the head of the queue: a writer, or every reader at the head up
-// to the next writer, all in the same script, with one message to each of their Clients. When
-// the last reader leaves, the writer at the head gets the write side. So a reader waits at
-// most for the writers queued ahead of it, and a writer for the holds ahead of it.
-//
-// Fair mode (the default): a newcomer never passes a live waiter: a reader that arrives while
-// a writer is queued queues behind it (a reader that already holds may re-enter). Non-fair
-// mode (WithNonFair): a new reader enters whenever no writer holds, whatever waits; this gives
-// the highest read throughput, and a waiting writer gets in only when the readers happen to
-// leave a gap. The queue itself is served in order in both modes.
-//
-// # Leases and liveness
-//
-// Every read hold has its own lease in server time, renewed by the Client's watchdog: a reader
-// whose process died holds until its own lease ends, and renewing one reader never extends
-// another. A queued waiter is kept alive by its Client's heartbeats; one whose process died is
-// dropped from the queue within the waiter timeout (WithWaiterTimeout), and the queue moves
-// on. No operation scans the readers or the queue: each is a point lookup or the first entry
-// of a range.
 package rwlock
 
 import (
@@ -118,7 +78,8 @@ func WithWaiterTimeout(d time.Duration) Option {
 	}
 }
 
-// WithWriterTimeout is WithWaiterTimeout: every waiter, reader or writer, now has the timeout.
+// WithWriterTimeout is WithWaiterTimeout, kept for existing callers: the timeout applies to
+// every waiter, reader or writer.
 //
 // Deprecated: use WithWaiterTimeout.
 func WithWriterTimeout(d time.Duration) Option { return WithWaiterTimeout(d) }
@@ -217,10 +178,15 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.
 }
 
 // Unlock releases the write acquisition held by ctx: the innermost Lock in ctx's chain not
-// released yet. The hold's last release gives the lock to the head of the queue (see the
-// package doc). Unlock does not use ctx's cancellation, only its values. A context that holds
-// only the read side gets an error matching aqs.ErrNotOwner; a hold that was lost, one
-// matching aqs.ErrNotOwner and aqs.ErrLockLost, and nothing changes.
+// released yet, and ends its held context with cause aqs.ErrReleased. The hold's last release
+// gives the lock to the head of the queue, in the same script (see the package doc). Unlock
+// does not use ctx's cancellation, only its values, so it works with a held context that is
+// already done. A context that holds only the read side gets an error matching
+// aqs.ErrNotOwner; a hold that was lost, one matching aqs.ErrNotOwner and aqs.ErrLockLost, and
+// nothing changes. When Redis fails, Unlock returns that error and the acquisition is released
+// all the same: its held context has ended, the hold is no longer renewed, and a write hold
+// that the release did not reach is handed on or freed when its lease ends. After Client.Close
+// it fails with aqs.ErrClosed.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if err := l.rt.Check(); err != nil {
 		return err
@@ -428,10 +394,15 @@ func (l *Lock) TryRLock(ctx context.Context, opts ...aqs.TryOption) (context.Con
 }
 
 // RUnlock releases the read acquisition held by ctx: the innermost RLock in ctx's chain not
-// released yet. The hold's last release frees its place, and the last reader's gives the write
-// side to the writer at the head of the queue. A context that holds only the write side gets
-// an error matching aqs.ErrNotOwner; a hold that was lost, one matching aqs.ErrNotOwner and
-// aqs.ErrLockLost.
+// released yet, and ends its held context with cause aqs.ErrReleased. The hold's last release
+// frees its place, and the last reader's gives the write side to the writer at the head of the
+// queue. RUnlock does not use ctx's cancellation, only its values, so it works with a held
+// context that is already done. A context that holds only the write side gets an error
+// matching aqs.ErrNotOwner; a hold that was lost, one matching aqs.ErrNotOwner and
+// aqs.ErrLockLost, and nothing changes. When Redis fails, RUnlock returns that error and the
+// acquisition is released all the same: its held context has ended, the hold is no longer
+// renewed, and a read hold that the release did not reach ends with its lease. After
+// Client.Close it fails with aqs.ErrClosed.
 func (l *Lock) RUnlock(ctx context.Context) error {
 	if err := l.rt.Check(); err != nil {
 		return err

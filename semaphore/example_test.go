@@ -2,6 +2,7 @@ package semaphore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"sync"
@@ -18,7 +19,7 @@ import (
 // runs under a leased permit. (The workers are goroutines of one process here; across
 // processes, each with its own aqs.Client, it works the same, and the permits of a process
 // that crashes come back when their lease ends.)
-func Example_workerPool() {
+func ExampleLeased_workerPool() {
 	// The example runs on the test binary's redis-server; an application uses its own address.
 	addr, err := redistest.SingleAddr()
 	if err != nil {
@@ -91,4 +92,63 @@ func Example_workerPool() {
 	// Output:
 	// 6 jobs done, never more than 2 at once
 	// permits available: 2
+}
+
+// A counting semaphore bounds how many calls run at once across processes, say the export
+// jobs that one downstream service can take. Permits are numbers: whoever took them gives them
+// back, and TryAcquire does not wait unless it is given aqs.WithWait.
+func ExampleSemaphore() {
+	// The example runs on the test binary's redis-server; an application uses its own address.
+	addr, err := redistest.SingleAddr()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	client, err := aqs.New(ctx, rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	exports, err := semaphore.New(client, "example-exports")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Three exports at once, set once by whichever process comes first.
+	if _, err := exports.TrySetPermits(ctx, 3); err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Del(ctx, exports.Keys()...)
+
+	if err := exports.Acquire(ctx, 2); err != nil { // a large export takes two permits
+		log.Fatal(err)
+	}
+	left, _ := exports.Available(ctx)
+	fmt.Println("available:", left)
+
+	ok, err := exports.TryAcquire(ctx, 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("a second large export now:", ok)
+
+	// The first export ends in 50ms; the second waits for it, up to a second.
+	time.AfterFunc(50*time.Millisecond, func() { exports.Release(ctx, 2) })
+	ok, err = exports.TryAcquire(ctx, 2, aqs.WithWait(time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after waiting:", ok)
+	if err := exports.Release(ctx, 2); err != nil {
+		log.Fatal(err)
+	}
+
+	_, err = exports.TryAcquire(ctx, 4) // more than the semaphore has
+	fmt.Println(errors.Is(err, semaphore.ErrTooManyPermits))
+	// Output:
+	// available: 1
+	// a second large export now: false
+	// after waiting: true
+	// true
 }

@@ -168,7 +168,7 @@ func newUniversalClient(addr string) (rdb redis.UniversalClient, single bool, er
 		addrs := strings.Split(addr, ",")
 		for _, a := range addrs {
 			if _, _, err := net.SplitHostPort(a); err != nil {
-				return nil, false, fmt.Errorf("bad Redis Cluster address %q in %q: want host:port,host:port,...", a, addr)
+				return nil, false, fmt.Errorf("bad Redis Cluster address %q in %q: want host:port addresses separated by commas", a, addr)
 			}
 		}
 		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}), false, nil

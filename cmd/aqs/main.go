@@ -18,6 +18,24 @@
 // Cluster (any node, or host:port,host:port,...) or Sentinel (redis://...?master_name=NAME).
 //
 // Exit status: 0 on success, 1 on failure, 2 on a usage error, 130 when interrupted.
+//
+// Install it with go install github.com/redaqs/aqs/cmd/aqs@latest, or run it from a checkout
+// with go run ./cmd/aqs. For example:
+//
+//	aqs demo                                   # about 10s, on a throwaway redis-server
+//	aqs demo --redis localhost:6379 --scenario pool --permits 5
+//	aqs inspect --redis localhost:6379 orders  # holders, leases, tokens, queue, permits
+//	aqs unlock --force --yes --redis localhost:6379 orders
+//
+// demo runs each scenario across several OS processes (it runs itself again as workers) and
+// ends with a table of its checks: every ticket sold once and buyers served in arrival order,
+// no torn read of the configuration, and at most K jobs at once while a worker is killed with
+// SIGKILL mid-job and its permit comes back when its lease ends. inspect only reads, in one
+// atomic snapshot timed by the server's clock; --json prints it for scripts, in the shape
+// aqs inspect -h describes. unlock --force releases whatever holds the name and lets its
+// waiters in, after asking unless --yes is given; the former holders learn it at their next
+// renewal. Both fail with a clear message on a wrong address, an empty name, or a key that no
+// aqs primitive would write. Run aqs <command> -h for every flag.
 package main
 
 import (

@@ -165,7 +165,10 @@ func (rt *Runtime) Close() error {
 		<-rt.dogDone
 		<-rt.heart.done
 		rt.Hub.close()
-		rt.bgMu.Lock() // no Go after this point sees the runtime open
+		// A barrier, not a critical section: taking bgMu waits for every Go that saw the runtime
+		// open to have added itself to bg, and no Go after this point sees it open.
+		rt.bgMu.Lock()
+		//lint:ignore SA2001 the empty critical section is the barrier
 		rt.bgMu.Unlock()
 		rt.bg.Wait()
 		cause := fmt.Errorf("%w: %w", ErrLockLost, ErrClosed)
