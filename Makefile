@@ -44,7 +44,7 @@ chaos:
 	AQS_CHAOS=full $(GO) test -race -count=1 -timeout 15m -v ./chaos/
 
 # The failover test with more runs (internal/failovertest; make test runs one per mode): the
-# figures of the README's "Failover and replica sync".
+# figures behind the root package doc's "Failover and replica sync".
 .PHONY: failover
 failover:
 	AQS_FAILOVER_RUNS=10 $(GO) test -race -count=1 -run TestFailover -v -timeout 30m ./internal/failovertest/
