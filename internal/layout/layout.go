@@ -11,6 +11,7 @@
 //	read-write lock      the writer's value :r (readers) :rn (their re-entries) :q :d
 //	counting semaphore   its hash           :q :d :g (grants not yet collected)
 //	leased semaphore     its hash           :q :d :p (permits) :pn (their counts)
+//	count-down latch     its count          none (its channel: LatchChannel)
 package layout
 
 import (
@@ -51,6 +52,10 @@ const (
 // grants: "<base>:c:<Client id>". A message is the granted hold ids separated by spaces, or
 // "*": every waiter looks again.
 func GrantChannel(base, client string) string { return base + ":c:" + client }
+
+// LatchChannel is the channel on which the waiters of the latch at base, of every Client,
+// hear that its count reached 0: "<base>:c", one message "*" (every waiter looks again).
+func LatchChannel(base string) string { return base + ":c" }
 
 // Hold ids.
 //

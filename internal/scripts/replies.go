@@ -30,7 +30,7 @@ const (
 	// Dropped: the hold had been dropped from the queue as dead (its liveness deadline passed
 	// before it was heard of again); it must start over under a new hold id.
 	Dropped Status = 5
-	// NotSet: a semaphore whose permits were never set.
+	// NotSet: a semaphore whose permits were never set, a latch whose count is not set.
 	NotSet Status = 6
 	// TooMany: more permits asked than the semaphore has in all (the hold left the queue).
 	TooMany Status = 7

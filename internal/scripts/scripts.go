@@ -212,6 +212,11 @@ var (
 	LSemHeartbeat = mustLoad("lsem_heartbeat")
 	LSemGiveUp    = mustLoad("lsem_give_up")
 	LSemAvailable = mustLoad("lsem_available")
+
+	LatchSet       = mustLoad("latch_set")
+	LatchCountDown = mustLoad("latch_count_down")
+	LatchAwait     = mustLoad("latch_await")
+	LatchBeat      = mustLoad("latch_beat")
 )
 
 // All returns every script, in a fixed order.
