@@ -93,7 +93,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Latch, error) {
 	}
 	// The latch's channel is shared by every Client (one message must reach all of them), not
 	// a grant channel of this Client's: nothing is ever granted to one waiter.
-	l.q = acquire.New(rt, acquire.Config{Grants: l.channel, WaiterTimeout: l.waiterTimeout})
+	l.q = acquire.New(rt, acquire.Config{Grants: l.channel, WaiterTimeout: l.waiterTimeout, Name: name})
 	l.rules = &awaiting{l: l}
 	return l, nil
 }
@@ -193,7 +193,7 @@ func (l *Latch) Count(ctx context.Context) (int, error) {
 // waiter is not recorded in Redis, and its Client forgets it. If ctx is already done, Await
 // fails without a call to Redis.
 func (l *Latch) Await(ctx context.Context) error {
-	_, _, err := l.q.Acquire(ctx, &acquire.Call{Rules: l.rules, Block: true})
+	_, _, err := l.q.Acquire(ctx, &acquire.Call{Rules: l.rules, Block: true, Primitive: "latch"})
 	return err
 }
 
@@ -205,7 +205,7 @@ func (l *Latch) TryAwait(ctx context.Context, opts ...aqs.WaitOption) (bool, err
 	if err != nil {
 		return false, err
 	}
-	_, ok, err := l.q.Acquire(ctx, &acquire.Call{Rules: l.rules, Wait: cfg.Wait})
+	_, ok, err := l.q.Acquire(ctx, &acquire.Call{Rules: l.rules, Wait: cfg.Wait, Primitive: "latch"})
 	return ok, err
 }
 

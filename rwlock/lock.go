@@ -109,7 +109,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 		kw:      key, kr: key + ":r", krn: key + ":rn", kq: key + layout.QueueSuffix, kd: key + layout.DeadlineSuffix,
 		grants: layout.GrantChannel(key, rt.ID)}
 	l.keys = []string{l.kw, l.kr, l.krn, l.kq, l.kd}
-	l.q = acquire.New(rt, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout})
+	l.q = acquire.New(rt, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout, Name: name})
 	return l, nil
 }
 
@@ -256,9 +256,10 @@ func (l *Lock) acquireWrite(ctx context.Context, cfg core.LockConfig, block bool
 	}
 	lease := l.lease(cfg)
 	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
-		Rules: &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), mode: "x", token: cfg.Token},
-		Block: block,
-		Wait:  cfg.Wait,
+		Rules:     &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), mode: "x", token: cfg.Token},
+		Block:     block,
+		Wait:      cfg.Wait,
+		Primitive: "rwlock-write",
 		Hold: &acquire.HoldSpec{Key: l.kw, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LockRenew,
 			FetchToken: l.fetchToken, Token: cfg.Token, Release: l.Unlock},
 	})
@@ -555,9 +556,10 @@ func (l *Lock) acquireRead(ctx context.Context, cfg core.LockConfig, block bool)
 	}
 	lease := l.lease(cfg)
 	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
-		Rules: &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), mode: "s", writer: writer},
-		Block: block,
-		Wait:  cfg.Wait,
+		Rules:     &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), mode: "s", writer: writer},
+		Block:     block,
+		Wait:      cfg.Wait,
+		Primitive: "rwlock-read",
 		Hold: &acquire.HoldSpec{Key: l.kr, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.RWReadRenew, RenewKeys: []string{l.krn},
 			FetchToken: noToken, Detached: writer != "", Release: l.RUnlock},
 	})

@@ -75,7 +75,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int) error {
 	if err := s.checkN("acquire", n); err != nil {
 		return err
 	}
-	_, _, err := s.q.Acquire(ctx, &acquire.Call{Rules: &counting{s: s, n: n}, Block: true})
+	_, _, err := s.q.Acquire(ctx, &acquire.Call{Rules: &counting{s: s, n: n}, Block: true, Primitive: "semaphore"})
 	return err
 }
 
@@ -96,7 +96,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...aqs.WaitOptio
 		err := s.none(ctx, true)
 		return err == nil, err
 	}
-	_, ok, err := s.q.Acquire(ctx, &acquire.Call{Rules: &counting{s: s, n: n}, Wait: cfg.Wait})
+	_, ok, err := s.q.Acquire(ctx, &acquire.Call{Rules: &counting{s: s, n: n}, Wait: cfg.Wait, Primitive: "semaphore"})
 	return ok, err
 }
 

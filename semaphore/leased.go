@@ -186,9 +186,10 @@ func (l *Leased) endEmpty(op string, p *Permit, release bool) error {
 func (l *Leased) take(ctx context.Context, n int, cfg core.LockConfig, block bool) (*Permit, bool, error) {
 	lease := l.lease(cfg)
 	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
-		Rules: &leasing{l: l, n: n, lease: lease},
-		Block: block,
-		Wait:  cfg.Wait,
+		Rules:     &leasing{l: l, n: n, lease: lease},
+		Block:     block,
+		Wait:      cfg.Wait,
+		Primitive: "leased-semaphore",
 		Hold: &acquire.HoldSpec{
 			Key: l.kp, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LSemRenew,
 			RenewKeys: []string{l.kp + "n"}, FetchToken: noToken, Release: l.releaseHeld,

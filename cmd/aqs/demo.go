@@ -62,6 +62,7 @@ type demoConfig struct {
 	workers, permits, jobs int           // pool
 	jobTime                time.Duration // pool
 	lease                  time.Duration // the watchdog timeout of the workers' Clients
+	metrics                bool          // the workers observe their Clients (demo_metrics.go)
 }
 
 // scenario is one of the demo's uses. run prints its progress and returns its summary rows.
@@ -94,6 +95,8 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.jobTime, "job-time", 150*time.Millisecond, "pool: how long a job takes, about")
 	fs.DurationVar(&cfg.lease, "lease", 2*time.Second, "the watchdog timeout of the workers' aqs Clients: how long the\n"+
 		"permit of a killed worker stays leased at most")
+	fs.BoolVar(&cfg.metrics, "metrics", false, "print, per scenario, what the workers' aqs Clients observed: acquisitions,\n"+
+		"wait and hold p50/p99, give-ups, errors, leases lost")
 	fs.StringVar(&cfg.name, "name", "", "the `stem` of the names of the demo's locks, semaphore and keys\n"+
 		"(default demo-<random hex>)")
 	if err := parseFlags(fs, args); err != nil {
@@ -187,6 +190,10 @@ type demoRun struct {
 	rdb    *redis.Client
 	client *aqs.Client
 	start  time.Time // of the current scenario, for the progress lines
+	// metrics sums the current scenario's metrics lines (--metrics; else nil), from procs
+	// worker processes.
+	metrics *demoMetrics
+	procs   int
 }
 
 // printf prints a progress line. Only the scenario's goroutine prints.
@@ -203,7 +210,8 @@ func (d *demoRun) progress(format string, args ...any) {
 
 // spec returns the spec of worker process proc of a scenario.
 func (d *demoRun) spec(role, name string, proc, goroutines int) workerSpec {
-	return workerSpec{Role: role, Redis: d.conn.addr, Name: name, Proc: proc, Goroutines: goroutines, Lease: d.cfg.lease}
+	return workerSpec{Role: role, Redis: d.conn.addr, Name: name, Proc: proc, Goroutines: goroutines, Lease: d.cfg.lease,
+		Metrics: d.cfg.metrics}
 }
 
 // startFleet starts the worker processes of specs, says which they are, and tells them to
@@ -213,6 +221,7 @@ func (d *demoRun) startFleet(ctx context.Context, specs []workerSpec) (*fleet, e
 	if err != nil {
 		return nil, err
 	}
+	f.metrics, d.procs = d.metrics, len(specs)
 	pids := make([]string, len(f.procs))
 	for i, p := range f.procs {
 		pids[i] = fmt.Sprint(p.pid())
@@ -265,9 +274,15 @@ func demo(ctx context.Context, e *env, conn *redisConn, cfg demoConfig) error {
 	var results []scenarioRows
 	for i, s := range cfg.scenarios {
 		d.printf("\n== %d/%d %s: %s\n", i+1, len(cfg.scenarios), s.name, s.title)
+		if cfg.metrics {
+			d.metrics = newDemoMetrics()
+		}
 		rows, err := s.run(ctx, d)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		if d.metrics != nil {
+			d.metrics.print(d.out, d.procs)
 		}
 		results = append(results, scenarioRows{s.name, rows})
 	}

@@ -82,6 +82,9 @@ type fleet struct {
 	quit   chan struct{} // closed by stop: nobody reads events any more
 	wg     sync.WaitGroup
 	idle   *time.Timer
+	// metrics takes in the workers' metrics lines (aqs demo --metrics), which next never
+	// returns; nil without --metrics.
+	metrics *demoMetrics
 }
 
 // startFleet starts a worker process for each spec and returns once each has said it is
@@ -175,19 +178,26 @@ func (f *fleet) pass(ev workerEvent) {
 // when ctx is done, and when no worker said anything for stallTimeout.
 func (f *fleet) next(ctx context.Context, tick <-chan time.Time) (ev workerEvent, ticked bool, err error) {
 	f.idle.Reset(stallTimeout)
-	select {
-	case ev = <-f.events:
-		if ev.words == nil {
-			ev.p.exited = true
-			f.live--
+	for {
+		select {
+		case ev = <-f.events:
+			if ev.words == nil {
+				ev.p.exited = true
+				f.live--
+			} else if ev.words[0] == lineMetrics && f.metrics != nil {
+				if err := f.metrics.merge(ev.words[1:]); err != nil {
+					return ev, false, fmt.Errorf("worker %s: %w", ev.p, err)
+				}
+				continue
+			}
+			return ev, false, nil
+		case <-tick:
+			return ev, true, nil
+		case <-ctx.Done():
+			return ev, false, ctx.Err()
+		case <-f.idle.C:
+			return ev, false, fmt.Errorf("no word from the %d worker processes left for %v", f.live, stallTimeout)
 		}
-		return ev, false, nil
-	case <-tick:
-		return ev, true, nil
-	case <-ctx.Done():
-		return ev, false, ctx.Err()
-	case <-f.idle.C:
-		return ev, false, fmt.Errorf("no word from the %d worker processes left for %v", f.live, stallTimeout)
 	}
 }
 

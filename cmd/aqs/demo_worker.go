@@ -64,6 +64,7 @@ type workerSpec struct {
 	Tickets int           `json:"tickets,omitempty"`  // buyers: the tickets on sale
 	Writes  int           `json:"writes,omitempty"`   // writer: how many writes
 	JobTime time.Duration `json:"job_time,omitempty"` // pool: a job's typical length
+	Metrics bool          `json:"metrics,omitempty"`  // observe the Client (see demo_metrics.go)
 }
 
 // The roles, each implemented in its scenario's file.
@@ -144,14 +145,26 @@ func runWorker(s workerSpec, role func(context.Context, *worker) error, opts *re
 	ctx := context.Background()
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	client, err := aqs.New(ctx, rdb, aqs.WithWatchdogTimeout(s.Lease))
+	copts := []aqs.Option{aqs.WithWatchdogTimeout(s.Lease)}
+	var metrics *demoMetrics
+	if s.Metrics {
+		metrics = newDemoMetrics()
+		copts = append(copts, aqs.WithObserver(metrics))
+	}
+	client, err := aqs.New(ctx, rdb, copts...)
 	if err != nil {
 		return fmt.Errorf("connecting to Redis at %s: %w", s.Redis, err)
 	}
 	defer client.Close()
 	out.println(lineReady)
 	<-begin
-	return role(ctx, &worker{spec: s, rdb: rdb, client: client, out: out, stop: stop})
+	if err := role(ctx, &worker{spec: s, rdb: rdb, client: client, out: out, stop: stop}); err != nil {
+		return err
+	}
+	if metrics != nil {
+		out.println(metrics.words()...) // after "done": the fleet takes it in (see demo_metrics.go)
+	}
+	return nil
 }
 
 // watchStdin reads the parent's lines: begin is closed by "go", stop is cancelled by "stop".

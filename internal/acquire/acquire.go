@@ -36,7 +36,19 @@ import (
 // that may not wait (or only Wait long) did not get it, or an error. On failure it leaves
 // nothing behind: the hold leaves the queue, and what was granted to it in that instant passes
 // on.
+//
+// With an observer on the Client, the call reports how it ended (see observe).
 func (q *Queue) Acquire(ctx context.Context, c *Call) (Won, bool, error) {
+	if !q.rt.Observing() {
+		return q.acquire(ctx, c)
+	}
+	c.obs = &observed{start: time.Now()}
+	won, ok, err := q.acquire(ctx, c)
+	q.observe(ctx, c, ok, err)
+	return won, ok, err
+}
+
+func (q *Queue) acquire(ctx context.Context, c *Call) (Won, bool, error) {
 	if err := q.rt.Check(); err != nil {
 		return Won{}, false, err
 	}
@@ -89,6 +101,7 @@ func (a *attempt) run() (Won, bool, error) {
 		// and the new holder's lease bounds the first wait (heartbeats find a lost grant).
 		sentAt, a.joinedAt = o.since, o.since
 		r = scripts.Attempt{Status: scripts.Queued, Wait: a.q.rt.Cfg.WatchdogTimeout}
+		a.joined(0)
 	case boarded && o.kind == oUnknown:
 		// A release may have queued it, or handed it the lock: after it was sent.
 		first, a.queuedAt = false, o.since
@@ -139,6 +152,7 @@ func (a *attempt) run() (Won, bool, error) {
 			case boarded && o.kind == oJoined:
 				sentAt, a.joinedAt = o.since, o.since
 				r = scripts.Attempt{Status: scripts.Queued, Wait: a.q.rt.Cfg.WatchdogTimeout}
+				a.joined(0)
 				continue
 			case boarded && o.kind == oUnknown:
 				first, a.queuedAt = false, o.since
@@ -165,6 +179,7 @@ func (a *attempt) run() (Won, bool, error) {
 			a.queuedAt = sentAt
 			if a.joinedAt.IsZero() {
 				a.joinedAt = sentAt
+				a.joined(r.QueueLen)
 			}
 		}
 		if a.hub == nil {

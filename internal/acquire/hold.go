@@ -58,6 +58,7 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 	held := q.rt.Adopt(parent, core.Grant{
 		Key: spec.Key, ID: hold, Token: token, Lease: first, Watchdog: spec.Watchdog,
 		Renew: spec.Renew, RenewKeys: spec.RenewKeys, FetchToken: spec.FetchToken, SentAt: since,
+		Primitive: c.Primitive, Name: q.cfg.Name,
 	})
 	acq := q.rt.Held(held, spec.Key)
 	if acq != nil {
@@ -69,11 +70,15 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 		}
 	}
 	if a.ctx.Err() != nil {
+		if acq != nil {
+			acq.Hold().Unreported() // the call reports that it gave up: no hold to end
+		}
 		now(q.rt, a.ctx, func(context.Context) error { return spec.Release(held) })
 		return Won{}, false, context.Cause(a.ctx)
 	}
 	if spec.Token && token == 0 && acq != nil {
 		if _, err := acq.Hold().Token(held); err != nil {
+			acq.Hold().Unreported()
 			now(q.rt, a.ctx, func(context.Context) error { return spec.Release(held) })
 			return Won{}, false, err
 		}

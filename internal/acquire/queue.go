@@ -100,6 +100,11 @@ type Call struct {
 	Local bool
 	// Hold says how the call holds what it takes; nil: nothing is held.
 	Hold *HoldSpec
+	// Primitive names the call's primitive in the events of the Client's observer:
+	// "reentrant", "fair", "rwlock-read", "rwlock-write", "semaphore", "leased-semaphore".
+	Primitive string
+
+	obs *observed // set by Acquire when the Client has an observer (see observe.go)
 }
 
 // Won is a successful call's outcome.
@@ -128,6 +133,9 @@ type Config struct {
 	// Streak is how many times in a row a release may hand the lock to a waiter of its own
 	// Client past a waiter of another Client queued ahead of it; 0: never (FIFO).
 	Streak int
+	// Name is the primitive's name, as its user gave it, for the events of the Client's
+	// observer.
+	Name string
 }
 
 // Queue is the engine's side of one primitive value: what the calls on it share.

@@ -44,7 +44,8 @@ type Hold struct {
 	extendTo time.Duration // when > 0: the watchdog sets this lease at extendAt (ExtendLater)
 	extendAt time.Time
 	ended    bool
-	released bool // ended by its last local release (not found lost): its release is on its way
+	released bool     // ended by its last local release (not found lost): its release is on its way
+	obs      *holdObs // for the Client's observer only: nil without one (see observe.go)
 }
 
 type acq struct {
@@ -76,6 +77,9 @@ type Grant struct {
 	// FetchToken asks Redis for the hold's fencing token (assigning it on first request).
 	FetchToken func(context.Context, *Hold) (int64, error)
 	SentAt     time.Time // when the acquiring call was sent: the lease started no earlier
+	// Primitive and Name identify a new hold in the events of the Client's observer
+	// ("reentrant", "rwlock-read"...; the primitive's name). A re-entry needs neither.
+	Primitive, Name string
 }
 
 // Adopt records a successful acquisition and returns its held context, a child of parent.
@@ -92,6 +96,10 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 		// zero deadline for an expired lease.
 		h = &Hold{rt: rt, Key: g.Key, ID: g.ID, renew: g.Renew, keys: append([]string{g.Key}, g.RenewKeys...), fetch: g.FetchToken,
 			watchdog: g.Watchdog, lease: g.Lease, deadline: g.SentAt.Add(g.Lease)}
+		if rt.Observing() {
+			// The hold time runs from here: the caller has the lock from now on.
+			h.obs = &holdObs{primitive: g.Primitive, name: g.Name, at: time.Now(), ctx: parent}
+		}
 		rt.holds[k] = h
 	}
 	rt.holdsMu.Unlock()
@@ -134,7 +142,7 @@ func (rt *Runtime) Relet(h *Hold, lease time.Duration, watchdog bool, sentAt tim
 func (rt *Runtime) Held(ctx context.Context, key string) *Acquisition {
 	for a := acqFrom(ctx); a != nil; a = a.parent {
 		if a.hold.rt == rt && a.hold.Key == key && !a.isReleased() {
-			return &Acquisition{a}
+			return &Acquisition{a: a, ctx: ctx}
 		}
 	}
 	return nil
@@ -190,7 +198,10 @@ func (h *Hold) Token(ctx context.Context) (int64, error) {
 }
 
 // Acquisition is a handle on one acquisition, for the primitive that releases it.
-type Acquisition struct{ a *acq }
+type Acquisition struct {
+	a   *acq
+	ctx context.Context // the context it was found in (Held): the releasing call's
+}
 
 // Hold returns the acquisition's hold.
 func (x *Acquisition) Hold() *Hold { return x.a.hold }
@@ -223,6 +234,9 @@ func (x *Acquisition) Release() (last bool, err error) {
 	x.a.cancel(ErrReleased)
 	if last {
 		h.rt.forget(h)
+		if !lost {
+			h.observeEnd(EventReleased, x.ctx, nil)
+		}
 	}
 	if lost {
 		return last, ErrLockLost
@@ -259,8 +273,13 @@ func (h *Hold) Releasing() bool {
 }
 
 // Lost ends the hold because Redis no longer has it: every held context of it is cancelled
-// with ErrLockLost.
-func (h *Hold) Lost() { h.rt.forget(h); h.lose(ErrLockLost) }
+// with ErrLockLost. The Client's observer hears of it once (EventLeaseLost), also when the
+// hold's release found it gone after its last local release.
+func (h *Hold) Lost() {
+	h.rt.forget(h)
+	h.lose(ErrLockLost)
+	h.observeEnd(EventLeaseLost, nil, ErrLockLost)
+}
 
 func (a *acq) isReleased() bool {
 	a.hold.mu.Lock()

@@ -32,6 +32,8 @@ type Config struct {
 	// SyncReplicas 0 turns it off.
 	SyncReplicas int
 	SyncTimeout  time.Duration
+	// Observe receives the Client's events (see observe.go); nil: none are made.
+	Observe func(Event)
 }
 
 // DefaultConfig returns the defaults documented on the options.

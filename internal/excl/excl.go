@@ -24,7 +24,8 @@ import (
 
 // Config is what differs between the exclusive locks.
 type Config struct {
-	// Kind names the lock in error messages: "reentrant", "fair".
+	// Kind names the lock in error messages and in the events of the Client's observer:
+	// "reentrant", "fair".
 	Kind string
 	// WaiterTimeout is how long a queued waiter may go unheard of before it is dropped.
 	WaiterTimeout time.Duration
@@ -60,7 +61,7 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 		timeout: strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10)}
 	l.q = acquire.New(rt, acquire.Config{
 		Grants: layout.GrantChannel(key, rt.ID), WaiterTimeout: cfg.WaiterTimeout,
-		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak,
+		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak, Name: name,
 	})
 	return l, nil
 }
@@ -98,11 +99,12 @@ func (l *Lock) Acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	}
 	lease := l.Lease(cfg)
 	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
-		Rules:  &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), token: cfg.Token},
-		Block:  block,
-		Wait:   cfg.Wait,
-		Member: func(hold string) string { return layout.LockMemberOf(hold, lease.Milliseconds()) },
-		Local:  !cfg.Token,
+		Rules:     &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), token: cfg.Token},
+		Block:     block,
+		Wait:      cfg.Wait,
+		Member:    func(hold string) string { return layout.LockMemberOf(hold, lease.Milliseconds()) },
+		Local:     !cfg.Token,
+		Primitive: l.cfg.Kind,
 		Hold: &acquire.HoldSpec{
 			Key: l.key, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LockRenew,
 			FetchToken: l.fetchToken, Token: cfg.Token, Release: l.Unlock,

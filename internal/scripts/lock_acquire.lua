@@ -25,6 +25,10 @@
 --               heartbeat) whose message it missed; its lease may be a grant's short one
 --   {3, ms}     queued: wait at most ms (the holder's remaining lease, or the liveness of the
 --               waiter at the head) before trying again without a message
+--   {3, ms, n}  the same, for a hold's first attempt (ARGV[6] "1"), which joined: n is the
+--               length of the queue's list after the join (the waiters ahead, this one, and
+--               entries of waiters that left and are not dropped yet), for the Client's
+--               observer
 --   {4, ms}     not acquired and not queued (ARGV[4] "0"); ms as for 3
 --   {8, ms}     not acquired and not queued (ARGV[7] "1"): another hold of the caller's Client
 --               holds the lock, for at most ms more
@@ -81,7 +85,7 @@ if v and ARGV[4] == '1' and ARGV[6] == '1' then
       if redis.call('PTTL', l) < wait + timeout then
         redis.call('PEXPIRE', l, wait + 2 * timeout)
       end
-      return {3, wait}
+      return {3, wait, pushed}
     end
   end
 end
@@ -167,5 +171,8 @@ if v then
   elseif redis.call('PTTL', l) < e - now + timeout then
     redis.call('PEXPIRE', l, e - now + 2 * timeout)
   end
+end
+if ARGV[6] == '1' then
+  return {3, wait, redis.call('LLEN', q)}
 end
 return {3, wait}

@@ -74,10 +74,16 @@ type Attempt struct {
 	// Mine are the hold ids of waiters of the caller's Client that the script granted: their
 	// grants were not published, and the caller tells them.
 	Mine []string
+	// QueueLen, for Queued, is the length of the queue's list right after the hold joined it
+	// (the waiters ahead, the hold itself, and entries of waiters that left and are not yet
+	// dropped), when the script reports it (an integer among the trailing values); 0 when it
+	// does not (a later attempt of a queued hold, a script that reports no length).
+	QueueLen int
 }
 
 // DecodeAttempt decodes an attempt script's reply {status, value, grants...}: value is the
-// token for Acquired, the wait in ms for Queued, Busy and HeldLocally.
+// token for Acquired, the wait in ms for Queued, Busy and HeldLocally. An integer among the
+// grants of a Queued reply is the queue's length at the join (QueueLen).
 func DecodeAttempt(v any) (Attempt, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) < 2 {
@@ -96,6 +102,14 @@ func DecodeAttempt(v any) (Attempt, error) {
 		r.Wait = time.Duration(n) * time.Millisecond
 	}
 	r.Mine = holds(a[2:])
+	if r.Status == Queued {
+		for _, x := range a[2:] {
+			if n, ok := x.(int64); ok {
+				r.QueueLen = int(n)
+				break
+			}
+		}
+	}
 	return r, nil
 }
 
@@ -104,9 +118,12 @@ func holds(v []any) []string {
 	if len(v) == 0 {
 		return nil
 	}
-	out := make([]string, 0, len(v))
+	var out []string // nil when there is none (a Queued reply's queue length alone)
 	for _, x := range v {
 		if s, ok := x.(string); ok {
+			if out == nil {
+				out = make([]string, 0, len(v))
+			}
 			out = append(out, s)
 		}
 	}
