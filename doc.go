@@ -1,12 +1,14 @@
 // Package aqs is a library of distributed synchronizers on Redis, all sharing one Client
 // runtime: a reentrant lock (package reentrant), a FIFO fair lock (package fair), a read-write
-// lock (package rwlock), and a counting semaphore and a semaphore of leased permits (package
-// semaphore). It is for Go services that already run Redis and need exclusion or limits shared
-// by many processes: a job that must not run twice, a record one worker at a time may rewrite,
-// at most K jobs at once across a fleet.
+// lock (package rwlock), a counting semaphore and a semaphore of leased permits (package
+// semaphore), and a count-down latch (package latch). It is for Go services that already run
+// Redis and need exclusion or limits shared by many processes: a job that must not run twice,
+// a record one worker at a time may rewrite, at most K jobs at once across a fleet, a
+// coordinator that waits for its workers.
 //
 // This package holds the Client, its options, the options of the primitives' calls, the
-// errors they share and FencingToken. The ordering each primitive guarantees is in its own
+// errors they share, FencingToken, the Observer hook, and Locker with its sync.Locker
+// adapter. The ordering each primitive guarantees is in its own
 // package's documentation.
 //
 // # The Client
