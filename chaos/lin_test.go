@@ -15,6 +15,7 @@ import (
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/lintest"
 	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/latch"
 	"github.com/redaqs/aqs/reentrant"
 	"github.com/redaqs/aqs/rwlock"
 	"github.com/redaqs/aqs/semaphore"
@@ -54,7 +55,7 @@ var linFaults = []struct {
 }
 
 // Every primitive's histories (with waits, deadlines and cancellations) are linearizable
-// against its specification with its queue while either fault acts, and every run ends with
+// against its specification with its queue (the latch's: its count) while either fault acts, and every run ends with
 // the primitive found free (lintest's probes). The two faults run at once, each against one
 // primitive after the other: five histories at once would load a small machine so that most
 // waits run out.
@@ -66,7 +67,7 @@ func TestHistoriesStayLinearizableUnderFaultsThatFailNoCall(t *testing.T) {
 	}
 	forEachKind(t, names, func(t *testing.T, name string) {
 		fault := linFaults[slices.Index(names, name)]
-		for _, kind := range allKinds {
+		for _, kind := range append(slices.Clone(allKinds), kindLatch) {
 			t.Run(kind, func(t *testing.T) {
 				for round := range rounds {
 					linRound(t, kind, round, fault.name, fault.every, fault.inject)
@@ -166,6 +167,8 @@ func linRun(t *testing.T, kind string, clients []*aqs.Client) (porcupine.Model, 
 		history := lintest.RunRW(t, clients, locks, nonFair)
 		lintest.LogRWOutcomes(t, history)
 		return lintest.RWModel, history
+	case kindLatch:
+		return lintest.LatchModel, linLatches(t, clients, name)
 	case kindCounting:
 		sems := make([][]*semaphore.Semaphore, len(clients))
 		for ci, c := range clients {
@@ -199,4 +202,20 @@ func linRun(t *testing.T, kind string, clients []*aqs.Client) (porcupine.Model, 
 		lintest.LogSemOutcomes(t, history)
 		return lintest.SemModel(permits), history
 	}
+}
+
+// linLatches runs lintest.RunLatches on Locks latches shared by clients (their expiry a
+// minute, beyond the run), and returns the history.
+func linLatches(t *testing.T, clients []*aqs.Client, name func(k int) string) []porcupine.Operation {
+	latches := make([][]*latch.Latch, len(clients))
+	for ci, c := range clients {
+		for k := range lintest.Locks {
+			l, err := latch.New(c, name(k), latch.WithExpiry(time.Minute))
+			require.NoError(t, err)
+			latches[ci] = append(latches[ci], l)
+		}
+	}
+	history := lintest.RunLatches(t, clients, latches)
+	lintest.LogLatchOutcomes(t, history)
+	return history
 }

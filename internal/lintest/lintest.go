@@ -1,6 +1,7 @@
 // Package lintest records histories of concurrent runs of aqs's primitives (the locks, the
-// read-write lock, the semaphores) against a real Redis and checks them for linearizability
-// with porcupine; the tests of each primitive, and the fault tests (package chaos), use it.
+// read-write lock, the semaphores, the latch) against a real Redis and checks them for
+// linearizability with porcupine; the tests of each primitive, and the fault tests (package
+// chaos), use it.
 //
 // Several goroutines on Clients run random operations on a few locks (or semaphores) for a
 // short time; every operation is recorded with its input, its output and the times taken just
