@@ -52,6 +52,7 @@ type acq struct {
 	hold     *Hold
 	cancel   context.CancelCauseFunc
 	parent   *acq
+	base     context.Context // the context the acquisition was made with
 	released bool
 }
 
@@ -105,7 +106,7 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 	rt.holdsMu.Unlock()
 
 	cctx, cancel := context.WithCancelCause(parent)
-	a := &acq{hold: h, cancel: cancel, parent: acqFrom(parent)}
+	a := &acq{hold: h, cancel: cancel, parent: acqFrom(parent), base: parent}
 	h.mu.Lock()
 	h.acqs = append(h.acqs, a)
 	if g.Token != 0 {
@@ -242,6 +243,46 @@ func (x *Acquisition) Release() (last bool, err error) {
 		return last, ErrLockLost
 	}
 	return last, nil
+}
+
+// Base returns the context the hold's first acquisition was made with: the caller's context
+// before any held context of this hold (a Condition's Wait takes the lock back under it).
+func (x *Acquisition) Base() context.Context {
+	a := x.a
+	for a.parent != nil && a.parent.hold == a.hold {
+		a = a.parent
+	}
+	return a.base
+}
+
+// ReleaseHold ends the whole hold, whatever its count: every acquisition of it is released and
+// its held context cancelled with ErrReleased, as by as many Releases (a Condition's Wait). It
+// fails as Release does.
+func (x *Acquisition) ReleaseHold() error {
+	h := x.a.hold
+	h.mu.Lock()
+	if x.a.released {
+		h.mu.Unlock()
+		return ErrNotOwner
+	}
+	acqs := h.acqs
+	h.acqs = nil
+	for _, a := range acqs {
+		a.released = true
+	}
+	lost := h.ended
+	h.ended = true
+	h.released = !lost
+	h.mu.Unlock()
+	for _, a := range acqs {
+		a.cancel(ErrReleased)
+	}
+	h.rt.forget(h)
+	if lost {
+		return ErrLockLost
+	}
+	h.observeEnd(EventReleased, x.ctx, nil)
+	return nil
 }
 
 // LeaseTrusted reports whether the hold's lease is certainly still running in Redis: its local

@@ -174,10 +174,16 @@ func referenced(code string) map[string]bool {
 
 // The scripts. Each file's header is its contract.
 var (
-	LockAcquire      = mustLoad("lock_acquire")
-	LockRelease      = mustLoad("lock_release")
-	LockGiveUp       = mustLoad("lock_give_up")
-	LockHeartbeat    = mustLoad("lock_heartbeat")
+	LockAcquire   = mustLoad("lock_acquire")
+	LockRelease   = mustLoad("lock_release")
+	LockGiveUp    = mustLoad("lock_give_up")
+	LockHeartbeat = mustLoad("lock_heartbeat")
+	// A Condition of an exclusive lock (see cond_wait.lua).
+	CondWait         = mustLoad("cond_wait")
+	CondSignal       = mustLoad("cond_signal")
+	CondPoll         = mustLoad("cond_poll")
+	CondLeave        = mustLoad("cond_leave")
+	CondBeat         = mustLoad("cond_beat")
 	LockForceRelease = mustLoad("lock_force_release")
 	LockReenter      = mustLoad("lock_reenter")
 	LockToken        = mustLoad("lock_token")
