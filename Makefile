@@ -24,7 +24,7 @@ demo: deps
 bench:
 	$(GO) test -run '^$$' -bench 'Floor|Uncontended|Depth' -benchtime 5000x ./reentrant/ ./fair/
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./rwlock/
-	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x ./fair/
+	$(GO) test -run '^$$' -bench 'Contended|Condition' -benchtime 1x ./fair/
 	$(GO) test -run '^$$' -bench 'VsFloor' -benchtime 3000x ./semaphore/
 	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x ./semaphore/
 	$(GO) test -run '^$$' -bench 'Pipe' -benchtime 1x ./internal/core/
