@@ -119,4 +119,3 @@ func BenchmarkConditionVsHandOff(b *testing.B) {
 	b.ReportMetric(median(cmdsX), "cmds/exchange")
 	b.ReportMetric(median(cmdsH), "cmds/hand-off")
 }
-
