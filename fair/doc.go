@@ -30,4 +30,12 @@
 // package reentrant, and the lock keeps the same keys in Redis: the lock key "aqs:{name}",
 // present while the lock is held or waited for, and the queue, "aqs:{name}:q" (a list) and
 // "aqs:{name}:d" (the deadlines). Every key expires on its own once abandoned.
+//
+// # Conditions
+//
+// Lock.NewCondition gives the lock conditions, as Java's Condition objects: a holder waits on
+// one, giving the lock up, until another goroutine, in any process, signals it; signalled
+// waiters take the lock back in the order they began to wait, through the lock's queue (see
+// Condition). A condition's waiters are kept in "aqs:{name}:w:<condition name>" and its
+// deadlines, beside the lock's keys.
 package fair

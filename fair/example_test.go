@@ -93,3 +93,70 @@ func untilQueued(rdb *redis.Client, lock *fair.Lock, n int) {
 	}
 	log.Fatalf("%d buyers never queued", n)
 }
+
+// A buyer waits under the lock until stock arrives, without polling and without missing the
+// restock: Wait gives the lock up and waits on the condition in one step, and the restocker's
+// Signal, made under the lock after it added stock, moves the buyer onto the lock's queue.
+func ExampleCondition() {
+	addr, err := redistest.SingleAddr() // an application would use its own Redis address
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	client, err := aqs.New(ctx, rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	lock, err := fair.New(client, "example-inventory")
+	if err != nil {
+		log.Fatal(err)
+	}
+	restocked, err := lock.NewCondition("restocked")
+	if err != nil {
+		log.Fatal(err)
+	}
+	stock := "example-inventory:stock"
+	rdb.Set(ctx, stock, 0, 0)
+	defer rdb.Del(ctx, stock)
+
+	bought := make(chan error, 1)
+	go func() {
+		held, err := lock.Lock(ctx)
+		if err != nil {
+			bought <- err
+			return
+		}
+		for rdb.Get(held, stock).Val() == "0" {
+			if held, err = restocked.Wait(held); err != nil { // the lock is given up meanwhile
+				bought <- err
+				return
+			}
+		}
+		rdb.Decr(held, stock)
+		bought <- lock.Unlock(held)
+	}()
+
+	// The restocker: once the buyer waits, add stock under the lock and signal.
+	for rdb.ZCard(ctx, restocked.Keys()[1]).Val() == 0 {
+		time.Sleep(time.Millisecond) // only to make the example's order certain
+	}
+	held, err := lock.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb.Incr(held, stock)
+	if _, err := restocked.Signal(held); err != nil {
+		log.Fatal(err)
+	}
+	if err := lock.Unlock(held); err != nil {
+		log.Fatal(err)
+	}
+	if err := <-bought; err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("stock left:", rdb.Get(ctx, stock).Val())
+	// Output: stock left: 0
+}

@@ -52,4 +52,12 @@
 // the waiter's Client on a channel of its own. The fair lock keeps the same keys in the same
 // form: a reentrant and a fair lock of one name are the same lock in Redis, served by
 // different rules.
+//
+// # Conditions
+//
+// Lock.NewCondition gives the lock conditions, as Java's Condition objects: a holder waits on
+// one, giving the lock up, until another goroutine, in any process, signals it; signalled
+// waiters take the lock back in the order they began to wait, through the lock's queue (see
+// Condition). A condition's waiters are kept in "aqs:{name}:w:<condition name>" and its
+// deadlines, beside the lock's keys.
 package reentrant
