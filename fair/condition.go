@@ -3,7 +3,7 @@ package fair
 import (
 	"context"
 
-	"github.com/redaqs/aqs/internal/excl"
+	"github.com/redaqs/aqs/internal/cond"
 )
 
 // Condition is a condition of a Lock, as Java's Condition is of a fair ReentrantLock: goroutines of
@@ -22,7 +22,7 @@ import (
 //		}
 //	}
 type Condition struct {
-	c *excl.Cond
+	c *cond.Cond
 }
 
 // NewCondition returns the condition of the given name of l: every Condition of the same lock
