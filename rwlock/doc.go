@@ -47,4 +47,11 @@
 // in "aqs:{name}:q" (a list, arrival order) and "aqs:{name}:d" (liveness deadlines). Every key
 // expires on its own once abandoned. Do not use one name for a read-write lock and for a
 // reentrant or fair lock: they would share the key "aqs:{name}".
+//
+// # Conditions
+//
+// Lock.NewCondition gives the write side conditions, as Java's Condition objects of a
+// ReentrantReadWriteLock's write lock: a writer waits on one, giving the write side up, until
+// another goroutine, in any process, signals it; signalled writers take the write side back in
+// the order they began to wait, through the lock's queue (see Condition).
 package rwlock
