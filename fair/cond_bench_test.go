@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/benchutil"
+	"github.com/redaqs/aqs/internal/condtest"
 	"github.com/redaqs/aqs/internal/redistest"
 )
 
@@ -29,11 +27,9 @@ func BenchmarkConditionVsHandOff(b *testing.B) {
 	cnt := &benchutil.Counter{}
 	rdb.AddHook(cnt)
 	ctx := context.Background()
-	a := newLock(b, newClient(b, rdb))
-	o, err := fair.New(newClient(b, rdb), a.Name())
-	require.NoError(b, err)
-	locks := []*fair.Lock{a, o}
-	conds := []*fair.Condition{newCond(b, a), newCond(b, o)}
+	ls, cs := condtest.Locks(b, condKind, rdb, 2)
+	locks := []condtest.Lock{ls[0], ls[1]}
+	conds := []condtest.Cond{cs[0], cs[1]}
 
 	exchanges := func(span time.Duration) (int64, time.Duration) {
 		var turn atomic.Int32
