@@ -53,3 +53,34 @@ local function hand_off(l, q, d, now, pub, from, keep)
   local hold, lease = grant(l, m, deadline, now, keep)
   return hold, #tell({hold}, l, pub, from) > 0, lease
 end
+
+-- end_hold ends hold's hold of l, known to be live, and hands the lock on, the general way of
+-- lock_release.lua (whose header says what pick, over and the riders are): to pick when it may
+-- have it, else, after the riders ARGV[first_rider..] joined the queue, to the queue's live
+-- head (hand_off). It returns lock_release.lua's reply.
+local function end_hold(l, q, d, hold, now, pick, over, pub, timeout, first_rider)
+  local first = pick ~= '' and live_head(q, d, now)
+  local other = first and first ~= pick and string.sub(first, 1, 36) ~= string.sub(hold, 1, 36)
+  if pick ~= '' and (over == '0' or not other) then
+    local sp = string.find(pick, ' ', 38, true)
+    local next, lease = string.sub(pick, 1, sp - 1), tonumber(string.sub(pick, sp + 1))
+    redis.call('ZREM', d, pick)
+    set_holder(l, q, d, next, lease, now)
+    return {2, next, lease, 0, other and 1 or 0}
+  end
+  local keep = 0
+  if ARGV[first_rider] then
+    for i = first_rider, #ARGV do
+      join(q, d, ARGV[i], now, timeout, true)
+    end
+    keep = 2 * timeout
+  end
+  local next, mine, lease = hand_off(l, q, d, now, pub, string.sub(hold, 1, 36), keep)
+  if not next then
+    return {1}
+  end
+  if mine then
+    return {2, next, lease, 1, 0}
+  end
+  return {3}
+end

@@ -11,8 +11,9 @@
 -- ARGV[8..] riders, as lock_release.lua's ARGV[7..]
 --
 -- Replies: as lock_release.lua's ({1}, {2, ...}, {3}; {4} when the key does not hold this
--- hold, and then nothing changed: the member is not queued). It is lock_release.lua's general
--- path, with the member queued on cq once the hold is known to be live.
+-- hold, and then nothing changed: the member is not queued). It ends the hold as
+-- lock_release.lua's general path does (end_hold in _lock.lua), once the member is queued on
+-- cq.
 --@include _lock
 local l, q, d, cq, cd = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local hold, pick = ARGV[1], ARGV[5]
@@ -28,27 +29,4 @@ if e and e <= now then
 end
 local timeout = tonumber(ARGV[4])
 join(cq, cd, ARGV[7], now, timeout, true)
-local first = pick ~= '' and live_head(q, d, now)
-local other = first and first ~= pick and string.sub(first, 1, 36) ~= string.sub(hold, 1, 36)
-if pick ~= '' and (ARGV[6] == '0' or not other) then
-  local sp = string.find(pick, ' ', 38, true)
-  local next, lease = string.sub(pick, 1, sp - 1), tonumber(string.sub(pick, sp + 1))
-  redis.call('ZREM', d, pick)
-  set_holder(l, q, d, next, lease, now)
-  return {2, next, lease, 0, other and 1 or 0}
-end
-local keep = 0
-if ARGV[8] then
-  for i = 8, #ARGV do
-    join(q, d, ARGV[i], now, timeout, true)
-  end
-  keep = 2 * timeout
-end
-local next, mine, lease = hand_off(l, q, d, now, ARGV[3], string.sub(hold, 1, 36), keep)
-if not next then
-  return {1}
-end
-if mine then
-  return {2, next, lease, 1, 0}
-end
-return {3}
+return end_hold(l, q, d, hold, now, pick, ARGV[6], ARGV[3], timeout, 8)

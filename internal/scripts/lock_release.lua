@@ -181,27 +181,4 @@ end
 -- A hold with a count or a token ends here, the same way as above.
 now = now or server_ms()
 local timeout = tonumber(ARGV[4])
-local first = pick ~= '' and live_head(q, d, now)
-local other = first and first ~= pick and string.sub(first, 1, 36) ~= string.sub(hold, 1, 36)
-if pick ~= '' and (ARGV[6] == '0' or not other) then
-  local sp = string.find(pick, ' ', 38, true)
-  local next, lease = string.sub(pick, 1, sp - 1), tonumber(string.sub(pick, sp + 1))
-  redis.call('ZREM', d, pick)
-  set_holder(l, q, d, next, lease, now)
-  return {2, next, lease, 0, other and 1 or 0}
-end
-local keep = 0
-if ARGV[7] then
-  for i = 7, #ARGV do
-    join(q, d, ARGV[i], now, timeout, true)
-  end
-  keep = 2 * timeout
-end
-local next, mine, lease = hand_off(l, q, d, now, ARGV[3], string.sub(hold, 1, 36), keep)
-if not next then
-  return {1}
-end
-if mine then
-  return {2, next, lease, 1, 0}
-end
-return {3}
+return end_hold(l, q, d, hold, now, pick, ARGV[6], ARGV[3], timeout, 7)
