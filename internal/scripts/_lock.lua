@@ -84,3 +84,36 @@ local function end_hold(l, q, d, hold, now, pick, over, pub, timeout, first_ride
   end
   return {3}
 end
+
+-- beat_waiter is lock_heartbeat.lua's heartbeat of hold, queued as member (its reply): it
+-- renews a live waiter's deadline, keeps the lock key alive beyond the holder's lease, and
+-- takes a free lock kept for it.
+local function beat_waiter(l, q, d, hold, member, timeout, now)
+  local s = redis.call('ZSCORE', d, member)
+  local v = live_value(redis.call('GET', l), now)
+  if s then
+    if tonumber(s) <= now then
+      redis.call('ZREM', d, member) -- dead already: it is not revived
+      return 0
+    end
+    redis.call('ZADD', d, now + timeout, member)
+    keep_queue(q, d, timeout)
+    local e = v and lease_end(v)
+    if e and redis.call('PTTL', l) < e - now + timeout then
+      redis.call('PEXPIRE', l, e - now + 2 * timeout) -- the key outlives the lease while we wait
+    end
+    if not v and live_head(q, d, now) == member then
+      -- The lock is free and kept for this waiter (the holder's lease ran out, or a waiter it
+      -- was handed to died): take it now rather than at the waiter's next attempt.
+      redis.call('LPOP', q)
+      redis.call('ZREM', d, member)
+      grant(l, member, now + timeout, now)
+      return 2
+    end
+    return 1
+  end
+  if v and owns(v, hold) then
+    return 2
+  end
+  return 0
+end

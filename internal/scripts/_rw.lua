@@ -130,3 +130,25 @@ local function attempt_reply(status, value, mine)
   end
   return out
 end
+
+-- beat_rw_waiter is rw_heartbeat.lua's heartbeat of hold waiting in mode, queued as member
+-- (its reply): it renews a live waiter's deadline and serves the queue (publishing with pub).
+local function beat_rw_waiter(w, r, q, d, hold, mode, member, timeout, pub, now)
+  local s = redis.call('ZSCORE', d, member)
+  if s then
+    if tonumber(s) <= now then
+      redis.call('ZREM', d, member) -- dead already: it is not revived
+      return 0
+    end
+    redis.call('ZADD', d, string.format('%d', now + timeout), member)
+    keep_queue(q, d, timeout)
+    tell(serve(w, r, q, d, now), w, pub, nil)
+  end
+  if holds_it(w, r, hold, mode, now) then
+    return 2
+  end
+  if s then
+    return 1
+  end
+  return 0
+end

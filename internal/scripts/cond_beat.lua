@@ -21,29 +21,4 @@ if c then
   end
   return 0
 end
--- On the lock's queue: as lock_heartbeat.lua.
-local s = redis.call('ZSCORE', d, member)
-local v = live_value(redis.call('GET', l), now)
-if s then
-  if tonumber(s) <= now then
-    redis.call('ZREM', d, member)
-    return 0
-  end
-  redis.call('ZADD', d, now + timeout, member)
-  keep_queue(q, d, timeout)
-  local e = v and lease_end(v)
-  if e and redis.call('PTTL', l) < e - now + timeout then
-    redis.call('PEXPIRE', l, e - now + 2 * timeout)
-  end
-  if not v and live_head(q, d, now) == member then
-    redis.call('LPOP', q)
-    redis.call('ZREM', d, member)
-    grant(l, member, now + timeout, now)
-    return 2
-  end
-  return 1
-end
-if v and owns(v, ARGV[1]) then
-  return 2
-end
-return 0
+return beat_waiter(l, q, d, ARGV[1], member, timeout, now) -- on the lock's queue

@@ -21,20 +21,4 @@ if redis.call('ZSCORE', KEYS[7], member) then
   end
   return 0
 end
-local s = redis.call('ZSCORE', d, member)
-if s then
-  if tonumber(s) <= now then
-    redis.call('ZREM', d, member)
-    return 0
-  end
-  redis.call('ZADD', d, string.format('%d', now + timeout), member)
-  keep_queue(q, d, timeout)
-  tell(serve(w, r, q, d, now), w, ARGV[4], nil)
-end
-if holds_it(w, r, hold, 'x', now) then
-  return 2
-end
-if s then
-  return 1
-end
-return 0
+return beat_rw_waiter(w, r, q, d, hold, 'x', member, timeout, ARGV[4], now) -- on the lock's queue

@@ -13,24 +13,6 @@
 -- waits for (the heartbeat doubles as the fallback for a lost grant message); 0 it is no
 -- longer queued (a waiter whose deadline passed is dropped, not revived).
 --@include _rw
-local w, r, rn, q, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local hold, mode, timeout = ARGV[1], ARGV[3], tonumber(ARGV[4])
-local member = hold .. ' ' .. ARGV[2] .. ' ' .. mode
-local now = server_ms()
-local s = redis.call('ZSCORE', d, member)
-if s then
-  if tonumber(s) <= now then
-    redis.call('ZREM', d, member) -- dead already: it is not revived
-    return 0
-  end
-  redis.call('ZADD', d, string.format('%d', now + timeout), member)
-  keep_queue(q, d, timeout)
-  tell(serve(w, r, q, d, now), w, ARGV[5], nil)
-end
-if holds_it(w, r, hold, mode, now) then
-  return 2
-end
-if s then
-  return 1
-end
-return 0
+local hold, mode = ARGV[1], ARGV[3]
+return beat_rw_waiter(KEYS[1], KEYS[2], KEYS[4], KEYS[5], hold, mode, hold .. ' ' .. ARGV[2] .. ' ' .. mode,
+  tonumber(ARGV[4]), ARGV[5], server_ms())
