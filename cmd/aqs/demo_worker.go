@@ -19,7 +19,7 @@ import (
 
 // Worker processes: the child side.
 //
-// Every scenario of the demo runs its buyers, readers, writer or pool workers in worker
+// Every scenario of the demo runs its buyers, readers, writer, pool workers or restocker in worker
 // processes: aqs run again (see workerExec), with demoWorkerEnv holding a workerSpec in JSON.
 // main, and the tests' TestMain, look for that variable before anything else and call
 // demoWorkerMain instead of the command line, so a worker never parses flags, never starts a
@@ -65,14 +65,18 @@ type workerSpec struct {
 	Writes  int           `json:"writes,omitempty"`   // writer: how many writes
 	JobTime time.Duration `json:"job_time,omitempty"` // pool: a job's typical length
 	Metrics bool          `json:"metrics,omitempty"`  // observe the Client (see demo_metrics.go)
+	Items   int           `json:"items,omitempty"`    // shoppers: items each; restocker: items in all
+	Batch   int           `json:"batch,omitempty"`    // restocker: the largest batch
 }
 
 // The roles, each implemented in its scenario's file.
 var roles = map[string]func(ctx context.Context, w *worker) error{
-	roleBuyers:  runBuyers,
-	roleReaders: runReaders,
-	roleWriter:  runWriter,
-	rolePool:    runPoolWorkers,
+	roleBuyers:    runBuyers,
+	roleReaders:   runReaders,
+	roleWriter:    runWriter,
+	rolePool:      runPoolWorkers,
+	roleShoppers:  runShoppers,
+	roleRestocker: runRestocker,
 }
 
 // workerExec is how the demo starts a worker process: path with args, demoWorkerEnv added to
