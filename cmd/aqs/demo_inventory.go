@@ -180,7 +180,7 @@ const (
 		"holding the lock, so the numbers are the condition's order; a buyer that was not waiting (back " +
 		"for its next item, queued on the lock before a Signal moved a waiter behind it) may rightly be " +
 		"served first, and is not judged."
-	rewaitNote = "a signalled buyer that found the stock taken by a buyer queued on the lock ahead of it, " +
+	rewaitNote = "a re-wait is that of a signalled buyer that found the stock taken by a buyer queued on the lock ahead of it, " +
 		"and waited again, at the back; a reservation is judged by the Wait it followed."
 	leftWaitingNote = "once restocking is over, the parent takes the lock every %v and looks: buyers " +
 		"on the condition while stock is left and nobody is on the lock's queue to take it would wait " +
@@ -236,6 +236,7 @@ func runInventory(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 		restocks, moved, empty         int
 		restocked                      bool
 		leftWaiting, stockLeft         int // found by the probe
+		probes                         int
 		stopped                        bool
 		last                           time.Duration
 		tick                           <-chan time.Time
@@ -250,6 +251,7 @@ func runInventory(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 			if err != nil {
 				return nil, err
 			}
+			probes++
 			if n > 0 && !stopped {
 				leftWaiting, stockLeft, stopped = n, left, true
 				d.progress("STUCK: %d buyers wait on the condition with %d items in stock and nobody in line: stopping them",
@@ -303,7 +305,7 @@ func runInventory(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 	}
 	return inventoryVerdict(ctx, d, k, inventoryTally{total: total, buyers: buyers, reserved: reserved, wakes: wakes,
 		rewaits: rewaits, late: late, restocks: restocks, moved: moved, empty: empty, leftWaiting: leftWaiting,
-		stockLeft: stockLeft, last: last})
+		stockLeft: stockLeft, probes: probes, last: last})
 }
 
 // probeStuck takes the lock and looks whether buyers wait on the condition while stock is left
@@ -331,7 +333,7 @@ type inventoryTally struct {
 	total, buyers                  int
 	reserved, wakes, rewaits, late int
 	restocks, moved, empty         int
-	leftWaiting, stockLeft         int
+	leftWaiting, stockLeft, probes int
 	last                           time.Duration
 }
 
@@ -394,6 +396,10 @@ func inventoryVerdict(ctx context.Context, d *demoRun, k inventoryKeys, t invent
 			quantileOf(afterSignal, 0.99), slices.Max(afterSignal), len(afterSignal))
 	}
 	violations := counters[k.violations]
+	inStock := t.stockLeft // when the probe found buyers stuck; else at the end
+	if t.leftWaiting == 0 {
+		inStock = stock
+	}
 	return []summaryRow{
 		checkedRow("items reserved", reserved == t.total && restocked == t.total && stock == 0 && len(records) == reserved,
 			"%d of %d restocked, %d in stock, in %v, %d buyers in %d processes", reserved, restocked, stock,
@@ -403,7 +409,7 @@ func inventoryVerdict(ctx context.Context, d *demoRun, k inventoryKeys, t invent
 		checkedRow("FIFO violations", violations == 0 && violations == t.late,
 			"%d in %d wakes from the condition", violations, t.wakes).withNote(inventoryFIFONote),
 		checkedRow("left waiting with stock", t.leftWaiting == 0,
-			"%d buyers (%d items in stock when looked)", t.leftWaiting, t.stockLeft).withNote(fmt.Sprintf(leftWaitingNote, probeEvery)),
+			"%d buyers, with %d items in stock; %d looks after the last restock", t.leftWaiting, inStock, t.probes).withNote(fmt.Sprintf(leftWaitingNote, probeEvery)),
 		figureRow("waits on the condition", "%d, of which %d re-waits; %d woke without a Signal", counters[k.waits],
 			t.rewaits, counters[k.unsignalled]).withNote(rewaitNote),
 		figureRow("signals", "%d moved a waiter, %d found none, in %d restocks (Signal per item)", signals, t.empty,

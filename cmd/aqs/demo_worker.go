@@ -28,7 +28,8 @@ import (
 // The protocol is lines of words. The worker prints "ready" on stdout once its Client is up,
 // waits for "go" on stdin, then prints the events of its role (see each scenario's file) and
 // ends with a "done" line and exit status 0. "stop" on stdin asks a role that runs until told
-// (readers, pool workers) to finish what it is doing and end. A worker exits at once, holding
+// (readers, pool workers) to finish what it is doing and end, and buyers of the inventory
+// that wait for stock that will not come to give up. A worker exits at once, holding
 // whatever it holds, when its stdin reaches EOF: the parent is gone, or gave up on it; so no
 // worker outlives aqs, even one killed outright (on Linux they also get a parent-death
 // signal). Why a worker failed goes to its stderr, which the parent shows.
