@@ -24,7 +24,7 @@ func TestDemoInventoryReservesEveryItemOnceAndWakesWaitersInWaitOrder(t *testing
 	assertInventoryOK(t, stdout)
 	assert.Contains(t, stdout, "all 4 checks passed")
 	assert.Contains(t, stdout, `fair lock "`+name+`-inventory" (key aqs:{`+name+`-inventory}), its condition "stock"`)
-	assert.Contains(t, stdout, "FIFO violations: a buyer whose Wait on the condition returns")
+	assert.Contains(t, stdout, "FIFO violations among waiters: a buyer whose Wait on the condition returns")
 
 	// The buyers in two processes of their own, the restocker in a third.
 	pids := workerPIDs(t, stdout)
