@@ -175,17 +175,21 @@ return {tonumber(redis.call('GET', KEYS[1]) or '0'),
 
 // Notes of the summary.
 const (
-	inventoryFIFONote = "a buyer whose Wait on the condition returns (it has the lock back) while a buyer " +
-		"that began to wait before it still waits. Each buyer takes a wait number just before its Wait, " +
-		"holding the lock, so the numbers are the condition's order; a buyer that was not waiting (back " +
-		"for its next item, queued on the lock before a Signal moved a waiter behind it) may rightly be " +
-		"served first, and is not judged."
-	rewaitNote = "a re-wait is that of a signalled buyer that found the stock taken by a buyer queued on the lock ahead of it, " +
-		"and waited again, at the back; a reservation is judged by the Wait it followed."
-	leftWaitingNote = "once restocking is over, the parent takes the lock at once and then every %v, and " +
-		"looks: buyers " +
-		"on the condition while stock is left and nobody is on the lock's queue to take it would wait " +
-		"forever; it then stops the buyers and counts them."
+	inventoryFIFONote = "a buyer whose Wait on the condition returns (it has the lock back) while a " +
+		"buyer that began to wait before it still waits. Each buyer takes a wait number just before its " +
+		"Wait, holding the lock, so the numbers are the condition's order; the reservations that follow " +
+		"a Wait must be in the order of those numbers too. A buyer that was not waiting (back for its " +
+		"next item, queued on the lock before a Signal moved a waiter behind it) may rightly be served " +
+		"first, and is not judged."
+	firstWaitNote = "a buyer that waited again (a re-wait, see above) is judged here by its first Wait for " +
+		"the item: it may rightly be overtaken by buyers that began to wait after that one but before " +
+		"its second."
+	rewaitNote = "a re-wait is that of a signalled buyer that found the stock taken by a buyer queued " +
+		"on the lock ahead of it, and waited again, at the back; a reservation is judged by the Wait it " +
+		"followed."
+	leftWaitingNote = "once restocking is over, the parent takes the lock at once and then every %v, " +
+		"and looks: buyers on the condition while stock is left and nobody is on the lock's queue to " +
+		"take it would wait forever; it then stops the buyers and counts them."
 )
 
 // runInventory is the parent side of the inventory reservation.
@@ -370,22 +374,27 @@ func inventoryVerdict(ctx context.Context, d *demoRun, k inventoryKeys, t invent
 		return nil, err
 	}
 
-	// Each record: "<buyer> <item> <first wait ms or -1> <wait number or 0> <signal ms or -1>
-	// <reservation ms>".
+	// Each record: "<buyer> <item> <first wait ms or -1> <first wait number or 0> <wait number
+	// or 0> <signal ms or -1> <reservation ms>", in the order of the reservations. A reservation
+	// is overtaken, by the numbers of the first or of the last Wait for its item, when one
+	// made before it had a higher number.
 	var waited, afterSignal []time.Duration
 	var longestBy string
+	var byFirst, byLast overtaking
 	for _, rec := range records {
 		w := lineWords(rec)
-		if len(w) != 6 {
+		if len(w) != 7 {
 			return nil, fmt.Errorf("bad reservation record %q", rec)
 		}
-		var v [4]int64
+		var v [5]int64
 		for i, s := range w[2:] {
 			if v[i], err = strconv.ParseInt(s, 10, 64); err != nil {
 				return nil, fmt.Errorf("bad reservation record %q", rec)
 			}
 		}
-		first, signal, at := v[0], v[2], v[3]
+		first, signal, at := v[0], v[3], v[4]
+		byFirst.see(v[1])
+		byLast.see(v[2])
 		if first >= 0 {
 			dur := time.Duration(at-first) * time.Millisecond
 			if len(waited) == 0 || dur > slices.Max(waited) {
@@ -417,19 +426,39 @@ func inventoryVerdict(ctx context.Context, d *demoRun, k inventoryKeys, t invent
 			"%d of %d restocked, %d in stock, in %v, %d buyers in %d processes", reserved, restocked, stock,
 			t.last.Round(time.Millisecond), t.buyers, cfg.processes),
 		checkedRow("oversold", counters[k.oversells] == 0 && reserved+stock == restocked,
-			"%d (reservations that made the reserved more than the restocked), %d + %d in stock = %d restocked",
+			"%d (beyond the restocked); %d reserved + %d in stock = %d restocked",
 			counters[k.oversells], reserved, stock, restocked),
-		checkedRow("FIFO violations among waiters", violations == 0 && violations == t.late,
-			"%d in %d wakes from the condition", violations, t.wakes).withNote(inventoryFIFONote),
+		checkedRow("FIFO violations among waiters", violations == 0 && violations == t.late && byLast.overtaken == 0,
+			"%d in %d wakes; %d of %d reservations out of the order of their Waits",
+			violations, t.wakes, byLast.overtaken, byLast.seen).withNote(inventoryFIFONote),
 		checkedRow("left waiting with stock", t.leftWaiting == 0,
-			"%d buyers, with %d items in stock; %d looks after the last restock", t.leftWaiting, inStock, t.probes).withNote(fmt.Sprintf(leftWaitingNote, probeEvery)),
+			"%d buyers, %d items in stock; %s after the last restock", t.leftWaiting, inStock, plural(t.probes, "look")).withNote(fmt.Sprintf(leftWaitingNote, probeEvery)),
 		figureRow("waits on the condition", "%d, of which %d re-waits; %d woke without a Signal", counters[k.waits],
 			t.rewaits, counters[k.unsignalled]).withNote(rewaitNote),
+		figureRow("reserved in wait order", "%s; by the first Wait for the item, %d of %d overtaken",
+			yesNo(byFirst.overtaken == 0), byFirst.overtaken, byFirst.seen).withNote(firstWaitNote),
 		figureRow("signals", "%d moved a waiter, %d found none, in %d restocks (Signal per item)", signals, t.empty,
 			t.restocks),
 		figureRow("longest wait for stock", "%s", longest),
 		figureRow("Signal to reservation", "%s", latency),
 	}, nil
+}
+
+// overtaking counts, in a sequence of wait numbers (0 for none), those that come after a higher
+// one.
+type overtaking struct {
+	highest, seen, overtaken int64
+}
+
+func (o *overtaking) see(n int64) {
+	if n <= 0 {
+		return
+	}
+	o.seen++
+	if n < o.highest {
+		o.overtaken++
+	}
+	o.highest = max(o.highest, n)
 }
 
 // quantileOf returns the q-quantile of ds, which it sorts.
@@ -514,7 +543,7 @@ func (s *shoppers) shop(label string) (int, error) {
 // context, so it stops as soon as the lock is lost.
 func (s *shoppers) reserve(held context.Context, label string, item int) (context.Context, error) {
 	k := s.keys
-	first, number, signal, late := int64(-1), int64(0), int64(-1), int64(0)
+	first, firstNumber, number, signal, late := int64(-1), int64(0), int64(0), int64(-1), int64(0)
 	for {
 		stock, err := s.rdb.Get(held, k.stock).Int()
 		if err != nil {
@@ -528,7 +557,7 @@ func (s *shoppers) reserve(held context.Context, label string, item int) (contex
 			if err := s.rdb.Set(held, k.stock, stock-1, 0).Err(); err != nil {
 				return held, err
 			}
-			rec := fmt.Sprintf("%s %d %d %d %d", label, item, first, number, signal)
+			rec := fmt.Sprintf("%s %d %d %d %d %d", label, item, first, firstNumber, number, signal)
 			if err := reserveScript.Run(held, s.rdb, []string{k.reserved, k.restocked, k.oversells, k.reservations}, rec).Err(); err != nil {
 				return held, err
 			}
@@ -541,7 +570,7 @@ func (s *shoppers) reserve(held context.Context, label string, item int) (contex
 		}
 		number = r[0]
 		if first < 0 {
-			first = r[1]
+			first, firstNumber = r[1], number
 		}
 		if held, err = s.cond.Wait(held); err != nil {
 			return held, err

@@ -81,7 +81,7 @@ func TestInventoryChecksSeeAnOvertakenWaiterAndAnOversell(t *testing.T) {
 	require.NoError(t, rdb.Set(ctx, k.restocked, 1, 0).Err())
 	reserve := func() []int64 {
 		r, err := reserveScript.Run(ctx, rdb, []string{k.reserved, k.restocked, k.oversells, k.reservations},
-			"p1/b1 1 -1 0 -1").Int64Slice()
+			"p1/b1 1 -1 0 0 -1").Int64Slice()
 		require.NoError(t, err)
 		return r
 	}
@@ -91,7 +91,7 @@ func TestInventoryChecksSeeAnOvertakenWaiterAndAnOversell(t *testing.T) {
 	records, err := rdb.LRange(ctx, k.reservations, 0, -1).Result()
 	require.NoError(t, err)
 	require.Len(t, records, 2)
-	assert.Len(t, lineWords(records[0]), 6, "the record with the server time appended")
+	assert.Len(t, lineWords(records[0]), 7, "the record with the server time appended")
 }
 
 // TestInventoryProbeFindsABuyerLeftWaitingWithStock shows that the left-waiting check is not
