@@ -249,12 +249,15 @@ func runInventory(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 	// look probes for buyers left waiting with stock left, and stops the buyers when it finds
 	// some: they would wait forever.
 	look := func() error {
+		if stopped {
+			return nil // found already
+		}
 		n, left, err := probeStuck(ctx, d.rdb, lock, cond, k)
 		if err != nil {
 			return err
 		}
 		probes++
-		if n > 0 && !stopped {
+		if n > 0 {
 			leftWaiting, stockLeft, stopped = n, left, true
 			d.progress("STUCK: %d buyers wait on the condition with %d items in stock and nobody in line: stopping them",
 				n, left)

@@ -142,3 +142,72 @@ func TestInventoryProbeFindsABuyerLeftWaitingWithStock(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, waiting)
 }
+
+// muteRestockerEnv, set in the environment of this test binary's worker processes, makes their
+// restocker one that never signals (see runMuteRestocker).
+const muteRestockerEnv = "AQS_TEST_MUTE_RESTOCKER"
+
+func init() {
+	if os.Getenv(muteRestockerEnv) != "" {
+		roles[roleRestocker] = runMuteRestocker
+	}
+}
+
+// runMuteRestocker is a broken restocker: once every buyer (Items of them, one item each) waits
+// on the condition, it adds their items with no Signal, so that they wait on with stock left.
+func runMuteRestocker(ctx context.Context, w *worker) error {
+	lock, err := fair.New(w.client, w.spec.Name)
+	if err != nil {
+		return err
+	}
+	cond, err := lock.NewCondition(stockCondition)
+	if err != nil {
+		return err
+	}
+	k := inventoryKeysOf(lock)
+	for {
+		// No event tells a process of another's Wait: it looks.
+		n, err := w.rdb.ZCard(ctx, cond.Keys()[1]).Result()
+		if err != nil {
+			return err
+		}
+		if n == int64(w.spec.Items) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	held, err := lock.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	err = w.rdb.IncrBy(held, k.restocked, int64(w.spec.Items)).Err()
+	if err == nil {
+		err = w.rdb.Set(held, k.stock, w.spec.Items, 0).Err()
+	}
+	if uerr := lock.Unlock(held); err == nil {
+		err = uerr
+	}
+	if err != nil {
+		return err
+	}
+	w.out.println("restock", w.spec.Items, w.spec.Items, 0, w.spec.Items)
+	w.out.println(lineDone, w.spec.Items, 0, 0)
+	return nil
+}
+
+// A restocker that adds stock without signalling leaves the buyers waiting: the demo finds
+// them, stops them, and fails. Not parallel: the worker processes get the variable from the
+// test's environment.
+func TestDemoInventoryFailsWhenBuyersAreLeftWaitingWithStock(t *testing.T) {
+	t.Setenv(muteRestockerEnv, "1")
+	srv := redistest.Single(t)
+	name, args := demoArgs(t, "inventory", "--redis", srv.Addr(), "--items", "1")
+	code, stdout, stderr := aqsRun(t.Context(), nil, args...)
+	require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "STUCK: 4 buyers wait on the condition with 4 items in stock and nobody in line")
+	assert.Regexp(t, checkRow("left waiting with stock", `4 buyers, 4 items in stock; 1 look after the last restock`, "FAILED"), stdout)
+	assert.Regexp(t, checkRow("items reserved", `0 of 4 restocked, 4 in stock, in \S+, 4 buyers in 2 processes`, "FAILED"), stdout)
+	assert.Contains(t, stdout, "left waiting with 0 of 1 item")
+	assert.Contains(t, stdout, "2 of 4 checks FAILED")
+	assertNoDemoKeys(t, srv, name)
+}
