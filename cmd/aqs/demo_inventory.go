@@ -238,7 +238,7 @@ func runInventory(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 	width := len(strconv.Itoa(total))
 	var (
 		reserved, wakes, rewaits, late int
-		restocks, moved, empty         int
+		restocks, empty                int
 		restocked                      bool
 		leftWaiting, stockLeft         int // found by the probe
 		probes                         int
@@ -284,7 +284,8 @@ func runInventory(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 			}
 		case w[0] == "restock" && len(w) == 5:
 			restocks++
-			d.progress("restock +%s -> stock %s, %s waiters signalled, %s still waiting", w[1], w[2], w[3], w[4])
+			m, _ := strconv.Atoi(w[3])
+			d.progress("restock +%s -> stock %s, %s signalled, %s still waiting", w[1], w[2], plural(m, "waiter"), w[4])
 		case w[0] == "woke" && len(w) == 5:
 			wakes++
 			if w[4] == "0" {
@@ -305,7 +306,6 @@ func runInventory(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 			d.progress("buyer %s left waiting with %s of %s", w[1], w[2], plural(cfg.items, "item"))
 		case w[0] == lineDone && ev.p.role == roleRestocker && len(w) == 4:
 			ev.p.done, restocked = true, true
-			moved, _ = strconv.Atoi(w[2])
 			empty, _ = strconv.Atoi(w[3])
 			t := time.NewTicker(probeEvery)
 			defer t.Stop()
@@ -323,7 +323,7 @@ func runInventory(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 		return nil, errors.New("the restocker ended without its done line")
 	}
 	return inventoryVerdict(ctx, d, k, inventoryTally{total: total, buyers: buyers, reserved: reserved, wakes: wakes,
-		rewaits: rewaits, late: late, restocks: restocks, moved: moved, empty: empty, leftWaiting: leftWaiting,
+		rewaits: rewaits, late: late, restocks: restocks, empty: empty, leftWaiting: leftWaiting,
 		stockLeft: stockLeft, probes: probes, last: last})
 }
 
@@ -351,7 +351,7 @@ func probeStuck(ctx context.Context, rdb *redis.Client, lock *fair.Lock, cond *f
 type inventoryTally struct {
 	total, buyers                  int
 	reserved, wakes, rewaits, late int
-	restocks, moved, empty         int
+	restocks, empty                int
 	leftWaiting, stockLeft, probes int
 	last                           time.Duration
 }
