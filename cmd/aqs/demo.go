@@ -20,7 +20,7 @@ import (
 
 // The demo.
 //
-// aqs demo runs the three uses the library exists for, one after the other, each across
+// aqs demo runs the four uses the library exists for, one after the other, each across
 // several OS processes: aqs runs itself again as worker processes (demo_worker.go,
 // demo_proc.go), each with its own Redis connection pool and aqs.Client, as the processes of
 // a real deployment would have. The parent starts them, prints their progress, and judges the
@@ -30,13 +30,15 @@ import (
 //   - config (demo_config.go): readers read a configuration under the read lock while a writer
 //     updates it under the write lock;
 //   - pool (demo_pool.go): workers run jobs under the permits of a leased semaphore, and one
-//     worker process is killed with SIGKILL in the middle of a job.
+//     worker process is killed with SIGKILL in the middle of a job;
+//   - inventory (demo_inventory.go): buyers wait on a Condition of the fair lock for stock that
+//     a restocker adds and signals.
 //
 // Each scenario ends with rows for the summary table, some of them checks; the command fails
 // when any check does. The resources the locks guard are written non-atomically on purpose (a
 // GET then a SET, two HSETs), so that a lock that failed to exclude would show in the figures.
 
-const demoSynopsis = `Runs the three uses aqs exists for, each across several OS processes (aqs itself,
+const demoSynopsis = `Runs the four uses aqs exists for, each across several OS processes (aqs itself,
 run again as workers, each with its own Redis connections and aqs.Client), with
 progress as they go and a summary table at the end:
 
@@ -47,7 +49,12 @@ progress as they go and a summary table at the end:
            it under the write lock: no reader ever sees half a write;
   pool     workers run jobs under the permits of a leased semaphore, K at once; one
            worker process is killed with SIGKILL mid-job, and its permit comes back
-           when its lease runs out.
+           when its lease runs out;
+  inventory
+           buyers reserve items one at a time under the fair lock, waiting on its
+           Condition while the stock is 0; a restocker adds stock in batches and
+           signals once per item: none oversold, no buyer left waiting while stock
+           is left, and waiters woken in the order they began to wait.
 
 The exit status is 1 when any check fails.`
 
@@ -57,7 +64,8 @@ type demoConfig struct {
 	name      string // the stem of every name and key of the run
 	processes int
 
-	buyers, tickets        int           // tickets
+	buyers, tickets        int           // tickets (buyers: inventory too)
+	items, batch           int           // inventory
 	readers, writes        int           // config
 	workers, permits, jobs int           // pool
 	jobTime                time.Duration // pool
@@ -76,15 +84,16 @@ var scenarios = []scenario{
 	{"tickets", "ticket sales with the fair lock", runTickets},
 	{"config", "shared configuration with the read-write lock", runConfig},
 	{"pool", "a worker pool with the leased-permit semaphore", runPool},
+	{"inventory", "inventory reservation with a Condition of the fair lock", runInventory},
 }
 
 func runDemo(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "demo", demoSynopsis)
 	redisAddr := addRedisFlag(fs)
 	var cfg demoConfig
-	which := fs.String("scenario", "all", "the scenarios to run: all, or a comma-separated list of tickets, config, pool")
+	which := fs.String("scenario", "all", "the scenarios to run: all, or a comma-separated list of tickets, config, pool, inventory")
 	fs.IntVar(&cfg.processes, "processes", 4, "worker processes per scenario (config runs its writer in one more)")
-	fs.IntVar(&cfg.buyers, "buyers", 4, "tickets: buyers per process")
+	fs.IntVar(&cfg.buyers, "buyers", 4, "tickets, inventory: buyers per process")
 	fs.IntVar(&cfg.tickets, "tickets", 1000, "tickets: the tickets on sale")
 	fs.IntVar(&cfg.readers, "readers", 6, "config: readers per process")
 	fs.IntVar(&cfg.writes, "writes", 12, "config: the writer's updates, one every "+writeEvery.String())
@@ -93,6 +102,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.jobs, "jobs", 60, "pool: jobs to run; the kill comes after a third of them, and the\n"+
 		"run goes on until the killed worker's permit is back")
 	fs.DurationVar(&cfg.jobTime, "job-time", 150*time.Millisecond, "pool: how long a job takes, about")
+	fs.IntVar(&cfg.items, "items", 5, "inventory: the items each buyer reserves, one at a time; the restocker adds\n"+
+		"exactly what the buyers want in all")
+	fs.IntVar(&cfg.batch, "batch", 6, "inventory: the restocker's largest batch, one every "+restockEvery.String())
 	fs.DurationVar(&cfg.lease, "lease", 2*time.Second, "the watchdog timeout of the workers' aqs Clients: how long the\n"+
 		"permit of a killed worker stays leased at most")
 	fs.BoolVar(&cfg.metrics, "metrics", false, "print, per scenario, what the workers' aqs Clients observed: acquisitions,\n"+
@@ -123,6 +135,7 @@ func (cfg *demoConfig) check(which string) error {
 		{"processes", cfg.processes}, {"buyers", cfg.buyers}, {"tickets", cfg.tickets},
 		{"readers", cfg.readers}, {"writes", cfg.writes},
 		{"workers", cfg.workers}, {"permits", cfg.permits}, {"jobs", cfg.jobs},
+		{"items", cfg.items}, {"batch", cfg.batch},
 	} {
 		if f.v < 1 {
 			return usagef("--%s must be at least 1, not %d", f.name, f.v)
@@ -141,7 +154,7 @@ func (cfg *demoConfig) check(which string) error {
 		for _, name := range strings.Split(which, ",") {
 			i := indexScenario(strings.TrimSpace(name))
 			if i < 0 {
-				return usagef("--scenario: unknown scenario %q (want all, or some of tickets, config, pool)", name)
+				return usagef("--scenario: unknown scenario %q (want all, or some of tickets, config, pool, inventory)", name)
 			}
 			cfg.scenarios = append(cfg.scenarios, scenarios[i])
 		}

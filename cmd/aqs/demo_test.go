@@ -31,6 +31,7 @@ var smallDemo = []string{
 	"--buyers", "2", "--tickets", "30",
 	"--readers", "2", "--writes", "3",
 	"--workers", "2", "--permits", "2", "--jobs", "9", "--job-time", "100ms", "--lease", "1s",
+	"--items", "3", "--batch", "3",
 }
 
 // demoArgs returns the demo's command line for scenarios ("all" or a list) at smallDemo's
@@ -80,6 +81,22 @@ func assertPoolOK(t *testing.T, stdout string) {
 	assert.Contains(t, stdout, "SIGKILL to process 2")
 }
 
+// assertInventoryOK checks the summary rows of the inventory reservation at smallDemo's size.
+func assertInventoryOK(t *testing.T, stdout string) {
+	t.Helper()
+	assert.Regexp(t, checkRow("items reserved", `12 of 12 restocked, 0 in stock, in \S+, 4 buyers in 2 processes`, "ok"), stdout)
+	assert.Regexp(t, checkRow("oversold", `0 \(beyond the restocked\); 12 reserved \+ 0 in stock = 12 restocked`, "ok"), stdout)
+	assert.Regexp(t, checkRow("FIFO violations among waiters", `0 in [1-9]\d* wakes; 0 of [1-9]\d* reservations out of the order of their Waits`, "ok"), stdout)
+	assert.Regexp(t, checkRow("left waiting with stock", `0 buyers, 0 items in stock; [1-9]\d* looks? after the last restock`, "ok"), stdout)
+	assert.Regexp(t, checkRow("reserved in wait order", `(yes|no); by the first Wait for the item, \d+ of [1-9]\d* overtaken`, ""), stdout)
+	assert.Regexp(t, checkRow("waits on the condition", `[1-9]\d*, of which \d+ re-waits; 0 woke without a Signal`, ""), stdout)
+	assert.Regexp(t, checkRow("signals", `[1-9]\d* moved a waiter, [01]\d* found none, in \d+ restocks \(Signal per item\)`, ""), stdout)
+	assert.Regexp(t, checkRow("longest wait for stock", `\S+ \(buyer p\d/b\d\); \d+ of 12 reservations waited, p50 \S+`, ""), stdout)
+	assert.Regexp(t, checkRow("Signal to reservation", `p50 \S+, p99 \S+, max \S+ \(\d+ reservations\)`, ""), stdout)
+	assert.Contains(t, stdout, "reserved 12/12")
+	assert.NotContains(t, stdout, "STUCK")
+}
+
 // workerPIDs returns the pids of the worker processes each scenario announced.
 func workerPIDs(t *testing.T, stdout string) [][]int {
 	t.Helper()
@@ -113,15 +130,17 @@ func TestDemoRunsEveryScenarioAcrossProcessesAndEveryCheckPasses(t *testing.T) {
 	assertTicketsOK(t, stdout)
 	assertConfigOK(t, stdout)
 	assertPoolOK(t, stdout)
-	assert.Contains(t, stdout, "all 9 checks passed")
+	assertInventoryOK(t, stdout)
+	assert.Contains(t, stdout, "all 13 checks passed")
 	assert.NotContains(t, stdout, "FAILED")
 	assert.NotContains(t, stderr, "throwaway")
 
-	// Each scenario ran in processes of its own: 2, 2 readers and a writer, 2.
+	// Each scenario ran in processes of its own: 2, 2 readers and a writer, 2, 2 buyers' and a
+	// restocker.
 	pids := workerPIDs(t, stdout)
-	require.Len(t, pids, 3)
+	require.Len(t, pids, 4)
 	seen := map[int]bool{os.Getpid(): true}
-	for i, want := range []int{2, 3, 2} {
+	for i, want := range []int{2, 3, 2, 3} {
 		assert.Len(t, pids[i], want, "scenario %d", i+1)
 		for _, pid := range pids[i] {
 			assert.False(t, seen[pid], "pid %d is the test's or another worker's", pid)
@@ -245,6 +264,9 @@ func TestDemoCommandLineErrorsExitWithStatus2(t *testing.T) {
 		{[]string{"--scenario", "tickets,nope"}, `unknown scenario "nope"`},
 		{[]string{"--processes", "0"}, "--processes must be at least 1"},
 		{[]string{"--tickets", "0"}, "--tickets must be at least 1"},
+		{[]string{"--items", "0"}, "--items must be at least 1"},
+		{[]string{"--batch", "-1"}, "--batch must be at least 1"},
+		{[]string{"--scenario", "inventory,stock"}, `unknown scenario "stock"`},
 		{[]string{"--lease", "10ms"}, "--lease must be at least 30ms"},
 		{[]string{"--job-time", "0s"}, "--job-time must be positive"},
 		{[]string{"--processes", "1"}, "the workers outside the killed process must be at least --permits 3"},
@@ -257,8 +279,9 @@ func TestDemoCommandLineErrorsExitWithStatus2(t *testing.T) {
 	// One process is enough without the pool.
 	var cfg demoConfig
 	cfg.processes, cfg.buyers, cfg.tickets, cfg.readers, cfg.writes, cfg.workers, cfg.permits, cfg.jobs = 1, 1, 1, 1, 1, 1, 3, 1
+	cfg.items, cfg.batch = 1, 1
 	cfg.jobTime, cfg.lease = time.Millisecond, time.Second
-	assert.NoError(t, cfg.check("tickets,config"))
+	assert.NoError(t, cfg.check("tickets,config,inventory"))
 }
 
 func TestSummaryFailsWhenACheckFails(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 
 // Worker processes: the child side.
 //
-// Every scenario of the demo runs its buyers, readers, writer or pool workers in worker
+// Every scenario of the demo runs its buyers, readers, writer, pool workers or restocker in worker
 // processes: aqs run again (see workerExec), with demoWorkerEnv holding a workerSpec in JSON.
 // main, and the tests' TestMain, look for that variable before anything else and call
 // demoWorkerMain instead of the command line, so a worker never parses flags, never starts a
@@ -28,7 +28,8 @@ import (
 // The protocol is lines of words. The worker prints "ready" on stdout once its Client is up,
 // waits for "go" on stdin, then prints the events of its role (see each scenario's file) and
 // ends with a "done" line and exit status 0. "stop" on stdin asks a role that runs until told
-// (readers, pool workers) to finish what it is doing and end. A worker exits at once, holding
+// (readers, pool workers) to finish what it is doing and end, and buyers of the inventory
+// that wait for stock that will not come to give up. A worker exits at once, holding
 // whatever it holds, when its stdin reaches EOF: the parent is gone, or gave up on it; so no
 // worker outlives aqs, even one killed outright (on Linux they also get a parent-death
 // signal). Why a worker failed goes to its stderr, which the parent shows.
@@ -65,14 +66,18 @@ type workerSpec struct {
 	Writes  int           `json:"writes,omitempty"`   // writer: how many writes
 	JobTime time.Duration `json:"job_time,omitempty"` // pool: a job's typical length
 	Metrics bool          `json:"metrics,omitempty"`  // observe the Client (see demo_metrics.go)
+	Items   int           `json:"items,omitempty"`    // shoppers: items each; restocker: items in all
+	Batch   int           `json:"batch,omitempty"`    // restocker: the largest batch
 }
 
 // The roles, each implemented in its scenario's file.
 var roles = map[string]func(ctx context.Context, w *worker) error{
-	roleBuyers:  runBuyers,
-	roleReaders: runReaders,
-	roleWriter:  runWriter,
-	rolePool:    runPoolWorkers,
+	roleBuyers:    runBuyers,
+	roleReaders:   runReaders,
+	roleWriter:    runWriter,
+	rolePool:      runPoolWorkers,
+	roleShoppers:  runShoppers,
+	roleRestocker: runRestocker,
 }
 
 // workerExec is how the demo starts a worker process: path with args, demoWorkerEnv added to

@@ -6,8 +6,9 @@
 //
 // Commands:
 //
-//	demo    run the three uses across processes: tickets (fair lock), config (read-write lock),
-//	        pool (leased semaphore, a worker killed mid-job)
+//	demo    run the four uses across processes: tickets (fair lock), config (read-write lock),
+//	        pool (leased semaphore, a worker killed mid-job), inventory (a Condition of the
+//	        fair lock)
 //	inspect show what is at a name: aqs inspect NAME [--json]
 //	unlock  force the release of a name: aqs unlock --force NAME [--yes]
 //
