@@ -19,7 +19,7 @@ import (
 // The model-versus-Redis state machine of a Condition's scripts: the lock's operations of
 // model_test.go's machine (attempts, heartbeats, re-entry, releases, giving up, the lease
 // running out) mixed with the condition's (cond_wait.lua, a Wait by the holder or by anyone
-// else; cond_signal.lua, Signal and SignalAll from either Client, with the lock held or free;
+// else, and the holder's with the reentrant lock's local hand-off; cond_signal.lua, Signal and SignalAll from either Client, with the lock held or free;
 // cond_poll.lua, cond_beat.lua, cond_leave.lua), on Redis and on model.Cond over the same
 // model.Fair; every reply is compared, and after each step the holder, the lock's live queue
 // and the condition's live queue in order.
@@ -31,6 +31,23 @@ type condModelMachine struct {
 	c     *model.Cond
 	ckeys []string // the lock's three keys, then the condition's list and deadlines
 	moved *int     // waiters moved by signals, over all runs
+	// waiting are the slots whose holds wait on the condition: out of s.slots until a Signal
+	// moves them, since a waiter makes no attempt on the lock until then (cond_poll.lua first).
+	waiting []*fairSlot
+}
+
+// waited moves sl, whose Wait queued next on the condition, from the lock's callers to the
+// condition's waiters, and adds a new caller in its place.
+func (s *condModelMachine) waited(sl *fairSlot, next string) {
+	s.slots = slices.DeleteFunc(s.slots, func(x *fairSlot) bool { return x == sl })
+	sl.hold, sl.attempted = next, true
+	s.waiting = append(s.waiting, sl)
+	s.slots = append(s.slots, &fairSlot{hold: s.newHold()})
+}
+
+// anySlot draws a caller or a waiter on the condition.
+func (s *condModelMachine) anySlot(t *rapid.T) *fairSlot {
+	return rapid.SampledFrom(append(slices.Clone(s.slots), s.waiting...)).Draw(t, "any slot")
 }
 
 func (s *condModelMachine) member(hold string) string { return fmt.Sprintf("%s %d", hold, smLease) }
@@ -60,8 +77,65 @@ func (s *condModelMachine) waitBy(t *rapid.T, sl *fairSlot) {
 	want, merr := s.c.Wait(s.now, sl.hold, next, smLease)
 	s.checkRelease(t, sl.hold, true, r, err, want, merr)
 	if merr == nil {
-		// Its later attempts are polls of the condition (its first was the wait).
-		sl.hold, sl.attempted = next, true
+		s.waited(sl, next)
+	}
+}
+
+// waitPicking is the holder's Wait with the reentrant lock's local hand-off (cond_wait.lua's
+// ARGV[5], ARGV[6] and riders), drawn as releasePicking draws them.
+func (s *condModelMachine) waitPicking(t *rapid.T) {
+	holder, _, _ := s.m.Holder(s.now)
+	i := slices.IndexFunc(s.slots, func(x *fairSlot) bool { return x.hold == holder })
+	if i < 0 {
+		t.Skip("no slot holds")
+	}
+	sl := s.slots[i]
+	next := s.newHoldOf(sl.hold)
+	riders := s.riders(sl.hold, rapid.IntRange(0, 2).Draw(t, "riders"))
+	var queued []string
+	for _, h := range s.m.Queue(s.now) {
+		if h[:36] == sl.hold[:36] {
+			queued = append(queued, h)
+		}
+	}
+	var pick string
+	switch rapid.IntRange(0, 3).Draw(t, "pick") {
+	case 0:
+		if len(queued) == 0 {
+			t.Skip("no queued waiter of the holder's Client")
+		}
+		pick = rapid.SampledFrom(queued).Draw(t, "queued pick")
+	case 1:
+		if len(riders) == 0 {
+			t.Skip("no rider")
+		}
+		pick = riders[0]
+	case 2:
+		pick = s.newHoldOf(sl.hold)
+	}
+	over := rapid.Bool().Draw(t, "over")
+	args := []any{sl.hold, "1", s.pub, smTimeout, "", flag(over), s.member(next)}
+	if pick != "" {
+		args[4] = s.member(pick)
+	}
+	var mr []model.FairRider
+	for _, h := range riders {
+		args = append(args, s.member(h))
+		mr = append(mr, model.FairRider{Hold: h, Lease: smLease})
+	}
+	r, err := scripts.CondWait.Run(context.Background(), s.rdb, s.ckeys, args...).Result()
+	want, merr := s.c.WaitTo(s.now, sl.hold, next, smLease, pick, smLease, over, mr...)
+	s.checkRelease(t, sl.hold, true, r, err, want, merr)
+	s.waited(sl, next)
+	// Riders and a pick that was not queued become callers of their own (see releaseTo).
+	reached := func(h string) bool { return s.m.Position(s.now, h) >= 0 || s.m.HoldCount(s.now, h) > 0 }
+	for _, h := range riders {
+		if !s.known(h) {
+			s.slots = append(s.slots, &fairSlot{hold: h, attempted: reached(h)})
+		}
+	}
+	if pick != "" && reached(pick) && !s.known(pick) {
+		s.slots = append(s.slots, &fairSlot{hold: pick, attempted: true})
 	}
 }
 
@@ -86,16 +160,19 @@ func (s *condModelMachine) signal(t *rapid.T) {
 		t.Fatalf("signal (all %v) from %s: redis %v, model %+v", all, from, v, want)
 	}
 	*s.moved += len(want.Moved)
-	// Waiters a slot gave up on (it took a new hold) are callers again once moved.
+	// The moved waiters are the lock's callers again.
 	for _, h := range want.Moved {
-		if !s.known(h) {
-			s.slots = append(s.slots, &fairSlot{hold: h, attempted: true})
+		i := slices.IndexFunc(s.waiting, func(x *fairSlot) bool { return x.hold == h })
+		if i < 0 {
+			t.Fatalf("signal moved %s, which no slot waits with", h)
 		}
+		s.slots = append(s.slots, s.waiting[i])
+		s.waiting = slices.Delete(s.waiting, i, i+1)
 	}
 }
 
 func (s *condModelMachine) poll(t *rapid.T) {
-	sl := s.slot(t)
+	sl := s.anySlot(t)
 	v, err := scripts.CondPoll.Run(context.Background(), s.rdb, s.ckeys[3:], s.member(sl.hold), smTimeout).Slice()
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +183,7 @@ func (s *condModelMachine) poll(t *rapid.T) {
 }
 
 func (s *condModelMachine) beat(t *rapid.T) {
-	sl := s.slot(t)
+	sl := s.anySlot(t)
 	v, err := scripts.CondBeat.Run(context.Background(), s.rdb, s.ckeys, sl.hold, smLease, smTimeout).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -122,13 +199,17 @@ func (s *condModelMachine) beat(t *rapid.T) {
 }
 
 func (s *condModelMachine) leave(t *rapid.T) {
-	sl := s.slot(t)
+	sl := s.anySlot(t)
 	r, err := scripts.CondLeave.Run(context.Background(), s.rdb, s.ckeys[3:], s.member(sl.hold)).Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := s.c.Leave(s.now, sl.hold); (r == 1) != want {
+	want := s.c.Leave(s.now, sl.hold)
+	if (r == 1) != want {
 		t.Fatalf("leave of %s: redis %d, model %v", sl.hold, r, want)
+	}
+	if want {
+		s.waiting = slices.DeleteFunc(s.waiting, func(x *fairSlot) bool { return x == sl }) // it gave up
 	}
 }
 
@@ -185,6 +266,7 @@ func runCondMachine(t *testing.T, rdb redis.UniversalClient) {
 			"expire":    s.expire,
 			"wait":      s.wait,
 			"waitHold":  s.waitHolder,
+			"waitPick":  s.waitPicking,
 			"signal":    signal,
 			"signal2":   signal, // twice as likely
 			"poll":      s.poll,

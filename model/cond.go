@@ -76,6 +76,31 @@ func (c *Cond) Wait(now Time, hold, next string, lease int64) (ReleaseResult, er
 	return ReleaseResult{Granted: c.lock.handoff(op, now)}, nil
 }
 
+// WaitTo is Wait with the reentrant lock's local hand-off (see [Fair.ReleaseTo]): the hold
+// ends as ReleaseTo ends it, handing the lock to pick, or letting the riders join the lock's
+// queue first, and next joins the condition in the same step.
+func (c *Cond) WaitTo(now Time, hold, next string, lease int64, pick string, pickLease int64, over bool,
+	riders ...FairRider) (ReleaseResult, error) {
+	const op = "Cond.WaitTo"
+	checkOwner(op, hold)
+	checkOwner(op, next)
+	deadline(op, now, lease)
+	at := deadline(op, now, c.lock.waiterTimeout)
+	c.at(op, now)
+	if c.lock.holder != hold {
+		return ReleaseResult{}, ErrNotOwner
+	}
+	if next == hold || next == pick || c.index(next) >= 0 || c.lock.index(next) >= 0 {
+		panic(fmt.Sprintf("model: %s with new hold %s, which is queued already, the holder or the pick", op, next))
+	}
+	r, err := c.lock.ReleaseTo(now, hold, pick, pickLease, over, riders...)
+	if err != nil {
+		panic(fmt.Sprintf("model: %s: the holder's release failed: %v", op, err))
+	}
+	c.waiters = append(c.waiters, fairWaiter{hold: next, lease: lease, deadline: at})
+	return r, nil
+}
+
 // SignalResult is what a Signal or SignalAll did: the waiters it moved onto the lock's queue,
 // in order, and the hold the free lock went to then ("" when it was held, or no live waiter
 // was queued).
