@@ -239,12 +239,16 @@ type Cond interface {
 // the history they recorded. The first worker of each Client is a signaller: it signals, with
 // the lock held or not, by Signal and SignalAll, and goes on after the run's time until every
 // other worker is done. The others lock, then wait on the condition (half the time), signal,
-// or do nothing, and unlock. Every call blocks without a deadline, so every operation has a
-// known outcome; an error fails the test.
+// or do nothing, and unlock. No call ends before its outcome, so every operation has a
+// known outcome; an error fails the test. Every call is bounded by RunFor+SettleTime.
 func RunConds(t *testing.T, clients []*aqs.Client, locks []CondLock, conds []Cond) []porcupine.Operation {
 	var holds, active atomic.Int64
 	active.Store(int64(len(clients) * (Workers - 1)))
-	background := context.Background()
+	// Every call is bounded, so that a run whose signallers failed (or a lost signal) ends the
+	// waits with an error instead of hanging the test: the held contexts, and the Waits,
+	// inherit the bound.
+	background, cancel := context.WithTimeout(context.Background(), RunFor+SettleTime)
+	defer cancel()
 	return Work(clients, func(w *Worker) {
 		l, c, rng := locks[w.Client], conds[w.Client], w.Rand
 		lock := func() (context.Context, int, bool) {
