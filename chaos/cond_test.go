@@ -21,8 +21,8 @@ import (
 // The Condition of the fair lock under the network faults: producers and consumers of a stock
 // on two Clients that reach Redis through the proxy, while the pub/sub connections are killed
 // on the server every 50ms (grant messages are lost) and the proxy cuts every connection every
-// 300ms (commands and replies are lost in flight, and with them heartbeats and the watchdog's
-// renewals).
+// 300ms, with 10ms of latency every other period (commands and replies are lost in flight, and
+// with them heartbeats and the watchdog's renewals).
 //
 // Each producer adds items one at a time: lock, push an item, Signal, unlock. Each consumer
 // loops: lock, wait on the condition while the stock is empty and items are still to come,
@@ -31,7 +31,8 @@ import (
 // its own, straight to Redis, with the held context, so that the faults act on the lock and
 // the condition only, and a hold that is lost writes nothing.
 //
-// A call that fails (a cut) is made again, as a caller would, and counted: Lock; Wait (whose
+// The first Client's go-redis client sends a command again after a cut (its default retries);
+// the second's does not. A call that fails (a cut) is made again, as a caller would, and counted: Lock; Wait (whose
 // failure leaves the lock not held: the consumer locks again); Signal, until it is known to
 // have reached Redis, since a lost Signal could leave a consumer waiting with an item in the
 // stock. A Signal whose reply was lost and that is sent again may move a second waiter, and a
@@ -47,6 +48,7 @@ func TestConditionProducersAndConsumersThroughCutsAndPubSubKills(t *testing.T) {
 		consumers     = 4 // two per Client
 		killEvery     = 50 * time.Millisecond
 		cutEvery      = 300 * time.Millisecond
+		latency       = 10 * time.Millisecond
 		waiterTimeout = 300 * time.Millisecond
 		pace          = 50 * time.Millisecond // between a producer's items: the consumers wait, the faults act
 		// bound covers the run: a consumer that a lost signal left waiting would wait forever.
@@ -62,8 +64,10 @@ func TestConditionProducersAndConsumersThroughCutsAndPubSubKills(t *testing.T) {
 		c *fair.Condition
 	}
 	var sides []side
-	for range 2 {
-		rdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
+	for i := range 2 {
+		// The second Client's go-redis client makes no retries: a cut fails its calls, and the
+		// callers' own calls again (and a Wait's outcome unknown) are in play.
+		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: []int{0, -1}[i]})
 		t.Cleanup(func() { rdb.Close() })
 		c, err := aqs.New(ctx, rdb, aqs.WithWatchdogTimeout(time.Second))
 		require.NoError(t, err)
@@ -87,6 +91,7 @@ func TestConditionProducersAndConsumersThroughCutsAndPubSubKills(t *testing.T) {
 		for {
 			select {
 			case <-stop:
+				px.SetLatency(0)
 				return
 			case <-killTick.C:
 				n, err := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
@@ -97,6 +102,8 @@ func TestConditionProducersAndConsumersThroughCutsAndPubSubKills(t *testing.T) {
 			case <-cutTick.C:
 				px.Cut()
 				cuts++
+				// Latency every other period, so that cuts find commands in flight.
+				px.SetLatency(time.Duration(cuts%2) * latency)
 			}
 		}
 	}()
@@ -252,8 +259,8 @@ func TestConditionProducersAndConsumersThroughCutsAndPubSubKills(t *testing.T) {
 	count(int(overlaps.Load()), 0, 0)
 	t.Logf("SUMMARY condition producers and consumers through cuts and pub/sub kills: %d items from %d "+
 		"producers taken once each by %d consumers on 2 Clients, all finished; %d Waits returned; overlaps %d; "+
-		"%d pub/sub connections killed, %d cuts; failed calls made again: %d (%s)", produced.Load(), producers,
-		consumers, waits.Load(), overlaps.Load(), kills, cuts, len(errs), errorSample(errs, 4))
+		"%d pub/sub connections killed, %d cuts, latency %v every other %v; failed calls made again: %d (%s)", produced.Load(), producers,
+		consumers, waits.Load(), overlaps.Load(), kills, cuts, latency, cutEvery, len(errs), errorSample(errs, 4))
 }
 
 // consumeOne takes an item off the stock with the hold of held and records it in taken
