@@ -215,4 +215,6 @@ func (r *condRules) Confirm(ctx context.Context, hold string) error { return r.l
 
 func (r *condRules) Undo(ctx context.Context, hold string) error { return r.GiveUp(ctx, hold) }
 
-func (r *condRules) Clear(ctx context.Context, hold string, _ error) error { return r.GiveUp(ctx, hold) }
+func (r *condRules) Clear(ctx context.Context, hold string, _ error) error {
+	return r.GiveUp(ctx, hold)
+}
