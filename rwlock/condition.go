@@ -28,8 +28,7 @@ type Condition struct {
 // the same lock name and condition name, in any process, is the same condition. Any bytes make
 // a valid name, but it must not be empty. Creating a Condition touches no key.
 func (l *Lock) NewCondition(name string) (*Condition, error) {
-	l.sideOnce.Do(func() { l.side = l.condSide() })
-	c, err := cond.New(l.side, name)
+	c, err := cond.New(l.condSide(), name)
 	if err != nil {
 		return nil, err
 	}

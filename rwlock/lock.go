@@ -13,7 +13,6 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/acquire"
-	"github.com/redaqs/aqs/internal/cond"
 	"github.com/redaqs/aqs/internal/core"
 	"github.com/redaqs/aqs/internal/layout"
 	"github.com/redaqs/aqs/internal/scripts"
@@ -39,9 +38,6 @@ type Lock struct {
 	q                   *acquire.Queue
 
 	reentered sync.Map // read hold id -> struct{}: holds whose count in Redis is above 1
-
-	sideOnce sync.Once
-	side     *cond.Side // the write side as its conditions need it, made by the first NewCondition
 
 	// queueSeen is set when this Lock's last release of a read hold found the queue not
 	// empty: releases then go through the script, which serves the queue in the same round

@@ -13,8 +13,7 @@ import (
 
 // NewCond returns the condition of the given name of l (see internal/cond).
 func (l *Lock) NewCond(name string) (*cond.Cond, error) {
-	l.sideOnce.Do(func() { l.side = l.condSide() })
-	return cond.New(l.side, name)
+	return cond.New(l.condSide(), name)
 }
 
 // condSide is l as its conditions need it.

@@ -12,13 +12,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs/internal/acquire"
-	"github.com/redaqs/aqs/internal/cond"
 	"github.com/redaqs/aqs/internal/core"
 	"github.com/redaqs/aqs/internal/layout"
 	"github.com/redaqs/aqs/internal/scripts"
@@ -46,9 +44,6 @@ type Lock struct {
 	keys    []string // the lock value, the queue list, the queue's deadlines
 	timeout string   // cfg.WaiterTimeout in ms, as the scripts take it
 	q       *acquire.Queue
-
-	sideOnce sync.Once
-	side     *cond.Side // the lock as its conditions need it, made by the first NewCond
 }
 
 // New returns the exclusive lock of the given name on rt (a Client's runtime: nil for a nil
