@@ -145,17 +145,12 @@ func (l *Latch) CountDown(ctx context.Context) error {
 		return err
 	}
 	keys := []string{l.key, l.once()}
-	var v any
-	var err error
-	for delay := 20 * time.Millisecond; ; delay *= 2 {
-		v, err = scripts.LatchCountDown.Run(context.WithoutCancel(ctx), l.rt.Pipe, keys, l.expiry.Milliseconds(),
+	// Sent again while its outcome is unknown, as a release is: its own key makes every send
+	// after the first change nothing (no hold is involved: nothing is ever "gone").
+	v, err := core.SendRelease(l.rt, time.Time{}, func() (any, error) {
+		return scripts.LatchCountDown.Run(context.WithoutCancel(ctx), l.rt.Pipe, keys, l.expiry.Milliseconds(),
 			l.rt.PublishCommand(), l.channel).Result()
-		var replied redis.Error
-		if err == nil || errors.As(err, &replied) || delay > 2*time.Second || l.rt.Check() != nil {
-			break
-		}
-		time.Sleep(delay) // a pause before sending it again, not a wait for a condition
-	}
+	}, func(any) bool { return false })
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
