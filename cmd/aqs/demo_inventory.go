@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -471,40 +470,27 @@ func quantileOf(ds []time.Duration, q float64) time.Duration {
 	return ds[min(max(i-1, 0), len(ds)-1)]
 }
 
-// runShoppers is the worker side of the buyers.
-func runShoppers(ctx context.Context, w *worker) error {
+// openInventory returns the worker's lock and its condition of stock.
+func openInventory(w *worker) (*fair.Lock, *fair.Condition, error) {
 	lock, err := fair.New(w.client, w.spec.Name)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	cond, err := lock.NewCondition(stockCondition)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lock, cond, nil
+}
+
+// runShoppers is the worker side of the buyers.
+func runShoppers(ctx context.Context, w *worker) error {
+	lock, cond, err := openInventory(w)
 	if err != nil {
 		return err
 	}
 	s := &shoppers{worker: w, lock: lock, cond: cond, keys: inventoryKeysOf(lock)}
-	var (
-		wg           sync.WaitGroup
-		mu           sync.Mutex
-		reservations int
-		first        error
-	)
-	for g := 1; g <= w.spec.Goroutines; g++ {
-		wg.Go(func() {
-			n, err := s.shop(goroutineLabel(w.spec.Proc, "b", g))
-			mu.Lock()
-			defer mu.Unlock()
-			reservations += n
-			if err != nil && first == nil {
-				first = err
-			}
-		})
-	}
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	w.out.println(lineDone, reservations)
-	return nil
+	return w.runBuyers(s.shop)
 }
 
 // shoppers is one process's buyers.
@@ -588,11 +574,7 @@ func (s *shoppers) reserve(held context.Context, label string, item int) (contex
 
 // runRestocker is the worker side of the restocker.
 func runRestocker(ctx context.Context, w *worker) error {
-	lock, err := fair.New(w.client, w.spec.Name)
-	if err != nil {
-		return err
-	}
-	cond, err := lock.NewCondition(stockCondition)
+	lock, cond, err := openInventory(w)
 	if err != nil {
 		return err
 	}

@@ -156,11 +156,7 @@ func init() {
 // runMuteRestocker is a broken restocker: once every buyer (Items of them, one item each) waits
 // on the condition, it adds their items with no Signal, so that they wait on with stock left.
 func runMuteRestocker(ctx context.Context, w *worker) error {
-	lock, err := fair.New(w.client, w.spec.Name)
-	if err != nil {
-		return err
-	}
-	cond, err := lock.NewCondition(stockCondition)
+	lock, cond, err := openInventory(w)
 	if err != nil {
 		return err
 	}

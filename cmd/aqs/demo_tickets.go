@@ -263,18 +263,24 @@ func runBuyers(ctx context.Context, w *worker) error {
 		return err
 	}
 	b := &buyers{worker: w, lock: lock, keys: ticketKeysOf(lock)}
+	return w.runBuyers(func(label string) (int, error) { return b.buy(ctx, label) })
+}
+
+// runBuyers runs the process's buyer goroutines, labelled "b<n>", each calling buy, and
+// reports the sum of what they bought on its done line; it returns the first error of any.
+func (w *worker) runBuyers(buy func(label string) (int, error)) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
-		sales int
+		total int
 		first error
 	)
 	for g := 1; g <= w.spec.Goroutines; g++ {
 		wg.Go(func() {
-			n, err := b.buy(ctx, goroutineLabel(w.spec.Proc, "b", g))
+			n, err := buy(goroutineLabel(w.spec.Proc, "b", g))
 			mu.Lock()
 			defer mu.Unlock()
-			sales += n
+			total += n
 			if err != nil && first == nil {
 				first = err
 			}
@@ -284,7 +290,7 @@ func runBuyers(ctx context.Context, w *worker) error {
 	if first != nil {
 		return first
 	}
-	w.out.println(lineDone, sales)
+	w.out.println(lineDone, total)
 	return nil
 }
 
