@@ -117,3 +117,18 @@ local function beat_waiter(l, q, d, hold, member, timeout, now)
   end
   return 0
 end
+
+-- mark_waited is a join's mark on the live value v of l that waiters are queued behind its
+-- holder: the lock is marked w (its release hands off), records its lease end e (now + wait
+-- when it did not yet) and lives on beyond it while they wait (see _lock_value.lua).
+local function mark_waited(l, v, e, now, wait, timeout)
+  if not e then
+    local marked = v
+    if not string.find(v, ' w', 38, true) then
+      marked = marked .. ' w'
+    end
+    redis.call('SET', l, marked .. ' e' .. string.format('%d', now + wait), 'PX', wait + 2 * timeout)
+  elseif redis.call('PTTL', l) < e - now + timeout then
+    redis.call('PEXPIRE', l, e - now + 2 * timeout)
+  end
+end

@@ -148,3 +148,21 @@ local function tell(holds, base, pub, from)
   end
   return mine
 end
+
+-- transfer moves the live head of the queue cq, cd (a condition's waiters) onto the tail of
+-- the queue q, d, or all of cq's live waiters in order unless one, each with a liveness
+-- deadline timeout ms from now, as AQS transfers a node; it returns how many moved.
+local function transfer(cq, cd, q, d, now, timeout, one)
+  local moved = 0
+  while true do
+    local m = pop_live_head(cq, cd, now)
+    if not m then
+      return moved
+    end
+    join(q, d, m, now, timeout, true)
+    moved = moved + 1
+    if one then
+      return moved
+    end
+  end
+end

@@ -15,18 +15,7 @@
 local l, q, d, cq, cd = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local timeout = tonumber(ARGV[2])
 local now = server_ms()
-local moved = 0
-while true do
-  local m = pop_live_head(cq, cd, now)
-  if not m then
-    break
-  end
-  join(q, d, m, now, timeout, true)
-  moved = moved + 1
-  if ARGV[1] == '1' then
-    break
-  end
-end
+local moved = transfer(cq, cd, q, d, now, timeout, ARGV[1] == '1')
 if moved == 0 then
   return {0, ''}
 end
@@ -38,17 +27,7 @@ if not v then
   end
   return {moved, ''}
 end
--- Behind a holder: mark the lock (its release hands off), record its lease end and keep the
--- key alive beyond it while the moved waiters wait, as lock_acquire.lua's join does.
+-- Behind a holder: mark the lock, as lock_acquire.lua's join does.
 local e = lease_end(v)
-if not e then
-  local wait = math.max(1, redis.call('PTTL', l))
-  local marked = v
-  if not string.find(v, ' w', 38, true) then
-    marked = marked .. ' w'
-  end
-  redis.call('SET', l, marked .. ' e' .. string.format('%d', now + wait), 'PX', wait + 2 * timeout)
-elseif redis.call('PTTL', l) < e - now + timeout then
-  redis.call('PEXPIRE', l, e - now + 2 * timeout)
-end
+mark_waited(l, v, e, now, e and e - now or math.max(1, redis.call('PTTL', l)), timeout)
 return {moved, ''}

@@ -160,17 +160,7 @@ if not join(q, d, member, now, timeout, ARGV[6] == '1') then
   return {5, 0}
 end
 if v then
-  -- Behind a holder: mark the lock (the release hands off), record its lease end and keep
-  -- the key alive beyond it while we wait (see _lock_value.lua).
-  if not e then
-    local marked = v
-    if not string.find(v, ' w', 38, true) then
-      marked = marked .. ' w'
-    end
-    redis.call('SET', l, marked .. ' e' .. string.format('%d', now + wait), 'PX', wait + 2 * timeout)
-  elseif redis.call('PTTL', l) < e - now + timeout then
-    redis.call('PEXPIRE', l, e - now + 2 * timeout)
-  end
+  mark_waited(l, v, e, now, wait, timeout)
 end
 if ARGV[6] == '1' then
   return {3, wait, redis.call('LLEN', q)}

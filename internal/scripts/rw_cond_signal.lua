@@ -14,18 +14,7 @@
 local w, r, q, d = KEYS[1], KEYS[2], KEYS[4], KEYS[5]
 local timeout = tonumber(ARGV[2])
 local now = server_ms()
-local moved = 0
-while true do
-  local m = pop_live_head(KEYS[6], KEYS[7], now)
-  if not m then
-    break
-  end
-  join(q, d, m, now, timeout, true)
-  moved = moved + 1
-  if ARGV[1] == '1' then
-    break
-  end
-end
+local moved = transfer(KEYS[6], KEYS[7], q, d, now, timeout, ARGV[1] == '1')
 local mine = {}
 if moved > 0 then
   mine = tell(serve(w, r, q, d, now), w, ARGV[3], ARGV[4])
