@@ -7,8 +7,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,36 +59,52 @@ const (
 	sentinelTimeout = 30 * time.Second
 )
 
-// RedisSentinel is a master, one replica and three sentinels monitoring them, started for one
-// test by NewSentinel. Its methods are safe for concurrent use.
+// RedisSentinel is a master, its replicas (one unless WithReplicas) and three sentinels
+// monitoring them, started for one test by NewSentinel. Its methods are safe for concurrent
+// use. It follows the roles through failovers: Master names the current master.
 type RedisSentinel struct {
-	master, replica *Server
-	sentinels       []*Server
-	proxy           *linkProxy // nil without WithReplicationDelay
+	first, firstReplica *Server // as the group started (MasterAddr, ReplicaAddr)
+	sentinels           []*Server
+	proxy               *linkProxy // nil without WithReplicationDelay
+
+	mu       sync.Mutex
+	master   *Server   // the current master
+	replicas []*Server // the servers that are, or will be made, its replicas
+	killed   []*Server // killed masters, not restarted yet
 }
 
 // SentinelOption configures NewSentinel.
 type SentinelOption func(*sentinelConfig)
 
 type sentinelConfig struct {
-	delay time.Duration
+	delay    time.Duration
+	replicas int
 }
 
 // WithReplicationDelay makes the replica receive the master's replication stream d late (see
 // the comment at the top of sentinel.go); KillMaster then also drops what is in flight. The
-// default is a direct link.
+// default is a direct link. It needs a single replica.
 func WithReplicationDelay(d time.Duration) SentinelOption {
 	return func(c *sentinelConfig) { c.delay = d }
 }
 
+// WithReplicas starts n replicas (at least 1) instead of one: after a failover, the new
+// master still has n-1, which the sentinels attach to it within a second or so.
+func WithReplicas(n int) SentinelOption {
+	return func(c *sentinelConfig) { c.replicas = n }
+}
+
 // NewSentinel starts a Sentinel group for the calling test alone and returns once the
-// sentinels agree on the master and see the replica and each other. Everything is stopped in
+// sentinels agree on the master and see the replicas and each other. Everything is stopped in
 // t.Cleanup. If the group cannot be started, NewSentinel calls t.Fatal.
 func NewSentinel(t testing.TB, opts ...SentinelOption) *RedisSentinel {
 	t.Helper()
-	var cfg sentinelConfig
+	cfg := sentinelConfig{replicas: 1}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.replicas < 1 || cfg.delay > 0 && cfg.replicas != 1 {
+		t.Fatalf("redistest: a Sentinel group of %d replicas, with a replication delay of %v", cfg.replicas, cfg.delay)
 	}
 	g, err := startSentinel(cfg)
 	if err != nil {
@@ -104,12 +122,13 @@ func startSentinel(cfg sentinelConfig) (*RedisSentinel, error) {
 		return nil, err
 	}
 	// The replica's initial sync would otherwise wait repl-diskless-sync-delay (5s) for more
-	// replicas; both get it, since the replica becomes the master at the failover.
+	// replicas; every server gets it, since a replica becomes the master at the failover.
 	noDelay := []string{"--repl-diskless-sync-delay", "0"}
 	var err error
 	if g.master, err = startServer(false, noDelay...); err != nil {
 		return fail(err)
 	}
+	g.first = g.master
 	upstream := g.master.Addr()
 	if cfg.delay > 0 {
 		if g.proxy, err = newLinkProxy(upstream, cfg.delay); err != nil {
@@ -118,11 +137,16 @@ func startSentinel(cfg sentinelConfig) (*RedisSentinel, error) {
 		upstream = g.proxy.Addr()
 	}
 	host, port, _ := net.SplitHostPort(upstream)
-	if g.replica, err = startServer(false, append(noDelay, "--replicaof", host, port)...); err != nil {
-		return fail(err)
+	for range cfg.replicas {
+		r, err := startServer(false, append(noDelay, "--replicaof", host, port)...)
+		if err != nil {
+			return fail(err)
+		}
+		g.replicas = append(g.replicas, r)
 	}
-	if err := waitFor(sentinelTimeout, nil, g.replicaLinked); err != nil {
-		return fail(fmt.Errorf("redistest: replica %s of %s: %w", g.replica.Addr(), g.master.Addr(), err))
+	g.firstReplica = g.replicas[0]
+	if err := waitFor(sentinelTimeout, nil, g.replicasLinked); err != nil {
+		return fail(fmt.Errorf("redistest: replicas of %s: %w", g.master.Addr(), err))
 	}
 	for range sentinelCount {
 		s, err := startSentinelProcess(g.master.port)
@@ -138,9 +162,23 @@ func startSentinel(cfg sentinelConfig) (*RedisSentinel, error) {
 	return g, nil
 }
 
-// replicaLinked checks that the replica's link to the master is up (its initial sync done).
-func (g *RedisSentinel) replicaLinked(ctx context.Context) error {
-	c := redis.NewClient(g.replica.Options())
+// replicasLinked checks that every replica's link to the master is up (its initial sync
+// done).
+func (g *RedisSentinel) replicasLinked(ctx context.Context) error {
+	g.mu.Lock()
+	replicas := slices.Clone(g.replicas)
+	g.mu.Unlock()
+	for _, r := range replicas {
+		if err := linked(ctx, r); err != nil {
+			return fmt.Errorf("replica %s: %w", r.Addr(), err)
+		}
+	}
+	return nil
+}
+
+// linked checks that s is a replica whose link to its master is up.
+func linked(ctx context.Context, s *Server) error {
+	c := redis.NewClient(s.Options())
 	defer c.Close()
 	info, err := c.Info(ctx, "replication").Result()
 	if err != nil {
@@ -152,9 +190,10 @@ func (g *RedisSentinel) replicaLinked(ctx context.Context) error {
 	return nil
 }
 
-// agreed checks that every sentinel sees the master up, the replica linked to it, and both
+// agreed checks that every sentinel sees the master up, every replica linked to it, and both
 // other sentinels.
 func (g *RedisSentinel) agreed(ctx context.Context) error {
+	want := strconv.Itoa(len(g.replicas))
 	for _, s := range g.sentinels {
 		sc := redis.NewSentinelClient(s.Options())
 		err := func() error {
@@ -163,7 +202,7 @@ func (g *RedisSentinel) agreed(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if m["flags"] != "master" || m["num-slaves"] != "1" ||
+			if m["flags"] != "master" || m["num-slaves"] != want ||
 				m["num-other-sentinels"] != strconv.Itoa(sentinelCount-1) {
 				return fmt.Errorf("flags %q, %s replicas, %s other sentinels",
 					m["flags"], m["num-slaves"], m["num-other-sentinels"])
@@ -172,8 +211,10 @@ func (g *RedisSentinel) agreed(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if len(rs) != 1 || rs[0]["flags"] != "slave" || rs[0]["master-link-status"] != "ok" {
-				return fmt.Errorf("replicas %v", rs)
+			for _, r := range rs {
+				if r["flags"] != "slave" || r["master-link-status"] != "ok" {
+					return fmt.Errorf("replicas %v", rs)
+				}
 			}
 			return nil
 		}()
@@ -243,11 +284,19 @@ sentinel parallel-syncs %[3]s 1
 }
 
 // MasterAddr returns the address of the master the group started with; after a failover it
-// is dead and ReplicaAddr is the master.
-func (g *RedisSentinel) MasterAddr() string { return g.master.Addr() }
+// is not the master any more (see Master).
+func (g *RedisSentinel) MasterAddr() string { return g.first.Addr() }
 
-// ReplicaAddr returns the address of the replica, the master after a failover.
-func (g *RedisSentinel) ReplicaAddr() string { return g.replica.Addr() }
+// ReplicaAddr returns the address of the (first) replica the group started with.
+func (g *RedisSentinel) ReplicaAddr() string { return g.firstReplica.Addr() }
+
+// Master returns the address of the current master: the last one promoted (WaitPromoted,
+// SwitchOver), or the first.
+func (g *RedisSentinel) Master() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.master.Addr()
+}
 
 // SentinelAddrs returns the addresses of the three sentinels.
 func (g *RedisSentinel) SentinelAddrs() []string {
@@ -272,22 +321,33 @@ func (g *RedisSentinel) Client(t testing.TB) *redis.Client {
 	return c
 }
 
-// KillMaster SIGKILLs the master and returns once it has exited; with
+// KillMaster SIGKILLs the current master and returns once it has exited; with
 // WithReplicationDelay, what the replica had not received yet is dropped with it. The master
-// stays dead: WaitPromoted waits for the sentinels to promote the replica.
+// stays dead until RestartKilled: WaitPromoted waits for the sentinels to promote a replica.
 func (g *RedisSentinel) KillMaster() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.proxy != nil {
 		g.proxy.cut() // first: nothing more reaches the replica from the dying host
 	}
-	return g.master.Kill()
+	if err := g.master.Kill(); err != nil {
+		return err
+	}
+	g.killed = append(g.killed, g.master)
+	return nil
 }
 
-// WaitPromoted waits until every sentinel names the replica as the master and the replica
-// reports the master role, and returns the time it took. It fails after sentinelTimeout.
+// WaitPromoted waits until every sentinel names one of the replicas as the master and that
+// server reports the master role, records it as the master, and returns the time it took. It
+// fails after sentinelTimeout.
 func (g *RedisSentinel) WaitPromoted() (time.Duration, error) {
 	start := time.Now()
-	want := g.replica.Addr()
+	g.mu.Lock()
+	old, candidates := g.master, slices.Clone(g.replicas)
+	g.mu.Unlock()
+	var promoted *Server
 	err := waitFor(sentinelTimeout, nil, func(ctx context.Context) error {
+		var named string
 		for _, s := range g.sentinels {
 			sc := redis.NewSentinelClient(s.Options())
 			addr, err := sc.GetMasterAddrByName(ctx, SentinelMasterName).Result()
@@ -295,28 +355,46 @@ func (g *RedisSentinel) WaitPromoted() (time.Duration, error) {
 			if err != nil {
 				return fmt.Errorf("sentinel %s: %w", s.Addr(), err)
 			}
-			if got := net.JoinHostPort(addr[0], addr[1]); got != want {
-				return fmt.Errorf("sentinel %s names master %s", s.Addr(), got)
+			got := net.JoinHostPort(addr[0], addr[1])
+			if named != "" && got != named {
+				return fmt.Errorf("sentinels name %s and %s", named, got)
+			}
+			named = got
+		}
+		promoted = nil
+		for _, r := range candidates {
+			if r.Addr() == named {
+				promoted = r
 			}
 		}
-		c := redis.NewClient(g.replica.Options())
+		if promoted == nil {
+			return fmt.Errorf("the sentinels name %s, not a replica", named)
+		}
+		c := redis.NewClient(promoted.Options())
 		defer c.Close()
 		role, err := c.Do(ctx, "ROLE").Slice()
 		if err != nil {
-			return fmt.Errorf("ROLE on %s: %w", want, err)
+			return fmt.Errorf("ROLE on %s: %w", named, err)
 		}
 		if len(role) == 0 || role[0] != "master" {
-			return fmt.Errorf("%s has role %v", want, role)
+			return fmt.Errorf("%s has role %v", named, role)
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("redistest: failover from %s to %s: %w", g.master.Addr(), want, err)
+		return 0, fmt.Errorf("redistest: failover from %s: %w", old.Addr(), err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.master = promoted
+	g.replicas = slices.DeleteFunc(g.replicas, func(s *Server) bool { return s == promoted })
+	if !slices.Contains(g.killed, old) {
+		g.replicas = append(g.replicas, old) // a controlled failover: Sentinel makes it a replica
 	}
 	return time.Since(start), nil
 }
 
-// Failover kills the master and waits for the promotion of the replica (KillMaster, then
+// Failover kills the master and waits for the promotion of a replica (KillMaster, then
 // WaitPromoted).
 func (g *RedisSentinel) Failover() (time.Duration, error) {
 	if err := g.KillMaster(); err != nil {
@@ -325,18 +403,113 @@ func (g *RedisSentinel) Failover() (time.Duration, error) {
 	return g.WaitPromoted()
 }
 
+// SwitchOver asks a sentinel for a controlled failover (SENTINEL FAILOVER, what an operator
+// runs for maintenance) and returns once a replica is promoted (see WaitPromoted), with the
+// time since the request. The old master keeps running, a master still, and its clients
+// connected, until Sentinel turns it into a replica of the new one: some ten seconds later
+// with the sentinels' fixed periods (WaitReplicas waits for it).
+func (g *RedisSentinel) SwitchOver() (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	sc := redis.NewSentinelClient(g.sentinels[0].Options())
+	err := sc.Failover(ctx, SentinelMasterName).Err()
+	sc.Close()
+	if err != nil {
+		return 0, fmt.Errorf("redistest: SENTINEL FAILOVER on %s: %w", g.sentinels[0].Addr(), err)
+	}
+	if _, err := g.WaitPromoted(); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// RestartKilled starts the killed masters again, empty, on their addresses; the sentinels
+// turn them into replicas of the current master (some ten seconds later: WaitReplicas waits
+// for it).
+func (g *RedisSentinel) RestartKilled() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for len(g.killed) > 0 {
+		s := g.killed[0]
+		if err := s.Restart(); err != nil {
+			return err
+		}
+		g.killed = g.killed[1:]
+		g.replicas = append(g.replicas, s)
+	}
+	return nil
+}
+
+// WaitReplicas waits until the current master has n replicas whose link is up, and returns
+// the time it took; it fails after sentinelTimeout.
+func (g *RedisSentinel) WaitReplicas(n int) (time.Duration, error) {
+	start := time.Now()
+	g.mu.Lock()
+	m := g.master
+	g.mu.Unlock()
+	err := waitFor(sentinelTimeout, nil, func(ctx context.Context) error {
+		c := redis.NewClient(m.Options())
+		defer c.Close()
+		role, err := c.Do(ctx, "ROLE").Slice()
+		if err != nil {
+			return err
+		}
+		if len(role) < 3 {
+			return fmt.Errorf("ROLE %v", role)
+		}
+		replicas, _ := role[2].([]any)
+		if len(replicas) < n {
+			return fmt.Errorf("%d replicas", len(replicas))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("redistest: %d replicas of %s: %w", n, m.Addr(), err)
+	}
+	return time.Since(start), nil
+}
+
+// PauseReplicas stops every replica with SIGSTOP (see Server.Pause): the master keeps them
+// connected, and WAIT finds none acknowledging. ResumeReplicas lets them run again.
+func (g *RedisSentinel) PauseReplicas() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range g.replicas {
+		if err := r.Pause(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ResumeReplicas lets the replicas paused by PauseReplicas run again.
+func (g *RedisSentinel) ResumeReplicas() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range g.replicas {
+		if err := r.Resume(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Stop stops every process of the group and the proxy; it is idempotent.
 func (g *RedisSentinel) Stop() {
 	for _, s := range g.sentinels {
 		s.Stop()
 	}
-	if g.replica != nil {
-		g.replica.Stop()
+	g.mu.Lock()
+	servers := append([]*Server{g.master}, g.replicas...)
+	servers = append(servers, g.killed...)
+	g.mu.Unlock()
+	for _, s := range servers {
+		if s != nil {
+			s.Stop()
+		}
 	}
 	if g.proxy != nil {
 		g.proxy.close()
-	}
-	if g.master != nil {
-		g.master.Stop()
 	}
 }

@@ -40,7 +40,11 @@ func TestSentinelFailoverPromotesTheReplica(t *testing.T) {
 	if err := c.Set(ctx, key, "after", 0).Err(); err != nil {
 		t.Fatalf("SET after the failover: %v", err)
 	}
-	direct := g.replica.Client(t)
+	if g.Master() != g.ReplicaAddr() {
+		t.Fatalf("the master after the failover is %s, not the replica %s", g.Master(), g.ReplicaAddr())
+	}
+	direct := redis.NewClient(&redis.Options{Addr: g.Master()})
+	defer direct.Close()
 	if got, err := direct.Get(ctx, key).Result(); err != nil || got != "after" {
 		t.Fatalf("GET on the promoted replica = %q, %v; want %q", got, err, "after")
 	}
@@ -73,5 +77,42 @@ func TestSentinelDelayedLinkLosesWhatIsInFlight(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSentinelSwitchOverKeepsTheOldMasterAsAReplica checks the controlled failover of a group
+// of two replicas: a replica is promoted, Master follows it, and the old master, still
+// running, ends as a replica of the new one beside the other replica.
+func TestSentinelSwitchOverKeepsTheOldMasterAsAReplica(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := NewSentinel(t, WithReplicas(2))
+	c := g.Client(t)
+	key := Name(t)
+	if err := c.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	if n, err := c.Wait(ctx, 2, 5*time.Second).Result(); err != nil || n != 2 {
+		t.Fatalf("WAIT 2 = %d, %v; want both replicas' acknowledgement", n, err)
+	}
+	took, err := g.SwitchOver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Master() == g.MasterAddr() {
+		t.Fatalf("the master is still %s after the switch-over", g.Master())
+	}
+	t.Logf("%s promoted %v after SENTINEL FAILOVER", g.Master(), took)
+	if _, err := g.WaitReplicas(2); err != nil {
+		t.Fatal(err)
+	}
+	old := redis.NewClient(&redis.Options{Addr: g.MasterAddr()})
+	defer old.Close()
+	role, err := old.Do(ctx, "ROLE").Slice()
+	if err != nil || len(role) == 0 || role[0] != "slave" {
+		t.Fatalf("ROLE on the old master = %v, %v; want a replica", role, err)
+	}
+	if got, err := old.Get(ctx, key).Result(); err != nil || got != "v" {
+		t.Fatalf("GET on the old master = %q, %v; want %q", got, err, "v")
 	}
 }
