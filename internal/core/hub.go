@@ -68,6 +68,7 @@ type hubConn struct {
 	chans   int
 	closed  bool
 	backoff time.Duration // the receive loop's first pause after an error, when not the least
+	breaks  int           // how many times the connection broke (see audit in hub_audit.go)
 }
 
 type hubChan struct {
@@ -90,7 +91,10 @@ type Waiter struct {
 }
 
 func newHub(rt *Runtime) *Hub {
-	return &Hub{rt: rt, conns: make(map[int]*hubConn), chans: make(map[string]*hubChan)}
+	h := &Hub{rt: rt, conns: make(map[int]*hubConn), chans: make(map[string]*hubChan)}
+	h.wg.Add(1)
+	go h.audit()
+	return h
 }
 
 // Wait registers a waiter on channel with the given tag (may be empty) and returns once the
@@ -388,6 +392,7 @@ func (h *Hub) rehome(conn *hubConn, pause time.Duration) {
 // unsubscribed is no longer in go-redis's set, so it is not subscribed again on reconnect: it
 // is dropped, or, when waiters came back meanwhile, returned to be subscribed afresh.
 func (h *Hub) connBroken(conn *hubConn) (resubscribe []string) {
+	conn.breaks++
 	for _, c := range h.chans {
 		if c.conn != conn {
 			continue

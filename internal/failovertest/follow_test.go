@@ -1,0 +1,88 @@
+package failovertest
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/reentrant"
+)
+
+// The Client follows the master: its subscriptions after a controlled Sentinel failover, its
+// calls after a cluster master's death, and its waiters when the replicas cannot acknowledge.
+
+// talksTo waits until rdb's calls reach the server at addr (a failover client learns of a
+// switch from its own sentinel subscription).
+func talksTo(t *testing.T, rdb redis.UniversalClient, addr string) {
+	t.Helper()
+	_, want, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := rdb.ConfigGet(context.Background(), "port").Result()
+		return err == nil && got["port"] == want
+	}, 10*time.Second, 10*time.Millisecond, "the client's calls never reached %s", addr)
+}
+
+// inQueue waits until the lock's queue in Redis (on rdb) holds n entries.
+func inQueue(t *testing.T, rdb redis.UniversalClient, l *reentrant.Lock, n int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		got, err := rdb.LLen(context.Background(), l.Key()+":q").Result()
+		return err == nil && got == n
+	}, 10*time.Second, time.Millisecond, "the queue of %s never held %d", l.Name(), n)
+}
+
+// After SENTINEL FAILOVER the old master stays a running master, its pub/sub connections
+// open, for some ten seconds; the Client's calls go to the new master at once. A waiter
+// subscribed on the old master must still hear of its grant, published on the new master,
+// long before the old master is turned into a replica, its heartbeat (a third of a 30s waiter
+// timeout) or its fallback timer (the holder's 30s lease).
+func TestWaiterHearsItsGrantAfterAControlledFailover(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := redistest.NewSentinel(t)
+	holderRedis, waiterRedis := g.Client(t), g.Client(t)
+	holder, waiter := newClient(t, holderRedis), newClient(t, waiterRedis)
+	name := redistest.Name(t)
+	hl, err := reentrant.New(holder, name)
+	require.NoError(t, err)
+	wl, err := reentrant.New(waiter, name, reentrant.WithWaiterTimeout(30*time.Second))
+	require.NoError(t, err)
+
+	held, err := hl.Lock(ctx)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		held, err := wl.Lock(ctx)
+		if err == nil {
+			err = wl.Unlock(held)
+		}
+		got <- err
+	}()
+	inQueue(t, holderRedis, hl, 1)
+	require.NoError(t, holderRedis.Wait(ctx, 1, 5*time.Second).Err()) // the replica has the queue
+
+	_, err = g.SwitchOver()
+	require.NoError(t, err)
+	talksTo(t, holderRedis, g.Master())
+	require.NoError(t, hl.Unlock(held)) // on the new master, which publishes the grant there
+	released := time.Now()
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+		took := time.Since(released)
+		t.Logf("the waiter had the lock %v after its release on the new master", took)
+		assert.Less(t, took, 5*time.Second, "the waiter heard of its grant only by a fallback")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter never had the lock")
+	}
+}
+
