@@ -113,12 +113,13 @@ func (rt *Runtime) sendBeats(due []*Beat) {
 	defer cancel()
 	queued := make([]*scripts.Call, len(due))
 	sentAt := time.Now()
-	_, _ = rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, b := range due {
 			queued[i] = b.Script.Queue(ctx, p, b.Keys, b.Args...)
 		}
 		return nil
 	})
+	rt.Pipe.reroute(err)
 	for i, b := range due {
 		r, err := queued[i].Retry(ctx, rt.Redis).Int64()
 		b.OnReply(r, sentAt, err)

@@ -222,14 +222,29 @@ func (p *Pipe) await(ctx context.Context, l *lane, q *queued) error {
 func (p *Pipe) alone(ctx context.Context, cmds []redis.Cmder) error {
 	p.stats.alone.Add(1)
 	if len(cmds) == 1 {
-		return p.rdb.Process(ctx, cmds[0])
+		err := p.rdb.Process(ctx, cmds[0])
+		p.reroute(err)
+		return err
 	}
 	pipe := p.rdb.Pipeline()
 	for _, c := range cmds {
 		_ = pipe.Process(ctx, c)
 	}
 	_, err := pipe.Exec(ctx)
+	p.reroute(err)
 	return err
+}
+
+// reroute makes a cluster client reload its slot map, in the background, when err says that
+// a node could not be reached, no longer serves the slot, or sees the cluster down (see
+// misrouted): after a master's death the cluster client would otherwise send the slot's calls
+// to the dead node until a MOVED reply or its periodic reload, and none comes from a node that
+// cannot be reached. go-redis reloads once at a time, at most every 200ms, so a burst of
+// failed calls costs one reload.
+func (p *Pipe) reroute(err error) {
+	if p.cluster != nil && misrouted(err) {
+		p.cluster.ReloadState(context.Background())
+	}
 }
 
 func unwrap(c redis.Cmder) redis.Cmder {
@@ -275,7 +290,8 @@ func (p *Pipe) send(l *lane, batch []*queued) {
 			n++
 		}
 	}
-	_, _ = pipe.Exec(ctx)
+	_, err := pipe.Exec(ctx)
+	p.reroute(err)
 	p.stats.batches.Add(1)
 	p.stats.batched.Add(int64(n))
 	if once {

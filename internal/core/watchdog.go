@@ -161,12 +161,13 @@ func (rt *Runtime) renew(holds []*Hold, timeout time.Duration) bool {
 	}
 	queued := make([]*scripts.Call, len(holds))
 	sentAt := time.Now()
-	_, _ = rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := rt.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, h := range holds {
 			queued[i] = h.renew.Queue(ctx, p, h.keys, h.ID, strconv.FormatInt(leases[i].Milliseconds(), 10))
 		}
 		return nil
 	})
+	rt.Pipe.reroute(err)
 	ok := true
 	for i, h := range holds {
 		alive, err := queued[i].Retry(ctx, rt.Redis).Int()

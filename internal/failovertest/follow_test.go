@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/reentrant"
 )
@@ -84,5 +85,45 @@ func TestWaiterHearsItsGrantAfterAControlledFailover(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the waiter never had the lock")
 	}
+}
+
+// A cluster client sends a slot's calls to the master it knows until a MOVED reply or its
+// periodic reload (every 60s by default), and a dead master sends no MOVED. The Client makes
+// it reload when a call cannot reach the node: a call after the promotion of the dead
+// master's replica takes the lock within moments.
+func TestCallsReachTheReplicaThatTookOverAKilledClusterMaster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cl := redistest.NewClusterWithReplicas(t)
+	rdb := redis.NewClusterClient(cl.Options())
+	t.Cleanup(func() { rdb.Close() })
+	c := newClient(t, rdb, aqs.WithWatchdogTimeout(2*time.Second))
+	name := redistest.Name(t)
+	l, err := reentrant.New(c, name)
+	require.NoError(t, err)
+	held, err := l.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(held))
+
+	shard := cl.MasterOf(l.Key())
+	require.NoError(t, cl.KillMaster(shard))
+	_, err = cl.WaitPromoted(shard)
+	require.NoError(t, err)
+	promoted := time.Now()
+	var errs []error
+	for {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		held, err = l.Lock(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		errs = append(errs, err)
+		require.Less(t, time.Since(promoted), 10*time.Second, "no lock after the promotion: %v", errs)
+	}
+	took := time.Since(promoted)
+	require.NoError(t, l.Unlock(held))
+	t.Logf("locked %v after the promotion (%d failed calls first: %v)", took, len(errs), errs)
+	assert.Less(t, took, 3*time.Second)
 }
 
