@@ -104,6 +104,13 @@ func WithLogger(l *slog.Logger) Option {
 // A lock reported as acquired then survives the failover to any replica that acknowledged it
 // (see "Failover and replica sync" in the package documentation for the limits).
 //
+// While too few replicas acknowledge (after a failover, before a replica has attached to the
+// new master; while the replicas are down), nothing can be acquired, and calls do not wait
+// for it: a call queued behind others leaves the queue within about two timeouts, and a new
+// call fails at once while the Client's last WAIT on that server, less than timeout ago,
+// found too few, each with a *ReplicaSyncError. A Client with calls queued on a server asks
+// its replicas itself (WAIT) every timeout, so that it knows when they are back.
+//
 // It costs every attempt to acquire, successful or not (WAIT is sent with the attempt, before
 // its outcome is known), the time the replicas take to acknowledge it: about one round trip
 // from the master to them, plus a round trip of the waiter's own when a lock or permits are

@@ -40,5 +40,8 @@ type WrongTypeError = core.WrongTypeError
 // replicas than WithReplicaSync requires acknowledged in time, or whose WAIT failed: Acked of
 // Want replicas acknowledged within Timeout, Err is WAIT's own error if it failed. The
 // acquisition was undone, unless UndoErr says the undo failed too: it then ends with its lease.
-// Either way the caller does not hold. It is an alias for the reason WrongTypeError is.
+// Queued says that the call acquired nothing: it was queued, and left the queue because the
+// replicas could not acknowledge while it waited; Unsent, that it sent nothing, because they
+// could not a moment before. Either way the caller does not hold. It is an alias for the
+// reason WrongTypeError is.
 type ReplicaSyncError = core.ReplicaSyncError

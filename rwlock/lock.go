@@ -109,7 +109,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 		kw:      key, kr: key + ":r", krn: key + ":rn", kq: key + layout.QueueSuffix, kd: key + layout.DeadlineSuffix,
 		grants: layout.GrantChannel(key, rt.ID)}
 	l.keys = []string{l.kw, l.kr, l.krn, l.kq, l.kd}
-	l.q = acquire.New(rt, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout, Name: name})
+	l.q = acquire.New(rt, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout, Name: name, Key: key})
 	return l, nil
 }
 

@@ -105,7 +105,7 @@ func newBase(rt *core.Runtime, name string, opts []Option) (base, error) {
 			return base{}, err
 		}
 	}
-	b.q = acquire.New(rt, acquire.Config{Grants: b.grants, WaiterTimeout: b.waiterTimeout, Name: name})
+	b.q = acquire.New(rt, acquire.Config{Grants: b.grants, WaiterTimeout: b.waiterTimeout, Name: name, Key: key})
 	return b, nil
 }
 

@@ -73,12 +73,13 @@ type attempt struct {
 	ctx, waitCtx context.Context
 	hold         string
 
-	w        *waiter      // the local waiter, once registered (Call.Local)
-	hub      *core.Waiter // the hub registration
-	queuedAt time.Time    // send time of the last round trip that found the hold queued
-	joinedAt time.Time    // send time of the first one, for this hold id
-	place    *place       // heartbeats, once started
-	locals   int          // HeldLocally replies that did not end in a hand-off (see maxLocals)
+	w        *waiter            // the local waiter, once registered (Call.Local)
+	hub      *core.Waiter       // the hub registration
+	queuedAt time.Time          // send time of the last round trip that found the hold queued
+	joinedAt time.Time          // send time of the first one, for this hold id
+	place    *place             // heartbeats, once started
+	watch    *core.ReplicaWatch // the replicas' watch while queued under the replica-sync policy
+	locals   int                // HeldLocally replies that did not end in a hand-off (see maxLocals)
 }
 
 func (a *attempt) waits() bool { return a.c.Block || a.c.Wait > 0 }
@@ -221,6 +222,9 @@ func (a *attempt) run() (Won, bool, error) {
 		if a.w != nil {
 			out = a.w.out
 		}
+		if a.watch == nil && !a.q.cfg.WaitOnly {
+			a.watch = a.q.rt.WatchReplicas(a.q.cfg.Grants)
+		}
 		var fallback <-chan time.Time
 		if wait > 0 {
 			if timer == nil {
@@ -251,6 +255,9 @@ func (a *attempt) run() (Won, bool, error) {
 			stop()
 			continue
 		case <-fallback:
+		case <-a.watch.Lacking():
+			// Nothing can be acquired on this server now (see internal/core/sync_watch.go).
+			return a.giveUp(a.watch.Err(a.q.cfg.Key))
 		case <-a.waitCtx.Done():
 			return a.giveUp(nil)
 		case <-a.q.rt.Done():
@@ -269,6 +276,9 @@ func (a *attempt) run() (Won, bool, error) {
 
 // attempt makes one full attempt through call.
 func (a *attempt) attempt(first bool) (scripts.Attempt, error) {
+	if err := a.lacking(); err != nil {
+		return scripts.Attempt{}, err
+	}
 	hold := a.hold
 	t := Try{First: first, Join: a.waits()}
 	t.Local = first && t.Join && a.c.Local && a.q.cfg.Streak > 0 && a.q.cfg.Board > 0 &&
@@ -289,6 +299,9 @@ func (a *attempt) attempt(first bool) (scripts.Attempt, error) {
 // when that fails (an Acquired status with no token: the fast one took it).
 func (a *attempt) attemptFirst(fast bool) (scripts.Attempt, error) {
 	if fast {
+		if err := a.lacking(); err != nil {
+			return scripts.Attempt{}, err
+		}
 		ok, err := callFast(a, a.c.Rules)
 		switch {
 		case err != nil:
@@ -298,6 +311,16 @@ func (a *attempt) attemptFirst(fast bool) (scripts.Attempt, error) {
 		}
 	}
 	return a.attempt(true)
+}
+
+// lacking returns the error of a call that must not attempt because the replicas lack (see
+// internal/core/sync_watch.go): the replica-sync policy's WAIT after an earlier round trip of
+// this Client on the server, this call's own among them, found too few.
+func (a *attempt) lacking() error {
+	if a.q.cfg.WaitOnly {
+		return nil
+	}
+	return a.q.rt.ReplicasLack(a.q.cfg.Grants, a.q.cfg.Key)
 }
 
 // callFast makes the fast attempt through call.
@@ -453,6 +476,7 @@ func (a *attempt) rejoin() {
 // close unregisters the call's waiter from the hub and the Queue, and stops its heartbeats.
 func (a *attempt) close() {
 	a.place.stop()
+	a.watch.Stop()
 	if a.hub != nil {
 		a.hub.Close()
 	}

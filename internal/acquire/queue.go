@@ -136,6 +136,11 @@ type Config struct {
 	// Name is the primitive's name, as its user gave it, for the events of the Client's
 	// observer.
 	Name string
+	// Key is the primitive's key, for errors.
+	Key string
+	// WaitOnly: the calls wait for a state and acquire nothing (a latch's Await), so the
+	// replica-sync policy, which makes acquisitions durable, does not apply to them.
+	WaitOnly bool
 }
 
 // Queue is the engine's side of one primitive value: what the calls on it share.

@@ -74,6 +74,9 @@ type Runtime struct {
 	bg       sync.WaitGroup // background clean-ups; Close waits for them
 	deferred atomic.Int64   // see Deferred
 
+	watchMu sync.Mutex
+	watches map[int]*replicaWatch // by slot (0 off Redis Cluster): see sync_watch.go
+
 	honours  bool          // Redis honours context deadlines itself (see deadline.go)
 	maxBlock time.Duration // otherwise: the longest a call can take; 0: no bound
 }

@@ -48,6 +48,9 @@ import (
 // than a third of the lease. Only the acquisition itself has no earlier state to fall back
 // on.
 //
+// While the replicas cannot acknowledge at all, calls fail without waiting for each other's
+// WAITs: see sync_watch.go.
+//
 // What the policy cannot do: WAIT makes a write durable on that many replicas, but a failover
 // may still promote a replica that had not acknowledged it, when there are more replicas than
 // numreplicas; ask for all of them, or rely on Sentinel's or Cluster's choice of the most
@@ -68,10 +71,25 @@ type ReplicaSyncError struct {
 	Err error
 	// UndoErr is the undo's error: the acquisition then ends with its lease.
 	UndoErr error
+	// Queued: nothing was acquired; the call was queued, and left the queue because too few
+	// replicas acknowledged the Client's acquisitions (or its probe) while it waited (see
+	// sync_watch.go).
+	Queued bool
+	// Unsent: nothing was sent; too few replicas acknowledged the Client's acquisitions (or
+	// its probe) on the server a moment before the call (see sync_watch.go).
+	Unsent bool
 }
 
 func (e *ReplicaSyncError) Error() string {
 	var msg string
+	switch {
+	case e.Queued:
+		return fmt.Sprintf("aqs: replica sync of %q: %d of %d replicas acknowledged within %v while the call waited; it left the queue without acquiring",
+			e.Key, e.Acked, e.Want, e.Timeout)
+	case e.Unsent:
+		return fmt.Sprintf("aqs: replica sync of %q: %d of %d replicas acknowledged within %v a moment ago; nothing was sent",
+			e.Key, e.Acked, e.Want, e.Timeout)
+	}
 	if e.Err != nil {
 		msg = fmt.Sprintf("aqs: replica sync of %q: WAIT %d %d failed: %v", e.Key, e.Want,
 			e.Timeout.Milliseconds(), e.Err)
@@ -117,6 +135,7 @@ func (rt *Runtime) RunAcquire(ctx context.Context, s *scripts.Script, keys []str
 		cmd.SetErr(err)
 		return cmd
 	}
+	rt.sawWait(keys[0], wait)
 	if q.Cmd.Err() == nil && acquired(q.Cmd.Val()) {
 		if serr := rt.settle(ctx, keys[0], wait, undo); serr != nil {
 			q.Cmd.SetErr(serr)
@@ -140,6 +159,7 @@ func (rt *Runtime) Acquire(ctx context.Context, key string, call func(c scripts.
 	if err != nil {
 		return err
 	}
+	rt.sawWait(key, wait)
 	if acquired() {
 		return rt.settle(ctx, key, wait, undo)
 	}

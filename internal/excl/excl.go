@@ -61,7 +61,7 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 		timeout: strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10)}
 	l.q = acquire.New(rt, acquire.Config{
 		Grants: layout.GrantChannel(key, rt.ID), WaiterTimeout: cfg.WaiterTimeout,
-		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak, Name: name,
+		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak, Name: name, Key: key,
 	})
 	return l, nil
 }

@@ -2,6 +2,7 @@ package failovertest
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -127,3 +128,77 @@ func TestCallsReachTheReplicaThatTookOverAKilledClusterMaster(t *testing.T) {
 	assert.Less(t, took, 3*time.Second)
 }
 
+// With the replica-sync policy on, nothing can be acquired while no replica acknowledges. A
+// call queued behind a holder does not wait for its deadline: it leaves within about two
+// replica-sync timeouts with a *ReplicaSyncError, and the next call fails at once; once the
+// replica answers again, calls acquire.
+func TestQueuedCallsFailWhenTheReplicasCannotAcknowledge(t *testing.T) {
+	t.Parallel()
+	const syncTimeout = 500 * time.Millisecond
+	ctx := context.Background()
+	g := redistest.NewSentinel(t)
+	holderRedis := g.Client(t)
+	holder := newClient(t, holderRedis, aqs.WithReplicaSync(1, syncTimeout))
+	waiter := newClient(t, g.Client(t), aqs.WithReplicaSync(1, syncTimeout))
+	name := redistest.Name(t)
+	hl, err := reentrant.New(holder, name)
+	require.NoError(t, err)
+	wl, err := reentrant.New(waiter, name)
+	require.NoError(t, err)
+
+	held, err := hl.Lock(ctx)
+	require.NoError(t, err)
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	lock := func() result {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		start := time.Now()
+		held, err := wl.Lock(ctx)
+		if err == nil {
+			err = wl.Unlock(held)
+			if err == nil {
+				err = errors.New("acquired")
+			}
+		}
+		return result{err, time.Since(start)}
+	}
+	got := make(chan result, 1)
+	go func() { got <- lock() }()
+	inQueue(t, holderRedis, hl, 1)
+
+	require.NoError(t, g.PauseReplicas())
+	paused := time.Now()
+	t.Cleanup(func() { _ = g.ResumeReplicas() })
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the queued call never returned")
+	}
+	left := time.Since(paused)
+	var se *aqs.ReplicaSyncError
+	require.ErrorAs(t, r.err, &se)
+	assert.True(t, se.Queued, "%v", se)
+	assert.Less(t, left, 2*syncTimeout+time.Second, "the queued call waited %v for the replicas", left)
+	t.Logf("the queued call left %v after the replica stalled: %v", left, r.err)
+
+	r = lock()
+	require.ErrorIs(t, r.err, aqs.ErrReplicaSync)
+	assert.Less(t, r.took, 2*syncTimeout+time.Second)
+	t.Logf("the next call failed in %v: %v", r.took, r.err)
+
+	require.NoError(t, g.ResumeReplicas())
+	require.NoError(t, hl.Unlock(held))
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		held, err := wl.Lock(ctx)
+		if err != nil {
+			return false
+		}
+		return wl.Unlock(held) == nil
+	}, 10*time.Second, 10*time.Millisecond, "no lock once the replica answered again")
+}
