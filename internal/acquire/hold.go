@@ -55,16 +55,22 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 	if first <= 0 || first > lease {
 		first = lease
 	}
-	held := q.rt.Adopt(parent, core.Grant{
+	g := core.Grant{
 		Key: spec.Key, ID: hold, Token: token, Lease: first, Watchdog: spec.Watchdog,
 		Renew: spec.Renew, RenewKeys: spec.RenewKeys, FetchToken: spec.FetchToken, SentAt: since,
 		Primitive: c.Primitive, Name: q.cfg.Name,
-	})
+	}
+	if first < lease || granted && !q.rt.SyncOn() {
+		// A grant's lease started at some moment after since, which may be long before now
+		// (the waiter's last round trip that found it queued), and may run only to the
+		// waiter's liveness deadline: the hold is renewed to its own lease halfway through
+		// what is sure of it, rather than at the watchdog's next round, which may come after
+		// it is no longer trusted.
+		g.ExtendTo, g.ExtendAt = lease, since.Add(first/2)
+	}
+	held := q.rt.Adopt(parent, g)
 	acq := q.rt.Held(held, spec.Key)
 	if acq != nil {
-		if first < lease {
-			q.rt.ExtendLater(acq.Hold(), lease, since.Add(first/2))
-		}
 		if c.Local {
 			q.heldBy(hold, acq.Hold())
 		}

@@ -262,9 +262,9 @@ func isRelease(cmd redis.Cmder) bool {
 // The first rider's is not: its attempt replies Granted, and run adopts the hold with a.since()
 // (acquire.go, "case scripts.Granted"), the zero time for a waiter that never had a Queued
 // reply, so the hold's local deadline is long past: it is not trusted until the watchdog's
-// extension comes back, and the watchdog, woken by Adopt, can find it overdue before won sets
-// that extension (ExtendLater) and cancel it ("lease no longer trusted") while Redis holds the
-// lock for it.
+// extension comes back, and the watchdog, woken by Adopt, could find it overdue before an
+// extension set after Adopt and cancel it ("lease no longer trusted") while Redis holds the
+// lock for it: the extension comes with the hold (core.Grant.ExtendTo).
 func TestRidersOfAReleaseWhoseReplyWasLost(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	hook := &loseReplies{}

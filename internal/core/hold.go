@@ -41,7 +41,7 @@ type Hold struct {
 	token    int64
 	acqs     []*acq
 	deadline time.Time     // local bound on the lease: the lease is trusted until deadline-margin
-	extendTo time.Duration // when > 0: the watchdog sets this lease at extendAt (ExtendLater)
+	extendTo time.Duration // when > 0: the watchdog sets this lease at extendAt (Grant.ExtendTo)
 	extendAt time.Time
 	ended    bool
 	released bool     // ended by its last local release (not found lost): its release is on its way
@@ -78,6 +78,12 @@ type Grant struct {
 	// FetchToken asks Redis for the hold's fencing token (assigning it on first request).
 	FetchToken func(context.Context, *Hold) (int64, error)
 	SentAt     time.Time // when the acquiring call was sent: the lease started no earlier
+	// ExtendTo, when > 0, is the lease a new hold is to have by ExtendAt, if it still exists
+	// then (the watchdog batches such extensions with its renewals). It is set on the hold
+	// before the watchdog can see it, so that a hold whose first lease is short or nearly
+	// over (a grant) is extended rather than found overdue.
+	ExtendTo time.Duration
+	ExtendAt time.Time
 	// Primitive and Name identify a new hold in the events of the Client's observer
 	// ("reentrant", "rwlock-read"...; the primitive's name). A re-entry needs neither.
 	Primitive, Name string
@@ -96,7 +102,7 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 		// The deadline is set before the hold is visible to the watchdog, which would take a
 		// zero deadline for an expired lease.
 		h = &Hold{rt: rt, Key: g.Key, ID: g.ID, renew: g.Renew, keys: append([]string{g.Key}, g.RenewKeys...), fetch: g.FetchToken,
-			watchdog: g.Watchdog, lease: g.Lease, deadline: g.SentAt.Add(g.Lease)}
+			watchdog: g.Watchdog, lease: g.Lease, deadline: g.SentAt.Add(g.Lease), extendTo: g.ExtendTo, extendAt: g.ExtendAt}
 		if rt.Observing() {
 			// The hold time runs from here: the caller has the lock from now on.
 			h.obs = &holdObs{primitive: g.Primitive, name: g.Name, at: time.Now(), ctx: parent}
@@ -119,6 +125,9 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 		h.lease = max(h.lease, g.Lease)
 	}
 	due := h.deadline.Add(-margin(h.lease))
+	if h.extendTo > 0 && h.extendAt.Before(due) {
+		due = h.extendAt
+	}
 	h.mu.Unlock()
 	rt.wakeWatchdogBy(due)
 	return context.WithValue(cctx, acqKey{}, a)

@@ -74,7 +74,7 @@ func (rt *Runtime) wakeWatchdogBy(due time.Time) {
 }
 
 // expireOverdue ends every hold whose trusted lease is over, extends the granted holds whose
-// extension is due (see ExtendLater), and returns when the watchdog must wake next: at
+// extension is due (see Grant.ExtendTo), and returns when the watchdog must wake next: at
 // nextRenew, or earlier for a hold that needs it. It stores that moment in dogNext while it
 // holds holdsMu (see wakeWatchdogBy).
 func (rt *Runtime) expireOverdue(now, nextRenew time.Time) time.Time {
@@ -113,18 +113,6 @@ func (rt *Runtime) expireOverdue(now, nextRenew time.Time) time.Time {
 		rt.renew(extend, rt.Cfg.WatchdogTimeout/3)
 	}
 	return wake
-}
-
-// ExtendLater sets a hold's lease to lease at the moment at, if the hold still exists then:
-// for a hold granted with a shorter lease than its own (the fair lock's hand-off). Most holds
-// are released before, and never cost the extra call; the watchdog batches the others.
-func (rt *Runtime) ExtendLater(h *Hold, lease time.Duration, at time.Time) {
-	rt.holdsMu.Lock() // serialized with the watchdog's scan (see wakeWatchdogBy)
-	h.mu.Lock()
-	h.extendTo, h.extendAt = lease, at
-	h.mu.Unlock()
-	rt.holdsMu.Unlock()
-	rt.wakeWatchdogBy(at)
 }
 
 // renewAll renews or checks every hold in one pipeline and reports whether every call got an
