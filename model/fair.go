@@ -78,10 +78,11 @@ import (
 //
 // A hold whose lease runs out is not handed off: no operation runs on the
 // server at that instant. The lock is then free but still reserved for the
-// live head, which takes it at its next attempt; the real waiter retries
-// when its fallback timer, the Remaining of its last Attempt, fires. If the
-// head never comes (its process died), it dies at its deadline and the next
-// waiter, whose Remaining pointed at that deadline, takes its place.
+// live head, which takes it at its next attempt or heartbeat, or is handed
+// it by the next attempt of any other hold, as by a release; the real
+// waiters attempt when their fallback timer, the Remaining of their last
+// Attempt, fires. A head that never comes (its process died) holds the
+// handed lock until its liveness deadline, where its grant's lease ends.
 //
 // # The local hand-off
 //
@@ -160,10 +161,14 @@ type FairResult struct {
 	// Remaining is, when the attempt fails, the milliseconds (always >= 1)
 	// until the lock can change hands without a handoff, and so the longest
 	// a waiter that hears no notification should wait before it attempts
-	// again: the holder's remaining lease if another hold holds the lock, or,
-	// if the lock is free but reserved for a live waiter ahead of the caller,
-	// the time until that head's liveness deadline. It is 0 when Acquired.
+	// again: the holder's remaining lease (the lock is held: a lock the
+	// attempt found free and kept for a live waiter ahead of the caller was
+	// handed to that waiter, see Granted). It is 0 when Acquired.
 	Remaining int64
+	// Granted is the live head of the queue that the attempt handed the lock
+	// to, as a release would have: the attempt found the lock free (its
+	// holder's lease ran out) and kept for that waiter. "" otherwise.
+	Granted string
 }
 
 // ReleaseResult is the reply of a successful Release.
@@ -229,16 +234,6 @@ func (m *Fair) remaining(now Time) int64 {
 		return 0
 	}
 	return int64(m.expiresAt - now)
-}
-
-// wait returns, for a failed attempt, how long until the lock can change
-// hands without a handoff: the holder's remaining lease, or, when the lock
-// is free and reserved for the live head, the head's remaining liveness.
-func (m *Fair) wait(now Time) int64 {
-	if m.holder != "" {
-		return m.remaining(now)
-	}
-	return int64(m.queue[0].deadline - now)
 }
 
 // handoff ends the current hold and passes the lock to the live head of the
@@ -345,6 +340,13 @@ func (m *Fair) attempt(op string, now Time, hold string, lease int64, enqueue, f
 		m.holder, m.count, m.expiresAt = hold, 1, at
 		return FairResult{Acquired: true, Count: 1}
 	}
+	var granted string
+	if m.holder == "" {
+		// Free and kept for the live head, another hold: handed to it now (see Handoff in
+		// the type's doc).
+		granted = m.grant(op, now)
+		i = m.index(hold)
+	}
 	if enqueue {
 		switch {
 		case i >= 0:
@@ -353,10 +355,10 @@ func (m *Fair) attempt(op string, now Time, hold string, lease int64, enqueue, f
 			m.queue = append(m.queue, fairWaiter{hold: hold, lease: lease, deadline: waiterDeadline})
 			i = len(m.queue) - 1
 		default:
-			return FairResult{Dropped: true}
+			return FairResult{Dropped: true, Granted: granted}
 		}
 	}
-	return FairResult{Queued: i >= 0, Remaining: m.wait(now)}
+	return FairResult{Queued: i >= 0, Remaining: m.remaining(now), Granted: granted}
 }
 
 // liveEntry returns hold's queue entry when hold is a live waiter at now,

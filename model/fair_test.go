@@ -255,27 +255,36 @@ func (s *fairMachine) attempt(t *rapid.T) {
 			t.Fatalf("adoption: %s attempts while holding: got %+v, want %+v", hold, got, want)
 		}
 		s.unchanged(t, "adoption changes nothing", before)
+		return
 	case s.holder == "" && (len(liveWaiters) == 0 || liveWaiters[0] == hold):
 		if want := (FairResult{Acquired: true, Count: 1}); got != want {
 			t.Fatalf("FIFO: %s is first in line for a free lock at %d (queue %v): got %+v, want %+v",
 				hold, s.now, liveWaiters, got, want)
 		}
 		s.take(t, "attempt", hold, s.now+Time(lease)) // the caller is alive: no cap
+		return
+	}
+	var granted string
+	if s.holder == "" {
+		// Free and kept for the live head, another hold: the attempt hands it over, whatever
+		// it does next.
+		granted = s.handoff(t)
+		before = s.state()
+	}
+	if got.Granted != granted {
+		t.Fatalf("attempt by %s at %d (queue %v): granted %q, want %q", hold, s.now, liveWaiters, got.Granted, granted)
+	}
+	switch {
 	case again && enqueue && !queued:
 		// A later attempt that is to keep a place it no longer has starts
 		// over under a new id: this one is never queued again.
-		if want := (FairResult{Dropped: true}); got != want {
+		if want := (FairResult{Dropped: true, Granted: granted}); got != want {
 			t.Fatalf("dropped: later attempt by %s at %d, which is not a live waiter: got %+v, want %+v",
 				hold, s.now, got, want)
 		}
-		s.unchanged(t, "a dropped attempt changes nothing", before)
+		s.unchanged(t, "a dropped attempt changes nothing but its hand-off", before)
 	default:
-		want := FairResult{Queued: queued || enqueue}
-		if s.holder != "" {
-			want.Remaining = int64(s.expiresAt - s.now)
-		} else {
-			want.Remaining = int64(s.waiters[liveWaiters[0]].deadline - s.now)
-		}
+		want := FairResult{Queued: queued || enqueue, Granted: granted, Remaining: int64(s.expiresAt - s.now)}
 		if got != want {
 			t.Fatalf("failed attempt by %s at %d (holder %q, queue %v, enqueue %v, again %v): got %+v, want %+v",
 				hold, s.now, s.holder, liveWaiters, enqueue, again, got, want)
@@ -837,14 +846,14 @@ func TestFairLaterAttemptOfAHoldWithoutAPlaceIsDropped(t *testing.T) {
 	// knew: its later attempt finds another waiter ahead, and is dropped.
 	m.Release(61, "a", true) // w holds until 71
 	m.Attempt(62, "x", 10, true)
-	if r := m.AttemptAgain(71, "w", 10, true); r != (FairResult{Dropped: true}) {
-		t.Fatalf("later attempt of w after its grant ran out: %+v, want Dropped", r)
+	if r := m.AttemptAgain(71, "w", 10, true); r != (FairResult{Dropped: true, Granted: "x"}) {
+		t.Fatalf("later attempt of w after its grant ran out: %+v, want Dropped, after handing the free lock to x", r)
 	}
-	if q := m.Queue(71); !slices.Equal(q, []string{"x"}) {
-		t.Fatalf("queue = %v, want [x]", q)
+	if h, _, _ := m.Holder(71); h != "x" {
+		t.Fatalf("holder = %q, want x", h)
 	}
+	m.Release(71, "x", true)
 	// With nobody ahead, a later attempt takes the free lock.
-	m.GiveUp(72, "x")
 	if r := m.AttemptAgain(72, "dies", 10, true); r != (FairResult{Acquired: true, Count: 1}) {
 		t.Fatalf("later attempt of dies on a free lock nobody waits for: %+v, want Acquired", r)
 	}
@@ -1004,9 +1013,6 @@ func TestFairExpiredHoldGrantsNobodyButReservesLockForHead(t *testing.T) {
 	if q := m.Queue(10); !slices.Equal(q, []string{"b"}) {
 		t.Fatalf("queue after expiry = %v: nobody is granted automatically", q)
 	}
-	if r := m.Attempt(10, "c", 10, false); r != (FairResult{Remaining: 40}) {
-		t.Fatalf("newcomer on a free lock reserved for b: %+v, want a refusal pointing at b's deadline", r)
-	}
 	if _, err := m.Release(10, "a", false); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("release of an expired hold: %v, want ErrNotOwner", err)
 	}
@@ -1018,6 +1024,31 @@ func TestFairExpiredHoldGrantsNobodyButReservesLockForHead(t *testing.T) {
 	}
 	if q := m.Queue(20); len(q) != 0 {
 		t.Fatalf("b still queued after acquiring: %v", q)
+	}
+}
+
+// A newcomer's attempt on a free lock kept for the live head hands it to the head, as a
+// release would have, and is refused: it never takes the lock past the head, and the head,
+// whose Client no longer waits for it (a failover brought it back), can pass it on at once.
+func TestFairAttemptOnALockKeptForTheHeadHandsItOver(t *testing.T) {
+	m := NewFair(50)
+	m.Attempt(0, "a", 10, true)
+	m.Attempt(0, "b", 30, true) // dead at 50
+	if r := m.Attempt(10, "c", 10, false); r != (FairResult{Remaining: 30, Granted: "b"}) {
+		t.Fatalf("newcomer on a free lock reserved for b: %+v, want a refusal after handing the lock to b", r)
+	}
+	if h, _, _ := m.Holder(10); h != "b" {
+		t.Fatalf("holder = %q, want b", h)
+	}
+	if r := m.Attempt(11, "d", 10, true); r != (FairResult{Queued: true, Remaining: 29}) {
+		t.Fatalf("the next newcomer: %+v, want it queued behind b's hold", r)
+	}
+	// A head whose grant would outlive its liveness deadline holds only until that deadline.
+	m = NewFair(50)
+	m.Attempt(0, "a", 10, true)
+	m.Attempt(0, "b", 100, true) // dead at 50
+	if r := m.Attempt(20, "c", 10, true); r != (FairResult{Queued: true, Remaining: 30, Granted: "b"}) {
+		t.Fatalf("newcomer on a free lock reserved for b: %+v, want b granted until its deadline", r)
 	}
 }
 

@@ -147,7 +147,7 @@ func (r *rules) Fast(ctx context.Context, hold string) (bool, error) {
 func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	l := r.l
 	v, err := l.rt.RunAcquire(ctx, scripts.LockAcquire, l.keys,
-		[]any{hold, r.lease, l.timeout, flag(t.Join), flag(r.token), flag(t.First), flag(t.Local)}, tookIt,
+		[]any{hold, r.lease, l.timeout, flag(t.Join), flag(r.token), flag(t.First), flag(t.Local), l.rt.PublishCommand()}, tookIt,
 		func(ctx context.Context) error { return r.GiveUp(ctx, hold) }).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(l.key, err)

@@ -13,9 +13,11 @@
 --          Client is not to join the queue: it waits for that hold's release, which the
 --          caller's Client sends and which may hand the lock to it (the reentrant lock's local
 --          hand-off); "0" (or absent) to join as any waiter
+-- ARGV[8]  publish command: PUBLISH (the default), or SPUBLISH on Redis Cluster
 --
 -- The lock is taken only when it is free and no live waiter is ahead: a newcomer never
--- passes a live waiter. (The reentrant lock's only barging is its local hand-off, which
+-- passes a live waiter. A free lock kept for a live head that is not the caller is handed to
+-- that head (and published to its Client) before the caller queues. (The reentrant lock's only barging is its local hand-off, which
 -- happens in lock_release.lua.)
 --
 -- Replies, {status, value} (the statuses of every attempt script; internal/scripts decodes
@@ -23,8 +25,8 @@
 --   {1, token}  acquired; the fencing token when ARGV[5] was "1", else 0
 --   {2, 0}      this hold has the lock already, handed over by a release (or taken by its
 --               heartbeat) whose message it missed; its lease may be a grant's short one
---   {3, ms}     queued: wait at most ms (the holder's remaining lease, or the liveness of the
---               waiter at the head) before trying again without a message
+--   {3, ms}     queued: wait at most ms (the holder's remaining lease) before trying again
+--               without a message
 --   {3, ms, n}  the same, for a hold's first attempt (ARGV[6] "1"), which joined: n is the
 --               length of the queue's list after the join (the waiters ahead, this one, and
 --               entries of waiters that left and are not dropped yet), for the Client's
@@ -129,9 +131,8 @@ if not v and not redis.call('LINDEX', q, 0) then
 end
 local member = hold .. ' ' .. lease
 now = now or server_ms()
-local head
 if not v then
-  head = live_head(q, d, now)
+  local head = live_head(q, d, now)
   if not head or head == member then
     if head then
       redis.call('LPOP', q)
@@ -139,16 +140,20 @@ if not v then
     end
     return take(now)
   end
+  -- The lock is free and kept for the live head, another waiter (the holder's lease ran
+  -- out): it is handed to the head now, as a release would have, rather than left for the
+  -- head's own attempt, heartbeat or deadline. A head whose Client no longer waits for it (a
+  -- failover brought back the entry of a call that ended) is given back by that Client at
+  -- once (internal/core/orphan.go), and the lock goes on to the next.
+  hand_off(l, q, d, now, ARGV[8] or 'PUBLISH')
+  v = redis.call('GET', l)
+  e = lease_end(v)
 end
 local wait
-if v then
-  if e then
-    wait = e - now
-  else
-    wait = redis.call('PTTL', l)
-  end
+if e then
+  wait = e - now
 else
-  wait = tonumber(redis.call('ZSCORE', d, head)) - now
+  wait = redis.call('PTTL', l)
 end
 if wait < 1 then
   wait = 1
