@@ -109,8 +109,25 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 		kw:      key, kr: key + ":r", krn: key + ":rn", kq: key + layout.QueueSuffix, kd: key + layout.DeadlineSuffix,
 		grants: layout.GrantChannel(key, rt.ID)}
 	l.keys = []string{l.kw, l.kr, l.krn, l.kq, l.kd}
-	l.q = acquire.New(rt, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout, Name: name, Key: key})
+	l.q = acquire.New(rt, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout, Name: name, Key: key,
+		GiveBack: l.giveBack})
 	return l, nil
+}
+
+// giveBack gives back the write side or the read hold granted to hold, a hold id this Client
+// no longer uses (see internal/core/orphan.go): rw_give_up in either mode, whose queue member
+// ("<hold> 0 x", "<hold> 0 s") is nobody's.
+func (l *Lock) giveBack(ctx context.Context, hold string) error {
+	for _, mode := range []string{"x", "s"} {
+		v, err := scripts.RWGiveUp.Run(ctx, l.rt.Pipe, l.keys, hold, 0, mode, l.rt.PublishCommand()).Result()
+		if err == nil {
+			_, err = scripts.DecodeGiveUp(v)
+		}
+		if err != nil {
+			return core.RedisError(l.kw, err)
+		}
+	}
+	return nil
 }
 
 // Name returns the lock's name.

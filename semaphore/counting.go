@@ -32,8 +32,21 @@ func New(c *aqs.Client, name string, opts ...Option) (*Semaphore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Semaphore{base: b, keys: []string{b.key, b.key + layout.QueueSuffix, b.key + layout.DeadlineSuffix,
-		b.key + layout.GrantsSuffix}}, nil
+	s := &Semaphore{base: b, keys: []string{b.key, b.key + layout.QueueSuffix, b.key + layout.DeadlineSuffix,
+		b.key + layout.GrantsSuffix}}
+	s.queue(s.giveBack)
+	return s, nil
+}
+
+// giveBack gives back the permits granted to hold, a hold id this Client no longer uses (see
+// internal/core/orphan.go): sem_give_up with no count finds the grant by the hold id.
+func (s *Semaphore) giveBack(ctx context.Context, hold string) error {
+	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Pipe, s.keys, hold, 0, s.rt.PublishCommand()).Result()
+	if err != nil {
+		return core.RedisError(s.key, err)
+	}
+	_, err = s.reply(v)
+	return err
 }
 
 // Name returns the semaphore's name.

@@ -37,8 +37,22 @@ func NewLeased(c *aqs.Client, name string, opts ...Option) (*Leased, error) {
 		return nil, err
 	}
 	k := b.key
-	return &Leased{base: b, kp: k + ":p", keys: []string{k, k + layout.QueueSuffix, k + layout.DeadlineSuffix,
-		k + ":p", k + ":pn"}}, nil
+	l := &Leased{base: b, kp: k + ":p", keys: []string{k, k + layout.QueueSuffix, k + layout.DeadlineSuffix,
+		k + ":p", k + ":pn"}}
+	l.queue(l.returnGrant)
+	return l, nil
+}
+
+// returnGrant gives back the permits granted to hold, a hold id this Client no longer uses
+// (see internal/core/orphan.go): lsem_give_up finds them by the hold id; the queue member it
+// names ("<hold> 0 0") is nobody's.
+func (l *Leased) returnGrant(ctx context.Context, hold string) error {
+	v, err := scripts.LSemGiveUp.Run(ctx, l.rt.Pipe, l.keys, hold, 0, 0, l.rt.PublishCommand()).Result()
+	if err != nil {
+		return core.RedisError(l.key, err)
+	}
+	_, err = l.reply(v)
+	return err
 }
 
 // Name returns the semaphore's name.

@@ -105,8 +105,14 @@ func newBase(rt *core.Runtime, name string, opts []Option) (base, error) {
 			return base{}, err
 		}
 	}
-	b.q = acquire.New(rt, acquire.Config{Grants: b.grants, WaiterTimeout: b.waiterTimeout, Name: name, Key: key})
 	return b, nil
+}
+
+// queue makes the semaphore's engine queue, with the kind's give-back of a grant to a hold id
+// the Client no longer uses (see internal/core/orphan.go).
+func (b *base) queue(giveBack core.GiveBack) {
+	b.q = acquire.New(b.rt, acquire.Config{Grants: b.grants, WaiterTimeout: b.waiterTimeout, Name: b.name, Key: b.key,
+		GiveBack: giveBack})
 }
 
 // checkN rejects a negative permit count.

@@ -57,7 +57,7 @@ func (q *Queue) acquire(ctx context.Context, c *Call) (Won, bool, error) {
 		// aqs.ErrLockLost rather than a bare context.Canceled.
 		return Won{}, false, context.Cause(ctx)
 	}
-	a := &attempt{q: q, c: c, ctx: ctx, waitCtx: ctx, hold: q.rt.NewHoldID()}
+	a := &attempt{q: q, c: c, ctx: ctx, waitCtx: ctx, hold: q.rt.NewCallHold()}
 	if c.Wait > 0 {
 		var cancel context.CancelFunc
 		a.waitCtx, cancel = context.WithTimeout(ctx, c.Wait)
@@ -109,7 +109,7 @@ func (a *attempt) run() (Won, bool, error) {
 		fallthrough
 	default:
 		if a.hub == nil && a.waits() {
-			a.hub = a.q.rt.Hub.Join(a.q.cfg.Grants, a.hold) // free when subscribed
+			a.hub = a.q.rt.Hub.Join(a.q.cfg.Grants, a.hold, a.q.cfg.GiveBack) // free when subscribed
 		}
 		sentAt = time.Now()
 		// Nothing of this hold reached Redis before now: a lock or permits it is found to
@@ -185,7 +185,7 @@ func (a *attempt) run() (Won, bool, error) {
 		}
 		if a.hub == nil {
 			// Subscribed only now: a grant may have come before; look again at once.
-			if a.hub, err = a.q.rt.Hub.Wait(a.waitCtx, a.q.cfg.Grants, a.hold); err != nil {
+			if a.hub, err = a.q.rt.Hub.Wait(a.waitCtx, a.q.cfg.Grants, a.hold, a.q.cfg.GiveBack); err != nil {
 				if a.waitCtx.Err() != nil {
 					err = nil // its context ended, or its wait bound ran out
 				}
@@ -387,7 +387,7 @@ func (a *attempt) boardNow() (boarded bool, o outcome, ended error) {
 	if a.hub == nil {
 		// The first boarder of this Client subscribes first (as the first attempt would once
 		// queued), so that a grant after the release finds it.
-		hub, err := q.rt.Hub.Wait(a.waitCtx, q.cfg.Grants, a.hold)
+		hub, err := q.rt.Hub.Wait(a.waitCtx, q.cfg.Grants, a.hold, q.cfg.GiveBack)
 		if err != nil {
 			return false, outcome{}, err
 		}
@@ -460,7 +460,8 @@ func (a *attempt) ride() (boarded bool, o outcome, ended error) {
 
 // rejoin starts the hold over under a new hold id, at the queue's tail.
 func (a *attempt) rejoin() {
-	a.hold = a.q.rt.NewHoldID()
+	a.q.rt.EndCallHold(a.hold)
+	a.hold = a.q.rt.NewCallHold()
 	if a.hub != nil {
 		a.hub.SetTag(a.hold)
 	}
@@ -475,6 +476,7 @@ func (a *attempt) rejoin() {
 
 // close unregisters the call's waiter from the hub and the Queue, and stops its heartbeats.
 func (a *attempt) close() {
+	defer a.q.rt.EndCallHold(a.hold)
 	a.place.stop()
 	a.watch.Stop()
 	if a.hub != nil {

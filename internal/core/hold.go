@@ -108,6 +108,9 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 			h.obs = &holdObs{primitive: g.Primitive, name: g.Name, at: time.Now(), ctx: parent}
 		}
 		rt.holds[k] = h
+		if n, ok := rt.seqOf(g.ID); ok {
+			rt.use(n, 1) // the hold's id is in use until the hold ends (see orphan.go)
+		}
 	}
 	rt.holdsMu.Unlock()
 
@@ -359,6 +362,9 @@ func (rt *Runtime) forget(h *Hold) {
 	rt.holdsMu.Lock()
 	if rt.holds[holdKey{h.Key, h.ID}] == h {
 		delete(rt.holds, holdKey{h.Key, h.ID})
+		if n, ok := rt.seqOf(h.ID); ok {
+			rt.use(n, -1)
+		}
 	}
 	rt.holdsMu.Unlock()
 }

@@ -78,6 +78,9 @@ type hubChan struct {
 	ready   chan struct{} // closed once the subscription is confirmed
 	waiters []*Waiter
 	idle    *time.Timer
+	// giveBack gives back a grant to one of this Client's hold ids that no waiter answers to
+	// (see orphan.go): the last one a Wait or Join gave.
+	giveBack GiveBack
 }
 
 // Waiter is one local waiter registered on a channel. C receives its wakeups.
@@ -98,9 +101,10 @@ func newHub(rt *Runtime) *Hub {
 }
 
 // Wait registers a waiter on channel with the given tag (may be empty) and returns once the
-// subscription is confirmed by Redis. On error (ctx done, Client closed) nothing stays
-// registered. The caller must Close the waiter.
-func (h *Hub) Wait(ctx context.Context, channel, tag string) (*Waiter, error) {
+// subscription is confirmed by Redis. giveBack, when not nil, is the primitive's give-back of
+// a grant on channel to a hold id of this Client that it no longer uses (see orphan.go). On
+// error (ctx done, Client closed) nothing stays registered. The caller must Close the waiter.
+func (h *Hub) Wait(ctx context.Context, channel, tag string, giveBack GiveBack) (*Waiter, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -122,6 +126,9 @@ func (h *Hub) Wait(ctx context.Context, channel, tag string) (*Waiter, error) {
 	if c.idle != nil {
 		c.idle.Stop()
 		c.idle = nil
+	}
+	if giveBack != nil {
+		c.giveBack = giveBack
 	}
 	w := &Waiter{hub: h, ch: c, tag: tag, C: make(chan struct{}, 1)}
 	c.waiters = append(c.waiters, w)
@@ -153,9 +160,9 @@ func (h *Hub) Wait(ctx context.Context, channel, tag string) (*Waiter, error) {
 }
 
 // Join registers a waiter on channel only if the hub is already subscribed to it, which costs
-// no round trip; otherwise it returns nil and the caller uses Wait when it must wait. The
-// caller must Close a returned waiter.
-func (h *Hub) Join(channel, tag string) *Waiter {
+// no round trip; otherwise it returns nil and the caller uses Wait when it must wait. giveBack
+// is as for Wait. The caller must Close a returned waiter.
+func (h *Hub) Join(channel, tag string, giveBack GiveBack) *Waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.chans[channel]
@@ -165,6 +172,9 @@ func (h *Hub) Join(channel, tag string) *Waiter {
 	if c.idle != nil {
 		c.idle.Stop()
 		c.idle = nil
+	}
+	if giveBack != nil {
+		c.giveBack = giveBack
 	}
 	w := &Waiter{hub: h, ch: c, tag: tag, C: make(chan struct{}, 1)}
 	c.waiters = append(c.waiters, w)
@@ -471,10 +481,9 @@ func (h *Hub) Channels() int {
 	return len(h.chans)
 }
 
-// deliver hands a message to c's waiters, with h.mu held.
-func (h *Hub) deliver(c *hubChan, payload string) { c.deliver(payload) }
-
-func (c *hubChan) deliver(payload string) {
+// deliver hands a message to c's waiters, with h.mu held. A tag no waiter answers to is a
+// grant to a hold id this Client may no longer use: see orphan.go.
+func (h *Hub) deliver(c *hubChan, payload string) {
 	switch payload {
 	case "1":
 		c.wakeOne()
@@ -483,11 +492,16 @@ func (c *hubChan) deliver(payload string) {
 	default:
 		for tags := payload; tags != ""; {
 			tag, rest, _ := strings.Cut(tags, " ")
+			found := false
 			for _, w := range c.waiters {
 				if w.tag == tag {
 					w.tagged = true
 					w.wake()
+					found = true
 				}
+			}
+			if !found {
+				h.giveBack(c.giveBack, tag)
 			}
 			tags = rest
 		}

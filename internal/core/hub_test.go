@@ -365,7 +365,7 @@ func TestCloseRacingAFirstWaitIsRaceFree(t *testing.T) {
 		waited := make(chan struct{})
 		go func() {
 			defer close(waited)
-			if w, err := rt.Hub.Wait(context.Background(), channel, ""); err == nil {
+			if w, err := rt.Hub.Wait(context.Background(), channel, "", nil); err == nil {
 				w.Close()
 			}
 		}()
@@ -483,7 +483,7 @@ func TestTagsMessageWakesExactlyItsWaiters(t *testing.T) {
 	channel := redistest.Name(t) + ":c:" + c.ID()
 	var ws []*core.Waiter
 	for _, tag := range []string{"a", "b", "c"} {
-		w, err := rt.Hub.Wait(ctx, channel, tag)
+		w, err := rt.Hub.Wait(ctx, channel, tag, nil)
 		require.NoError(t, err)
 		defer w.Close()
 		ws = append(ws, w)

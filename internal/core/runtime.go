@@ -74,6 +74,9 @@ type Runtime struct {
 	bg       sync.WaitGroup // background clean-ups; Close waits for them
 	deferred atomic.Int64   // see Deferred
 
+	liveMu sync.Mutex
+	live   map[uint64]int // hold ids in use, by sequence number: their uses (see orphan.go)
+
 	watchMu sync.Mutex
 	watches map[int]*replicaWatch // by slot (0 off Redis Cluster): see sync_watch.go
 

@@ -61,9 +61,19 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 		timeout: strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10)}
 	l.q = acquire.New(rt, acquire.Config{
 		Grants: layout.GrantChannel(key, rt.ID), WaiterTimeout: cfg.WaiterTimeout,
-		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak, Name: name, Key: key,
+		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak, Name: name, Key: key, GiveBack: l.giveBack,
 	})
 	return l, nil
+}
+
+// giveBack passes on the lock granted to hold, a hold id this Client no longer uses (see
+// internal/core/orphan.go): lock_give_up, whose queue member ("<hold> 0") is nobody's.
+func (l *Lock) giveBack(ctx context.Context, hold string) error {
+	v, err := scripts.LockGiveUp.Run(ctx, l.rt.Pipe, l.keys, hold, "0", l.rt.PublishCommand()).Result()
+	if err == nil {
+		_, err = scripts.DecodeGiveUp(v)
+	}
+	return core.RedisError(l.key, err)
 }
 
 // Name returns the lock's name.

@@ -3,7 +3,9 @@
 --
 -- KEYS[1] s, KEYS[2] q, KEYS[3] d, KEYS[4] g (see _sem.lua and _csem.lua)
 -- ARGV[1]  hold id
--- ARGV[2]  n, the permits it asked for
+-- ARGV[2]  n, the permits it asked for; 0 for a grant given back by a Client that no longer
+--          uses the hold id (see internal/core/orphan.go), whose count the Client does not
+--          know: the grant is found by the hold id among the grants not collected (g is short)
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 --
 -- Replies (DecodeSem): {0, permits given back, hold ids granted to waiters of the caller's
@@ -11,6 +13,15 @@
 --@include _csem
 local s, q, d, g = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local hold, n = ARGV[1], tonumber(ARGV[2])
+if n == 0 then
+  local prefix = hold .. ' '
+  for _, m in ipairs(redis.call('ZRANGE', g, 0, -1)) do
+    if string.sub(m, 1, #prefix) == prefix then
+      n = tonumber(string.sub(m, #prefix + 1))
+      break
+    end
+  end
+end
 local member = hold .. ' ' .. n
 local now = server_ms()
 leave(q, d, member, now)
