@@ -147,7 +147,7 @@ func (l *Latch) CountDown(ctx context.Context) error {
 	keys := []string{l.key, l.once()}
 	// Sent again while its outcome is unknown, as a release is: its own key makes every send
 	// after the first change nothing (no hold is involved: nothing is ever "gone").
-	v, err := core.SendRelease(l.rt, time.Time{}, func() (any, error) {
+	v, err := core.SendRelease(l.rt, nil, time.Time{}, func() (any, error) {
 		return scripts.LatchCountDown.Run(context.WithoutCancel(ctx), l.rt.Pipe, keys, l.expiry.Milliseconds(),
 			l.rt.PublishCommand(), l.channel).Result()
 	}, func(any) bool { return false })

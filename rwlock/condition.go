@@ -91,7 +91,7 @@ func (l *Lock) condSide() *cond.Side {
 func (l *Lock) releaseToCond(ctx context.Context, h *core.Hold, trusted time.Time, cq []string, member string) (bool, error) {
 	ctx = context.WithoutCancel(ctx)
 	keys := append(append([]string{}, l.keys...), cq...)
-	r, err := core.SendRelease(l.rt, trusted, func() (scripts.Release, error) {
+	r, err := core.SendRelease(l.rt, h, trusted, func() (scripts.Release, error) {
 		v, err := scripts.RWCondWait.RunOnce(ctx, l.rt.Pipe, keys, h.ID, l.rt.PublishCommand(), member, l.timeout).Result()
 		if err != nil {
 			return scripts.Release{}, core.RedisError(l.kw, err)

@@ -110,7 +110,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 		grants: layout.GrantChannel(key, rt.ID)}
 	l.keys = []string{l.kw, l.kr, l.krn, l.kq, l.kd}
 	l.q = acquire.New(rt, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout, Name: name, Key: key,
-		GiveBack: l.giveBack})
+		Orphans: &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}})
 	return l, nil
 }
 
@@ -128,6 +128,17 @@ func (l *Lock) giveBack(ctx context.Context, hold string) error {
 		}
 	}
 	return nil
+}
+
+// holders returns the hold ids of the write hold and of the read holds (see
+// internal/core/orphan.go).
+func (l *Lock) holders(ctx context.Context) ([]string, error) {
+	w := redis.NewStringCmd(ctx, "get", l.kw)
+	r := redis.NewStringSliceCmd(ctx, "zrange", l.kr, 0, -1)
+	if err := l.rt.Pipe.ProcessAll(ctx, w, r); err != nil && err != redis.Nil {
+		return nil, core.RedisError(l.kw, err)
+	}
+	return append(layout.HoldsIn(w.Val()), r.Val()...), nil
 }
 
 // Name returns the lock's name.
@@ -477,7 +488,7 @@ func (l *Lock) release(ctx context.Context, s *scripts.Script, h *core.Hold, las
 	var r scripts.Release
 	var err error
 	if last {
-		r, err = core.SendRelease(l.rt, trusted, func() (scripts.Release, error) { return run(s.RunOnce) },
+		r, err = core.SendRelease(l.rt, h, trusted, func() (scripts.Release, error) { return run(s.RunOnce) },
 			func(r scripts.Release) bool { return r.Kind == scripts.NotHeld })
 	} else {
 		r, err = run(func(ctx context.Context, c scripts.Processor, keys []string, args ...any) *redis.Cmd {
@@ -501,7 +512,7 @@ func (l *Lock) releaseRead(ctx context.Context, h *core.Hold, trusted time.Time)
 	ctx = context.WithoutCancel(ctx)
 	var zrem *redis.IntCmd
 	var head *redis.StringCmd
-	_, err := core.SendRelease(l.rt, trusted, func() (struct{}, error) {
+	_, err := core.SendRelease(l.rt, h, trusted, func() (struct{}, error) {
 		zrem = redis.NewIntCmd(ctx, "zrem", l.kr, h.ID)
 		head = redis.NewStringCmd(ctx, "lindex", l.kq, 0)
 		err := l.rt.Pipe.ProcessAll(ctx, scripts.NoRetry{Cmder: zrem}, scripts.NoRetry{Cmder: head})

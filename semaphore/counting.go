@@ -34,8 +34,23 @@ func New(c *aqs.Client, name string, opts ...Option) (*Semaphore, error) {
 	}
 	s := &Semaphore{base: b, keys: []string{b.key, b.key + layout.QueueSuffix, b.key + layout.DeadlineSuffix,
 		b.key + layout.GrantsSuffix}}
-	s.queue(s.giveBack)
+	s.queue(&core.Orphans{GiveBack: s.giveBack, Holders: s.holders}, true)
 	return s, nil
+}
+
+// holders returns the hold ids of the grants not collected (see internal/core/orphan.go): a
+// grant heard by its message is not collected, and its hold id stays in use while its record
+// lasts (acquire.Config.Records). Counting permits taken have no holder recorded.
+func (s *Semaphore) holders(ctx context.Context) ([]string, error) {
+	cmd := redis.NewStringSliceCmd(ctx, "zrange", s.keys[3], 0, -1)
+	if err := s.rt.Pipe.Process(ctx, cmd); err != nil {
+		return nil, core.RedisError(s.key, err)
+	}
+	holds := cmd.Val()
+	for i, m := range holds {
+		holds[i], _, _ = strings.Cut(m, " ")
+	}
+	return holds, nil
 }
 
 // giveBack gives back the permits granted to hold, a hold id this Client no longer uses (see

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/acquire"
 	"github.com/redaqs/aqs/internal/core"
@@ -39,8 +41,17 @@ func NewLeased(c *aqs.Client, name string, opts ...Option) (*Leased, error) {
 	k := b.key
 	l := &Leased{base: b, kp: k + ":p", keys: []string{k, k + layout.QueueSuffix, k + layout.DeadlineSuffix,
 		k + ":p", k + ":pn"}}
-	l.queue(l.returnGrant)
+	l.queue(&core.Orphans{GiveBack: l.returnGrant, Holders: l.holders}, false)
 	return l, nil
+}
+
+// holders returns the hold ids of the permits leased out (see internal/core/orphan.go).
+func (l *Leased) holders(ctx context.Context) ([]string, error) {
+	cmd := redis.NewStringSliceCmd(ctx, "zrange", l.kp, 0, -1)
+	if err := l.rt.Pipe.Process(ctx, cmd); err != nil {
+		return nil, core.RedisError(l.key, err)
+	}
+	return cmd.Val(), nil
 }
 
 // returnGrant gives back the permits granted to hold, a hold id this Client no longer uses
@@ -225,6 +236,7 @@ func (l *Leased) releaseHeld(held context.Context) error {
 	if _, err := a.Release(); err != nil {
 		return err
 	}
+	defer a.Hold().Settle()
 	return l.undo(context.WithoutCancel(held), a.Hold().ID)
 }
 
@@ -322,7 +334,11 @@ func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int, t
 		// lsem_release.lua).
 		keys = append(l.keys[:5:5], l.key+layout.OnceSuffix+l.rt.NewHoldID())
 	}
-	r, err := core.SendRelease(l.rt, trusted, func() (scripts.Sem, error) {
+	ends := h // the hold that the release ends: none for a partial one
+	if k > 0 {
+		ends = nil
+	}
+	r, err := core.SendRelease(l.rt, ends, trusted, func() (scripts.Sem, error) {
 		v, err := scripts.LSemRelease.RunOnce(ctx, l.rt.Pipe, keys, p.id, k,
 			l.rt.PublishCommand(), l.rt.ID, flag(one)).Result()
 		if err != nil {

@@ -110,9 +110,9 @@ func newBase(rt *core.Runtime, name string, opts []Option) (base, error) {
 
 // queue makes the semaphore's engine queue, with the kind's give-back of a grant to a hold id
 // the Client no longer uses (see internal/core/orphan.go).
-func (b *base) queue(giveBack core.GiveBack) {
+func (b *base) queue(orphans *core.Orphans, records bool) {
 	b.q = acquire.New(b.rt, acquire.Config{Grants: b.grants, WaiterTimeout: b.waiterTimeout, Name: b.name, Key: b.key,
-		GiveBack: giveBack})
+		Orphans: orphans, Records: records})
 }
 
 // checkN rejects a negative permit count.

@@ -109,7 +109,7 @@ func (a *attempt) run() (Won, bool, error) {
 		fallthrough
 	default:
 		if a.hub == nil && a.waits() {
-			a.hub = a.q.rt.Hub.Join(a.q.cfg.Grants, a.hold, a.q.cfg.GiveBack) // free when subscribed
+			a.hub = a.q.rt.Hub.Join(a.q.cfg.Grants, a.hold, a.q.cfg.Orphans) // free when subscribed
 		}
 		sentAt = time.Now()
 		// Nothing of this hold reached Redis before now: a lock or permits it is found to
@@ -185,7 +185,7 @@ func (a *attempt) run() (Won, bool, error) {
 		}
 		if a.hub == nil {
 			// Subscribed only now: a grant may have come before; look again at once.
-			if a.hub, err = a.q.rt.Hub.Wait(a.waitCtx, a.q.cfg.Grants, a.hold, a.q.cfg.GiveBack); err != nil {
+			if a.hub, err = a.q.rt.Hub.Wait(a.waitCtx, a.q.cfg.Grants, a.hold, a.q.cfg.Orphans); err != nil {
 				if a.waitCtx.Err() != nil {
 					err = nil // its context ended, or its wait bound ran out
 				}
@@ -238,6 +238,13 @@ func (a *attempt) run() (Won, bool, error) {
 		select {
 		case <-a.hub.C:
 			if a.hub.Tagged() {
+				if a.q.cfg.Records {
+					// The grant's record stays in Redis, uncollected, until the waiter's
+					// liveness deadline: the hold id stays in use until then, so that the
+					// record is not taken for a grant to an unused hold id
+					// (internal/core/orphan.go).
+					a.q.rt.KeepInUse(a.hold, a.q.cfg.WaiterTimeout)
+				}
 				return a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true)
 			}
 			// A wakeup to look again: a reconnect, or a change of the permits.
@@ -387,7 +394,7 @@ func (a *attempt) boardNow() (boarded bool, o outcome, ended error) {
 	if a.hub == nil {
 		// The first boarder of this Client subscribes first (as the first attempt would once
 		// queued), so that a grant after the release finds it.
-		hub, err := q.rt.Hub.Wait(a.waitCtx, q.cfg.Grants, a.hold, q.cfg.GiveBack)
+		hub, err := q.rt.Hub.Wait(a.waitCtx, q.cfg.Grants, a.hold, q.cfg.Orphans)
 		if err != nil {
 			return false, outcome{}, err
 		}

@@ -138,9 +138,12 @@ type Config struct {
 	Name string
 	// Key is the primitive's key, for errors.
 	Key string
-	// GiveBack gives back a grant to one of this Client's hold ids that the Client no longer
-	// uses (see internal/core/orphan.go); nil for primitives that grant nothing to a waiter.
-	GiveBack core.GiveBack
+	// Orphans handles grants to this Client's hold ids that it no longer uses (see
+	// internal/core/orphan.go); nil for primitives that grant nothing to a waiter.
+	Orphans *core.Orphans
+	// Records: a grant heard by its message leaves a record in Redis until the waiter's
+	// liveness deadline (the counting semaphore's grants, which their holders do not collect).
+	Records bool
 	// WaitOnly: the calls wait for a state and acquire nothing (a latch's Await), so the
 	// replica-sync policy, which makes acquisitions durable, does not apply to them.
 	WaitOnly bool

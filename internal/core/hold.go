@@ -45,6 +45,7 @@ type Hold struct {
 	extendAt time.Time
 	ended    bool
 	released bool     // ended by its last local release (not found lost): its release is on its way
+	settled  bool     // its id's use ended (see Settle)
 	obs      *holdObs // for the Client's observer only: nil without one (see observe.go)
 }
 
@@ -358,15 +359,36 @@ func (h *Hold) lose(cause error) {
 	}
 }
 
+// forget takes the hold out of the Client's holds. The hold's id stays in use (see
+// orphan.go) until Settle when the hold ended by its last local release: the release is on
+// its way, and what Redis still holds for the id is not to be given back meanwhile.
 func (rt *Runtime) forget(h *Hold) {
 	rt.holdsMu.Lock()
-	if rt.holds[holdKey{h.Key, h.ID}] == h {
+	gone := rt.holds[holdKey{h.Key, h.ID}] == h
+	if gone {
 		delete(rt.holds, holdKey{h.Key, h.ID})
-		if n, ok := rt.seqOf(h.ID); ok {
-			rt.use(n, -1)
-		}
 	}
 	rt.holdsMu.Unlock()
+	if gone && !h.Releasing() {
+		h.Settle()
+	}
+}
+
+// Settle ends the use of the hold's id (see orphan.go): the hold was found lost, or the
+// release that ended it returned. Settling twice, or a nil hold, is fine.
+func (h *Hold) Settle() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	done := h.settled
+	h.settled = true
+	h.mu.Unlock()
+	if !done {
+		if n, ok := h.rt.seqOf(h.ID); ok {
+			h.rt.use(n, -1)
+		}
+	}
 }
 
 // margin is how long before the local lease deadline a hold stops being trusted: room for a

@@ -78,9 +78,10 @@ type hubChan struct {
 	ready   chan struct{} // closed once the subscription is confirmed
 	waiters []*Waiter
 	idle    *time.Timer
-	// giveBack gives back a grant to one of this Client's hold ids that no waiter answers to
-	// (see orphan.go): the last one a Wait or Join gave.
-	giveBack GiveBack
+	// orphans handles grants to hold ids of this Client's that it no longer uses (see
+	// orphan.go): the last one a Wait or Join gave.
+	orphans *Orphans
+	moved   bool // moved to a new connection by rehome, not confirmed there yet
 }
 
 // Waiter is one local waiter registered on a channel. C receives its wakeups.
@@ -101,10 +102,10 @@ func newHub(rt *Runtime) *Hub {
 }
 
 // Wait registers a waiter on channel with the given tag (may be empty) and returns once the
-// subscription is confirmed by Redis. giveBack, when not nil, is the primitive's give-back of
-// a grant on channel to a hold id of this Client that it no longer uses (see orphan.go). On
+// subscription is confirmed by Redis. orphans, when not nil, is the primitive's handling of
+// grants on channel to hold ids of this Client that it no longer uses (see orphan.go). On
 // error (ctx done, Client closed) nothing stays registered. The caller must Close the waiter.
-func (h *Hub) Wait(ctx context.Context, channel, tag string, giveBack GiveBack) (*Waiter, error) {
+func (h *Hub) Wait(ctx context.Context, channel, tag string, orphans *Orphans) (*Waiter, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -127,8 +128,8 @@ func (h *Hub) Wait(ctx context.Context, channel, tag string, giveBack GiveBack) 
 		c.idle.Stop()
 		c.idle = nil
 	}
-	if giveBack != nil {
-		c.giveBack = giveBack
+	if orphans != nil {
+		c.orphans = orphans
 	}
 	w := &Waiter{hub: h, ch: c, tag: tag, C: make(chan struct{}, 1)}
 	c.waiters = append(c.waiters, w)
@@ -160,9 +161,9 @@ func (h *Hub) Wait(ctx context.Context, channel, tag string, giveBack GiveBack) 
 }
 
 // Join registers a waiter on channel only if the hub is already subscribed to it, which costs
-// no round trip; otherwise it returns nil and the caller uses Wait when it must wait. giveBack
+// no round trip; otherwise it returns nil and the caller uses Wait when it must wait. orphans
 // is as for Wait. The caller must Close a returned waiter.
-func (h *Hub) Join(channel, tag string, giveBack GiveBack) *Waiter {
+func (h *Hub) Join(channel, tag string, orphans *Orphans) *Waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.chans[channel]
@@ -173,8 +174,8 @@ func (h *Hub) Join(channel, tag string, giveBack GiveBack) *Waiter {
 		c.idle.Stop()
 		c.idle = nil
 	}
-	if giveBack != nil {
-		c.giveBack = giveBack
+	if orphans != nil {
+		c.orphans = orphans
 	}
 	w := &Waiter{hub: h, ch: c, tag: tag, C: make(chan struct{}, 1)}
 	c.waiters = append(c.waiters, w)
@@ -317,12 +318,20 @@ func (h *Hub) confirmed(conn *hubConn, m *redis.Subscription) (resubscribe strin
 		case subscribing:
 			c.state = subscribed
 			close(c.ready)
+			if c.moved {
+				// Subscribed anew on another connection (rehome): a message may have been
+				// missed, a grant to a hold id no longer in use among them (see orphan.go).
+				c.moved = false
+				h.sweep(c.orphans)
+			}
 			if len(c.waiters) == 0 {
 				h.startIdle(c)
 			}
 		case subscribed:
-			// Subscribed again after a reconnect: a message may have been missed.
+			// Subscribed again after a reconnect: a message may have been missed, a grant
+			// to a hold id no longer in use among them (see orphan.go).
 			c.wakeAll()
+			h.sweep(c.orphans)
 		}
 	case "unsubscribe", "sunsubscribe":
 		if c.state != unsubscribing {
@@ -371,6 +380,7 @@ func (h *Hub) rehome(conn *hubConn, pause time.Duration) {
 		if c.state == subscribed {
 			c.ready = make(chan struct{}) // closed once confirmed anew (Wait waits on it)
 		}
+		c.moved = true
 		c.state = subscribing
 		c.conn = fresh
 		fresh.chans++
@@ -501,7 +511,7 @@ func (h *Hub) deliver(c *hubChan, payload string) {
 				}
 			}
 			if !found {
-				h.giveBack(c.giveBack, tag)
+				h.giveBack(c.orphans, tag)
 			}
 			tags = rest
 		}

@@ -35,7 +35,7 @@ import (
 // go to, while it has waiters: a failover that leaves the old connection open delays the
 // waiters' wakeups by about this much, and a Client with waiters costs one command to each
 // server this often.
-const auditEvery = time.Second
+const auditEvery = 500 * time.Millisecond
 
 // audit checks the subscriptions every auditEvery until the runtime closes (see above).
 func (h *Hub) audit() {

@@ -22,16 +22,27 @@ import (
 // the call holds something, until the hold ends (released, or found lost). Hold ids are never
 // reused, so a hold id not in use never will be again, and giving back what Redis granted to
 // it takes nothing from anyone: the grant passes on to the next waiter, as a give-up's does.
-// The hub finds such grants (a tag no local waiter answers to: see deliver in hub.go) and runs
-// the channel's give-back (Hub.Wait, Hub.Join) in the background, bounded by orphanBound.
+// The hub finds such grants two ways, and gives them back in the background, bounded by
+// orphanBound, with the channel's Orphans (Hub.Wait, Hub.Join):
+//
+//   - a grant message whose tag no local waiter answers to (see deliver in hub.go);
+//   - a look at who holds the primitive (Orphans.Holders), after the hub may have missed
+//     messages: when its subscription moved to another server (rehome) or was confirmed again
+//     after its connection broke. A failover is both the moment entries of ended calls come
+//     back and the moment the Client may not yet listen where their grants are published.
 //
 // A grant to a hold of a Client that died is not given back: it waits for its deadline, as
 // before.
 
-// GiveBack gives back, without the call's own arguments, whatever Redis granted to hold (the
-// lock, a read or write hold, permits): a primitive's give-up for a hold id its Client no
-// longer uses. It must be safe to repeat, and change nothing when hold has nothing.
-type GiveBack func(ctx context.Context, hold string) error
+// Orphans is a primitive's handling of grants to hold ids its Client no longer uses.
+type Orphans struct {
+	// GiveBack gives back, without the call's own arguments, whatever Redis granted to hold
+	// (the lock, a read or write hold, permits): a give-up for a hold id its Client no longer
+	// uses. It must be safe to repeat, and change nothing when hold has nothing.
+	GiveBack func(ctx context.Context, hold string) error
+	// Holders returns the hold ids that hold the primitive, or were granted some of it, now.
+	Holders func(ctx context.Context) ([]string, error)
+}
 
 // orphanBound bounds the background give-back of a grant to a hold id not in use.
 const orphanBound = 5 * time.Second
@@ -41,6 +52,17 @@ func (rt *Runtime) NewCallHold() string {
 	n := rt.seq.Add(1)
 	rt.use(n, 1)
 	return rt.ID + ":" + strconv.FormatUint(n, 10)
+}
+
+// KeepInUse keeps hold in use for d more (see above): what Redis keeps for it meanwhile is
+// not given back.
+func (rt *Runtime) KeepInUse(hold string, d time.Duration) {
+	n, ok := rt.seqOf(hold)
+	if !ok {
+		return
+	}
+	rt.use(n, 1)
+	time.AfterFunc(d, func() { rt.use(n, -1) })
 }
 
 // EndCallHold ends a call's use of its hold id (it may still be in use by the hold the call
@@ -88,29 +110,62 @@ func (rt *Runtime) seqOf(hold string) (uint64, bool) {
 
 // giveBack gives back, in the background, a grant to hold when the Client does not use hold
 // (see above).
-func (h *Hub) giveBack(f GiveBack, hold string) {
-	if f == nil || h.rt.inUse(hold) {
+func (h *Hub) giveBack(o *Orphans, hold string) {
+	if o == nil || h.rt.inUse(hold) {
 		return
 	}
 	h.rt.Go(func(rctx context.Context) {
-		if h.rt.inUse(hold) {
-			return
-		}
+		ctx, cancel := context.WithTimeout(rctx, orphanBound)
+		defer cancel()
+		h.returnGrant(ctx, o, hold)
+	})
+}
+
+// sweep gives back, in the background, what holders of the primitive of o are hold ids of
+// this Client that it does not use (see above).
+func (h *Hub) sweep(o *Orphans) {
+	if o == nil || o.Holders == nil {
+		return
+	}
+	h.rt.Go(func(rctx context.Context) {
 		ctx, cancel := context.WithTimeout(rctx, orphanBound)
 		defer cancel()
 		for pause := 20 * time.Millisecond; ; pause *= 2 {
-			err := f(ctx, hold)
+			holds, err := o.Holders(ctx)
 			if err == nil {
-				h.rt.Logger().Info("aqs: gave back a grant to a hold this Client no longer uses", "hold", hold)
+				for _, hold := range holds {
+					if _, ours := h.rt.seqOf(hold); ours && !h.rt.inUse(hold) {
+						h.returnGrant(ctx, o, hold)
+					}
+				}
 				return
 			}
 			select {
 			case <-time.After(pause):
 			case <-ctx.Done():
-				h.rt.Logger().Warn("aqs: could not give back a grant to a hold this Client no longer uses",
-					"hold", hold, "err", err)
 				return
 			}
 		}
 	})
+}
+
+// returnGrant runs o's give-back of hold until it succeeds or ctx ends.
+func (h *Hub) returnGrant(ctx context.Context, o *Orphans, hold string) {
+	for pause := 20 * time.Millisecond; ; pause *= 2 {
+		if h.rt.inUse(hold) {
+			return
+		}
+		err := o.GiveBack(ctx, hold)
+		if err == nil {
+			h.rt.Logger().Info("aqs: gave back a grant to a hold this Client no longer uses", "hold", hold)
+			return
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			h.rt.Logger().Warn("aqs: could not give back a grant to a hold this Client no longer uses",
+				"hold", hold, "err", err)
+			return
+		}
+	}
 }

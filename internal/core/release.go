@@ -30,7 +30,12 @@ func ReleasedUnseen(err error) bool { return errors.Is(err, errReleasedUnseen) }
 // hold can have gone only by that send, or by a forced release or a loss of Redis's data in
 // the moment between the two. SendRelease then returns an error matching ReleasedUnseen.
 // Otherwise it returns the last reply, or the last error.
-func SendRelease[R any](rt *Runtime, trusted time.Time, send func() (R, error), gone func(R) bool) (R, error) {
+//
+// h is the hold the release ends (nil for none): its id stays in use (see orphan.go) until
+// SendRelease returns, so that nothing this Client holds is given back as unused while its
+// release is on its way.
+func SendRelease[R any](rt *Runtime, h *Hold, trusted time.Time, send func() (R, error), gone func(R) bool) (R, error) {
+	defer h.Settle()
 	unknown := false
 	for delay := 20 * time.Millisecond; ; delay *= 2 {
 		r, err := send()

@@ -46,7 +46,7 @@ func (l *Lock) releaseToCond(ctx context.Context, h *core.Hold, trusted time.Tim
 		for _, m := range riders {
 			args = append(args, m)
 		}
-		return core.SendRelease(l.rt, trusted, func() (scripts.Release, error) {
+		return core.SendRelease(l.rt, h, trusted, func() (scripts.Release, error) {
 			v, err := scripts.CondWait.RunOnce(ctx, l.rt.Pipe, keys, args...).Result()
 			if err != nil {
 				return scripts.Release{}, core.RedisError(l.key, err)

@@ -61,7 +61,8 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 		timeout: strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10)}
 	l.q = acquire.New(rt, acquire.Config{
 		Grants: layout.GrantChannel(key, rt.ID), WaiterTimeout: cfg.WaiterTimeout,
-		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak, Name: name, Key: key, GiveBack: l.giveBack,
+		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak, Name: name, Key: key,
+		Orphans: &core.Orphans{GiveBack: l.giveBack, Holders: l.holders},
 	})
 	return l, nil
 }
@@ -74,6 +75,18 @@ func (l *Lock) giveBack(ctx context.Context, hold string) error {
 		_, err = scripts.DecodeGiveUp(v)
 	}
 	return core.RedisError(l.key, err)
+}
+
+// holders returns the hold id of the lock's holder, if any (see internal/core/orphan.go).
+func (l *Lock) holders(ctx context.Context) ([]string, error) {
+	cmd := redis.NewStringCmd(ctx, "get", l.key)
+	if err := l.rt.Pipe.Process(ctx, cmd); err != nil {
+		if err == redis.Nil {
+			return nil, nil
+		}
+		return nil, core.RedisError(l.key, err)
+	}
+	return layout.HoldsIn(cmd.Val()), nil
 }
 
 // Name returns the lock's name.
@@ -289,7 +302,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 			return scripts.DecodeRelease(v)
 		}
 		// The end of the hold: a second run would find it gone (see core.SendRelease).
-		return core.SendRelease(l.rt, trusted, func() (scripts.Release, error) {
+		return core.SendRelease(l.rt, h, trusted, func() (scripts.Release, error) {
 			v, err := scripts.LockRelease.RunOnce(ctx, l.rt.Pipe, l.keys, args...).Result()
 			if err != nil {
 				return scripts.Release{}, core.RedisError(l.key, err)

@@ -67,6 +67,16 @@ func LatchChannel(base string) string { return base + ":c" }
 // value.
 func LooksLikeHold(s string) bool { return len(s) > 37 && s[8] == '-' && s[36] == ':' }
 
+// HoldsIn returns the hold id of an exclusive lock's value (see ParseLockValue), or none for
+// a value that is not one.
+func HoldsIn(v string) []string {
+	hold, _, _ := strings.Cut(v, " ")
+	if !LooksLikeHold(hold) {
+		return nil
+	}
+	return []string{hold}
+}
+
 // ClientOf returns the Client id of a hold id.
 func ClientOf(hold string) string {
 	if len(hold) > 36 {
