@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -44,7 +45,12 @@ import (
 //
 // With a Redis client that honours context deadlines, a call whose context can end joins a
 // pipeline only when it is one command replying with a *redis.Cmd (every script, and Do);
-// others are sent on their own.
+// others are sent on their own. With one that does not, such a call whose deadline comes
+// before the longest the client could take (see deadline.go) is sent by a goroutine of its
+// own, a copy of it, and the caller returns by its deadline with the context's error while
+// the copy goes on (its reply dropped): a call outside the engine (a latch's TrySetCount, a
+// read) keeps its deadline when the server stalls or a failover is under way. The engine's
+// calls come with contexts without a deadline (see internal/acquire/call.go).
 
 // pipeLanes is how many round trips of a Client may be on their way to one server before its
 // calls are pipelined. One would send every call of a loaded Client through one pipeline at a
@@ -56,10 +62,11 @@ const pipeLanes = 2
 // Pipe is a Client's auto-pipeline (see above). It sends commands as redis.Scripter and
 // Process do.
 type Pipe struct {
-	rdb     redis.UniversalClient
-	cluster *redis.ClusterClient
-	honours bool
-	lanes   int
+	rdb      redis.UniversalClient
+	cluster  *redis.ClusterClient
+	honours  bool
+	maxBlock time.Duration // without honours: the longest a call can take, 0 unbounded
+	lanes    int
 
 	one   lane // the server of a client that is not a cluster client
 	nodes sync.Map
@@ -98,8 +105,8 @@ type queued struct {
 	next chan []*queued
 }
 
-func newPipe(rdb redis.UniversalClient, honours bool) *Pipe {
-	p := &Pipe{rdb: rdb, honours: honours, lanes: pipeLanes}
+func newPipe(rdb redis.UniversalClient, honours bool, maxBlock time.Duration) *Pipe {
+	p := &Pipe{rdb: rdb, honours: honours, maxBlock: maxBlock, lanes: pipeLanes}
 	p.cluster, _ = rdb.(*redis.ClusterClient)
 	return p
 }
@@ -134,6 +141,13 @@ func (p *Pipe) Process(ctx context.Context, cmd redis.Cmder) error {
 // ProcessAll sends cmds, all keyed in one slot, in one round trip (see above), and returns
 // the first error of theirs.
 func (p *Pipe) ProcessAll(ctx context.Context, cmds ...redis.Cmder) error {
+	if !p.honours && len(cmds) == 1 && ctx.Done() != nil {
+		if d, ok := ctx.Deadline(); ok && (p.maxBlock == 0 || time.Until(d) < p.maxBlock) {
+			if c, ok := unwrap(cmds[0]).(*redis.Cmd); ok {
+				return p.detached(ctx, cmds[0], c)
+			}
+		}
+	}
 	l := p.lane(ctx, cmds[0])
 	if l == nil {
 		return p.alone(ctx, cmds)
@@ -180,6 +194,34 @@ func (p *Pipe) ProcessAll(ctx context.Context, cmds ...redis.Cmder) error {
 	c.SetVal(reply.Val())
 	c.SetErr(reply.Err())
 	return c.Err()
+}
+
+// detached sends a copy of cmd (whose reply is c) from a goroutine of its own, and returns by
+// ctx's deadline (see the top of this file).
+func (p *Pipe) detached(ctx context.Context, cmd redis.Cmder, c *redis.Cmd) error {
+	copied := redis.NewCmd(ctx, c.Args()...)
+	switch strings.ToLower(c.Name()) {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+		copied.SetFirstKeyPos(3)
+	}
+	var wire redis.Cmder = copied
+	if cmd.NoRetry() {
+		wire = noRetry{wire}
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = p.ProcessAll(context.WithoutCancel(ctx), wire)
+		close(done)
+	}()
+	select {
+	case <-done:
+		c.SetVal(copied.Val())
+		c.SetErr(copied.Err())
+		return c.Err()
+	case <-ctx.Done():
+		c.SetErr(ctx.Err())
+		return ctx.Err()
+	}
 }
 
 var queuedPool = sync.Pool{New: func() any { return &queued{next: make(chan []*queued, 1)} }}

@@ -155,7 +155,7 @@ func NewRuntime(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Ru
 		dogDone: make(chan struct{}),
 	}
 	rt.honours, rt.maxBlock = blockBound(rdb)
-	rt.Pipe = newPipe(rdb, rt.honours)
+	rt.Pipe = newPipe(rdb, rt.honours, rt.maxBlock)
 	rt.Hub = newHub(rt)
 	rt.heart = newHeart()
 	go rt.watchdog()
