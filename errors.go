@@ -39,7 +39,9 @@ type WrongTypeError = core.WrongTypeError
 // ReplicaSyncError reports an acquisition (of the primitive whose key is Key) that fewer
 // replicas than WithReplicaSync requires acknowledged in time, or whose WAIT failed: Acked of
 // Want replicas acknowledged within Timeout, Err is WAIT's own error if it failed. The
-// acquisition was undone, unless UndoErr says the undo failed too: it then ends with its lease.
+// acquisition was undone, unless UndoErr says the undo failed too: it is then tried again in
+// the background for a few seconds when Redis could not be reached (a failover), and the
+// acquisition otherwise ends with its lease.
 // Queued says that the call acquired nothing: it was queued, and left the queue because the
 // replicas could not acknowledge while it waited; Unsent, that it sent nothing, because they
 // could not a moment before. Either way the caller does not hold. It is an alias for the

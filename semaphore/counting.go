@@ -34,13 +34,13 @@ func New(c *aqs.Client, name string, opts ...Option) (*Semaphore, error) {
 	}
 	s := &Semaphore{base: b, keys: []string{b.key, b.key + layout.QueueSuffix, b.key + layout.DeadlineSuffix,
 		b.key + layout.GrantsSuffix}}
-	s.queue(&core.Orphans{GiveBack: s.giveBack, Holders: s.holders}, true)
+	s.queue(&core.Orphans{GiveBack: s.giveBack, Holders: s.holders})
 	return s, nil
 }
 
 // holders returns the hold ids of the grants not collected (see internal/core/orphan.go): a
-// grant heard by its message is not collected, and its hold id stays in use while its record
-// lasts (acquire.Config.Records). Counting permits taken have no holder recorded.
+// grant heard by its message is collected in the background (Collect), its hold id in use
+// until then. Counting permits taken have no holder recorded.
 func (s *Semaphore) holders(ctx context.Context) ([]string, error) {
 	cmd := redis.NewStringSliceCmd(ctx, "zrange", s.keys[3], 0, -1)
 	if err := s.rt.Pipe.Process(ctx, cmd); err != nil {
@@ -131,8 +131,11 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...aqs.WaitOptio
 // Release gives n permits back and grants them to the waiters it can now satisfy, in order.
 // It fails with ErrOverRelease, and changes nothing, when that would make more permits
 // available than the total. Release does not use ctx's cancellation, only its values: a
-// release cut short would leave the outcome unknown. Release of 0 permits succeeds at once,
-// without a call to Redis.
+// release cut short would leave the outcome unknown. While Redis cannot be reached it tries
+// again, for up to 8s (a failover of the master), and under the replica-sync policy
+// (aqs.WithReplicaSync) it returns once enough replicas acknowledged the release, or after
+// 3s of trying with a warning logged: counting permits have no lease, so a release a failover
+// loses keeps them taken. Release of 0 permits succeeds at once, without a call to Redis.
 func (s *Semaphore) Release(ctx context.Context, n int) error {
 	if n == 0 {
 		return s.none(ctx, false)
@@ -145,22 +148,40 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 	}
 	// A key of this release's own makes a second run of it (go-redis's retry after a lost
 	// reply) change nothing: see sem_release.lua. So when its outcome is unknown (the reply
-	// lost, go-redis's retries spent), it is sent again, for a few seconds, rather than
-	// leaving the caller to guess whether its permits came back.
+	// lost, go-redis's retries spent), it is sent again, for up to releaseWindow, rather than
+	// leaving the caller to guess whether its permits came back: counting permits have no
+	// lease, and a release that never reaches Redis (a master that died, until its replica is
+	// promoted) keeps them taken for good. Under the replica-sync policy it is sent again, as
+	// well, until the replicas acknowledge it: a release that only the master had is lost at a
+	// failover (a master that died; the old master of a controlled failover, which its
+	// clients reach for a moment after the promotion), and a run again on the new master,
+	// where the key of its own is not, gives the permits back there.
 	keys := append(s.keys[:4:4], s.key+":r:"+s.rt.NewHoldID())
 	var v any
 	var err error
-	for delay := 20 * time.Millisecond; ; delay *= 2 {
-		v, err = scripts.SemRelease.Run(context.WithoutCancel(ctx), s.rt.Pipe, keys,
-			n, s.rt.PublishCommand(), s.rt.ID).Result()
+	durable := false
+	start := time.Now()
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		var cmd *redis.Cmd
+		cmd, durable = s.rt.RunReplicated(context.WithoutCancel(ctx), scripts.SemRelease, keys,
+			[]any{n, s.rt.PublishCommand(), s.rt.ID})
+		v, err = cmd.Result()
 		var replied redis.Error
-		if err == nil || errors.As(err, &replied) || delay > 2*time.Second || s.rt.Check() != nil {
+		window := releaseWindow
+		if err == nil {
+			window = unackedWindow // it ran: what is left is the replicas' acknowledgement
+		}
+		if durable || errors.As(err, &replied) || time.Since(start)+delay > window || s.rt.Check() != nil {
 			break
 		}
-		time.Sleep(delay) // a pause before trying again, not a wait for a condition
+		time.Sleep(delay) // a pause before sending again, not a wait for a condition
 	}
 	if err != nil {
 		return core.RedisError(s.key, err)
+	}
+	if !durable {
+		s.rt.Logger().Warn("aqs: the replicas did not acknowledge a counting semaphore's release: a failover may lose it",
+			"key", s.key, "permits", n)
 	}
 	r, err := s.reply(v)
 	switch {
@@ -204,6 +225,17 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// releaseWindow bounds how long a counting release is sent again while its outcome is unknown:
+// below the 10s for which a release's key of its own makes a run again change nothing
+// (sem_release.lua). unackedWindow bounds it once it ran but, under the replica-sync policy,
+// was not acknowledged: the time the Client may take to follow a controlled failover to the
+// new master (its runs on the old one are lost); past it, replicas are missing, and sending
+// again would not help.
+const (
+	releaseWindow = 8 * time.Second
+	unackedWindow = 3 * time.Second
+)
 
 // counting is the counting semaphore's rules for the acquire engine, for one call asking n
 // permits.
@@ -267,9 +299,38 @@ func (c *counting) GiveUp(ctx context.Context, hold string) error {
 	return err
 }
 
-// undo gives back the permits of a grant the replicas did not acknowledge (see
-// internal/core/sync.go): counting permits are not owned, so a release of as many.
+// Collect collects the grant of hold, heard by its message: its record leaves g, and the
+// permits are the hold's (see acquire.Collector). A record gone already (dropped after its
+// deadline) leaves nothing to do.
+func (c *counting) Collect(ctx context.Context, hold string) error {
+	s := c.s
+	cmd := redis.NewIntCmd(ctx, "zrem", s.keys[3], hold+" "+strconv.Itoa(c.n))
+	if err := s.rt.Pipe.Process(ctx, cmd); err != nil {
+		return core.RedisError(s.key, err)
+	}
+	return nil
+}
+
+// undo gives back the permits of a call that won as its context ended: counting permits are
+// not owned, so a release of as many.
 func (c *counting) undo(ctx context.Context) error { return c.s.Release(ctx, c.n) }
+
+// undoGrant gives back the permits granted to hold, which the replicas did not acknowledge
+// (see internal/core/sync.go): its grant's record when it is still there (a grant heard by
+// its message is not collected), which a release would leave behind, to be given back a
+// second time; a release of as many when a heartbeat collected it.
+func (c *counting) undoGrant(ctx context.Context, hold string) error {
+	s := c.s
+	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Pipe, s.keys, hold, c.n, s.rt.PublishCommand()).Result()
+	if err != nil {
+		return core.RedisError(s.key, err)
+	}
+	r, err := s.reply(v)
+	if err != nil || r.Value > 0 {
+		return err
+	}
+	return c.undo(ctx)
+}
 
 // undoOf returns the undo of an attempt the replicas did not acknowledge, once its key of its
 // own: the attempt is settled by that key (see settle), not released blindly, because the
@@ -287,14 +348,14 @@ func (c *counting) Undo(ctx context.Context, _ string) error { return c.undo(ctx
 // available permits by 0: it changes no value, but it is a write, replicated after the grant,
 // which is all WAIT needs. The permits' hash exists: it has no TTL and the grant was just made
 // from it.
-func (c *counting) Confirm(ctx context.Context, _ string) error {
+func (c *counting) Confirm(ctx context.Context, hold string) error {
 	s := c.s
 	var cmd *redis.IntCmd
 	err := s.rt.Acquire(ctx, s.key, func(r scripts.Processor) {
 		cmd = redis.NewIntCmd(ctx, "hincrby", s.key, "a", 0)
 		_ = r.Process(ctx, cmd)
 	},
-		func() bool { return true }, c.undo)
+		func() bool { return true }, func(ctx context.Context) error { return c.undoGrant(ctx, hold) })
 	if err == nil {
 		err = cmd.Err()
 	}

@@ -110,9 +110,9 @@ func newBase(rt *core.Runtime, name string, opts []Option) (base, error) {
 
 // queue makes the semaphore's engine queue, with the kind's give-back of a grant to a hold id
 // the Client no longer uses (see internal/core/orphan.go).
-func (b *base) queue(orphans *core.Orphans, records bool) {
+func (b *base) queue(orphans *core.Orphans) {
 	b.q = acquire.New(b.rt, acquire.Config{Grants: b.grants, WaiterTimeout: b.waiterTimeout, Name: b.name, Key: b.key,
-		Orphans: orphans, Records: records})
+		Orphans: orphans})
 }
 
 // checkN rejects a negative permit count.

@@ -238,12 +238,12 @@ func (a *attempt) run() (Won, bool, error) {
 		select {
 		case <-a.hub.C:
 			if a.hub.Tagged() {
-				if a.q.cfg.Records {
-					// The grant's record stays in Redis, uncollected, until the waiter's
-					// liveness deadline: the hold id stays in use until then, so that the
-					// record is not taken for a grant to an unused hold id
-					// (internal/core/orphan.go).
-					a.q.rt.KeepInUse(a.hold, a.q.cfg.WaiterTimeout)
+				if c, ok := a.c.Rules.(Collector); ok {
+					// The grant's record stays in Redis until collected: collected in the
+					// background, with the hold id in use until then, so that the record is
+					// not taken for a grant to an unused hold id (internal/core/orphan.go).
+					hold := a.hold
+					a.q.rt.UseWhile(hold, a.q.cfg.WaiterTimeout, func(ctx context.Context) error { return c.Collect(ctx, hold) })
 				}
 				return a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true)
 			}

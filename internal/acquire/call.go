@@ -34,7 +34,7 @@ const grace = 25 * time.Millisecond
 const patience = grace / 2
 
 // settleBound bounds a background clean-up.
-const settleBound = 5 * time.Second
+const settleBound = 8 * time.Second // below the 10s for which a counting attempt's key of its own lives (sem_acquire.lua)
 
 // errAbandoned reports a round trip the caller stopped waiting for.
 var errAbandoned = errors.New("aqs: stopped waiting for redis")

@@ -45,6 +45,13 @@ type Rules interface {
 	Clear(ctx context.Context, hold string, err error) error
 }
 
+// Collector is implemented by rules whose grants leave a record in Redis that the waiter
+// collects (the counting semaphore's): a waiter that learns of its grant by its message
+// collects it in the background (an attempt or heartbeat that finds a grant collects it).
+type Collector interface {
+	Collect(ctx context.Context, hold string) error
+}
+
 // Try says what an attempt does when it cannot take what it asks for.
 type Try struct {
 	// First: the hold's first attempt, which can find no grant made earlier.
@@ -141,9 +148,6 @@ type Config struct {
 	// Orphans handles grants to this Client's hold ids that it no longer uses (see
 	// internal/core/orphan.go); nil for primitives that grant nothing to a waiter.
 	Orphans *core.Orphans
-	// Records: a grant heard by its message leaves a record in Redis until the waiter's
-	// liveness deadline (the counting semaphore's grants, which their holders do not collect).
-	Records bool
 	// WaitOnly: the calls wait for a state and acquire nothing (a latch's Await), so the
 	// replica-sync policy, which makes acquisitions durable, does not apply to them.
 	WaitOnly bool

@@ -54,15 +54,26 @@ func (rt *Runtime) NewCallHold() string {
 	return rt.ID + ":" + strconv.FormatUint(n, 10)
 }
 
-// KeepInUse keeps hold in use for d more (see above): what Redis keeps for it meanwhile is
-// not given back.
-func (rt *Runtime) KeepInUse(hold string, d time.Duration) {
+// UseWhile keeps hold in use (see above) while f runs in the background, tried again after a
+// pause while it fails, for up to bound (and not after Close).
+func (rt *Runtime) UseWhile(hold string, bound time.Duration, f func(ctx context.Context) error) {
 	n, ok := rt.seqOf(hold)
 	if !ok {
 		return
 	}
 	rt.use(n, 1)
-	time.AfterFunc(d, func() { rt.use(n, -1) })
+	rt.Go(func(rctx context.Context) {
+		defer rt.use(n, -1)
+		ctx, cancel := context.WithTimeout(rctx, bound)
+		defer cancel()
+		for pause := 20 * time.Millisecond; f(ctx) != nil; pause *= 2 {
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
 }
 
 // EndCallHold ends a call's use of its hold id (it may still be in use by the hold the call

@@ -69,7 +69,9 @@ type ReplicaSyncError struct {
 	// Err is WAIT's own error, when it failed (the server refuses WAIT, or the connection
 	// broke); nil when it answered with too few replicas.
 	Err error
-	// UndoErr is the undo's error: the acquisition then ends with its lease.
+	// UndoErr is the undo's error. When the server could not be reached, the undo is tried
+	// again in the background for a few seconds (a failover); otherwise, or when those fail,
+	// the acquisition ends with its lease.
 	UndoErr error
 	// Queued: nothing was acquired; the call was queued, and left the queue because too few
 	// replicas acknowledged the Client's acquisitions (or its probe) while it waited (see
@@ -98,7 +100,8 @@ func (e *ReplicaSyncError) Error() string {
 			e.Key, e.Acked, e.Want, e.Timeout)
 	}
 	if e.UndoErr != nil {
-		return msg + fmt.Sprintf("; undoing the acquisition failed (%v): it ends with its lease", e.UndoErr)
+		return msg + fmt.Sprintf("; undoing the acquisition failed (%v): it is tried again in the background "+
+			"for a few seconds, and otherwise ends with its lease", e.UndoErr)
 	}
 	return msg + "; the acquisition was undone"
 }
@@ -109,8 +112,13 @@ func (e *ReplicaSyncError) Is(target error) bool { return target == ErrReplicaSy
 // Unwrap returns WAIT's own error, if any.
 func (e *ReplicaSyncError) Unwrap() error { return e.Err }
 
-// undoTimeout bounds the undo of an acquisition the replicas did not acknowledge.
-const undoTimeout = time.Second
+// undoTimeout bounds the undo of an acquisition the replicas did not acknowledge; undoBound,
+// its attempts in the background when the master could not be reached (below the 10s for
+// which a counting acquisition's key of its own, by which it is undone, lives).
+const (
+	undoTimeout = time.Second
+	undoBound   = 8 * time.Second
+)
 
 // SyncOn reports whether the replica-sync policy is on.
 func (rt *Runtime) SyncOn() bool { return rt.Cfg.SyncReplicas > 0 }
@@ -164,6 +172,30 @@ func (rt *Runtime) Acquire(ctx context.Context, key string, call func(c scripts.
 		return rt.settle(ctx, key, wait, undo)
 	}
 	return nil
+}
+
+// RunReplicated runs s as Script.Run does and, with the replica-sync policy on, WAIT after it on
+// the same connection, and reports whether enough replicas acknowledged it (with the policy
+// off, whether it ran). For a write that must survive a failover whatever it is, and that a
+// second run of recognises (a counting semaphore's release, which has no lease to end it).
+func (rt *Runtime) RunReplicated(ctx context.Context, s *scripts.Script, keys []string, args []any) (*redis.Cmd, bool) {
+	if !rt.SyncOn() {
+		cmd := s.Run(ctx, rt.Pipe, keys, args...)
+		return cmd, cmd.Err() == nil
+	}
+	var q *scripts.Call
+	wait, err := rt.synced(ctx, keys[0], func(p redis.Pipeliner) { q = s.Queue(ctx, p, keys, args...) })
+	if err == nil && scripts.IsNoScript(q.Cmd.Err()) {
+		wait, err = rt.synced(ctx, keys[0], func(p redis.Pipeliner) { q.Retry(ctx, p) })
+	}
+	if err != nil {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(err)
+		return cmd, false
+	}
+	rt.sawWait(keys[0], wait)
+	n, werr := wait.Int64()
+	return q.Cmd, q.Cmd.Err() == nil && werr == nil && int(n) >= rt.Cfg.SyncReplicas
 }
 
 // ConfirmGrant makes a waiter's grant (made by another call's script: see the comment at the
@@ -239,6 +271,23 @@ func (rt *Runtime) settle(ctx context.Context, key string, wait *redis.Cmd, undo
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	e.UndoErr = undo(uctx)
+	if e.UndoErr != nil && !isRedisReply(e.UndoErr) {
+		// The master could not be reached: it may have died after the acquisition reached
+		// its replica, whose promotion then holds what the caller was told it does not
+		// (a counting semaphore's permits for good). The undo is sent again in the
+		// background, until the promoted replica answers it, for up to undoBound.
+		rt.Go(func(rctx context.Context) {
+			ctx, cancel := context.WithTimeout(rctx, undoBound)
+			defer cancel()
+			for pause := 50 * time.Millisecond; undo(ctx) != nil; pause = min(2*pause, time.Second) {
+				select {
+				case <-time.After(pause):
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
 	return e
 }
 
