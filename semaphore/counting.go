@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -143,6 +144,12 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 	if err := s.checkN("release", n); err != nil {
 		return err
 	}
+	return s.release(ctx, n, s.rt.NewHoldID())
+}
+
+// release is Release of n permits, with the key of its own "<s>:r:<id>": a release of the same
+// id within 10s is the same release (see sem_release.lua).
+func (s *Semaphore) release(ctx context.Context, n int, id string) error {
 	if err := s.rt.Check(); err != nil {
 		return err
 	}
@@ -156,7 +163,7 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 	// failover (a master that died; the old master of a controlled failover, which its
 	// clients reach for a moment after the promotion), and a run again on the new master,
 	// where the key of its own is not, gives the permits back there.
-	keys := append(s.keys[:4:4], s.key+":r:"+s.rt.NewHoldID())
+	keys := append(s.keys[:4:4], s.key+":r:"+id)
 	var v any
 	var err error
 	durable := false
@@ -250,6 +257,11 @@ type counting struct {
 	s    *Semaphore
 	n    int
 	last string // the key of the call's latest attempt
+	// collecting is closed once the background collection of a grant heard by its message
+	// ended (nil: there was none); removed, then, says whether it took the grant's record out
+	// of g on the server it reached (see Collect and giveBackGrant).
+	collecting <-chan struct{}
+	removed    atomic.Bool
 }
 
 // Fast is the uncontended path: a script with one key and one argument, which changes nothing
@@ -301,36 +313,53 @@ func (c *counting) GiveUp(ctx context.Context, hold string) error {
 
 // Collect collects the grant of hold, heard by its message: its record leaves g, and the
 // permits are the hold's (see acquire.Collector). A record gone already (dropped after its
-// deadline) leaves nothing to do.
+// deadline, or never on the server reached: a failover lost the grant) leaves nothing to do.
 func (c *counting) Collect(ctx context.Context, hold string) error {
 	s := c.s
 	cmd := redis.NewIntCmd(ctx, "zrem", s.keys[3], hold+" "+strconv.Itoa(c.n))
 	if err := s.rt.Pipe.Process(ctx, cmd); err != nil {
 		return core.RedisError(s.key, err)
 	}
+	if cmd.Val() == 1 {
+		c.removed.Store(true)
+	}
 	return nil
 }
 
-// undo gives back the permits of a call that won as its context ended: counting permits are
-// not owned, so a release of as many.
-func (c *counting) undo(ctx context.Context) error { return c.s.Release(ctx, c.n) }
+// Collecting records the background collection of the call's grant (see acquire.Collector).
+func (c *counting) Collecting(done <-chan struct{}) { c.collecting = done }
 
-// undoGrant gives back the permits granted to hold, which the replicas did not acknowledge
-// (see internal/core/sync.go): its grant's record when it is still there (a grant heard by
-// its message is not collected), which a release would leave behind, to be given back a
-// second time; a release of as many when a heartbeat collected it.
-func (c *counting) undoGrant(ctx context.Context, hold string) error {
+// giveBackGrant gives back the permits granted to hold, which the call does not keep (the
+// replicas did not acknowledge the grant, or the call ended as it won): by the grant's record
+// while it is there, so that a server that never saw the grant (a failover lost it) gives
+// nothing back; by a release of as many once the call's collection took the record out.
+func (c *counting) giveBackGrant(ctx context.Context, hold string) error {
+	if c.collecting != nil {
+		select {
+		case <-c.collecting:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if c.removed.Load() {
+			return c.s.release(ctx, c.n, hold) // one release, however often this runs
+		}
+	}
 	s := c.s
 	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Pipe, s.keys, hold, c.n, s.rt.PublishCommand()).Result()
 	if err != nil {
 		return core.RedisError(s.key, err)
 	}
 	r, err := s.reply(v)
-	if err != nil || r.Value > 0 {
+	if err != nil || r.Value > 0 || c.collecting != nil {
 		return err
 	}
-	return c.undo(ctx)
+	// Granted, and collected by a heartbeat: the permits are the call's.
+	return c.s.release(ctx, c.n, hold)
 }
+
+// undo gives back the permits of a call that won as its context ended: counting permits are
+// not owned, so a release of as many.
+func (c *counting) undo(ctx context.Context) error { return c.s.Release(ctx, c.n) }
 
 // undoOf returns the undo of an attempt the replicas did not acknowledge, once its key of its
 // own: the attempt is settled by that key (see settle), not released blindly, because the
@@ -340,8 +369,14 @@ func (c *counting) undoOf(once string) func(context.Context) error {
 	return func(ctx context.Context) error { return c.settle(ctx, once) }
 }
 
-// Undo gives back the permits of a call that won as its context ended.
-func (c *counting) Undo(ctx context.Context, _ string) error { return c.undo(ctx) }
+// Undo gives back the permits of a call that won as its context ended: a grant's by
+// giveBackGrant, an attempt's by a release.
+func (c *counting) Undo(ctx context.Context, hold string) error {
+	if c.collecting != nil {
+		return c.giveBackGrant(ctx, hold)
+	}
+	return c.undo(ctx)
+}
 
 // Confirm confirms permits granted to the waiter under the replica-sync policy. Counting
 // permits leave no record of their holder to renew, so the waiter's write is HINCRBY of the
@@ -355,7 +390,7 @@ func (c *counting) Confirm(ctx context.Context, hold string) error {
 		cmd = redis.NewIntCmd(ctx, "hincrby", s.key, "a", 0)
 		_ = r.Process(ctx, cmd)
 	},
-		func() bool { return true }, func(ctx context.Context) error { return c.undoGrant(ctx, hold) })
+		func() bool { return true }, func(ctx context.Context) error { return c.giveBackGrant(ctx, hold) })
 	if err == nil {
 		err = cmd.Err()
 	}
@@ -381,6 +416,9 @@ func (c *counting) Clear(ctx context.Context, hold string, err error) error {
 		if err := c.settle(ctx, c.last); err != nil {
 			return err
 		}
+	}
+	if c.collecting != nil {
+		return c.giveBackGrant(ctx, hold) // it was granted: the grant goes back
 	}
 	return c.GiveUp(ctx, hold)
 }

@@ -243,7 +243,8 @@ func (a *attempt) run() (Won, bool, error) {
 					// background, with the hold id in use until then, so that the record is
 					// not taken for a grant to an unused hold id (internal/core/orphan.go).
 					hold := a.hold
-					a.q.rt.UseWhile(hold, a.q.cfg.WaiterTimeout, func(ctx context.Context) error { return c.Collect(ctx, hold) })
+					c.Collecting(a.q.rt.UseWhile(hold, a.q.cfg.WaiterTimeout,
+						func(ctx context.Context) error { return c.Collect(ctx, hold) }))
 				}
 				return a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true)
 			}

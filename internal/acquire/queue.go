@@ -48,8 +48,11 @@ type Rules interface {
 // Collector is implemented by rules whose grants leave a record in Redis that the waiter
 // collects (the counting semaphore's): a waiter that learns of its grant by its message
 // collects it in the background (an attempt or heartbeat that finds a grant collects it).
+// Collecting receives the channel closed when that ended, before the call's Confirm, Undo
+// and Clear run.
 type Collector interface {
 	Collect(ctx context.Context, hold string) error
+	Collecting(done <-chan struct{})
 }
 
 // Try says what an attempt does when it cannot take what it asks for.

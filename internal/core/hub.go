@@ -322,7 +322,7 @@ func (h *Hub) confirmed(conn *hubConn, m *redis.Subscription) (resubscribe strin
 				// Subscribed anew on another connection (rehome): a message may have been
 				// missed, a grant to a hold id no longer in use among them (see orphan.go).
 				c.moved = false
-				h.sweep(c.orphans)
+				h.sweep(c.orphans, c.name)
 			}
 			if len(c.waiters) == 0 {
 				h.startIdle(c)
@@ -331,7 +331,7 @@ func (h *Hub) confirmed(conn *hubConn, m *redis.Subscription) (resubscribe strin
 			// Subscribed again after a reconnect: a message may have been missed, a grant
 			// to a hold id no longer in use among them (see orphan.go).
 			c.wakeAll()
-			h.sweep(c.orphans)
+			h.sweep(c.orphans, c.name)
 		}
 	case "unsubscribe", "sunsubscribe":
 		if c.state != unsubscribing {
@@ -511,7 +511,7 @@ func (h *Hub) deliver(c *hubChan, payload string) {
 				}
 			}
 			if !found {
-				h.giveBack(c.orphans, tag)
+				h.giveBack(c.orphans, c.name, tag)
 			}
 			tags = rest
 		}

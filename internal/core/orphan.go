@@ -55,14 +55,18 @@ func (rt *Runtime) NewCallHold() string {
 }
 
 // UseWhile keeps hold in use (see above) while f runs in the background, tried again after a
-// pause while it fails, for up to bound (and not after Close).
-func (rt *Runtime) UseWhile(hold string, bound time.Duration, f func(ctx context.Context) error) {
+// pause while it fails, for up to bound (and not after Close); the returned channel is closed
+// when it ended.
+func (rt *Runtime) UseWhile(hold string, bound time.Duration, f func(ctx context.Context) error) <-chan struct{} {
+	done := make(chan struct{})
 	n, ok := rt.seqOf(hold)
 	if !ok {
-		return
+		close(done)
+		return done
 	}
 	rt.use(n, 1)
-	rt.Go(func(rctx context.Context) {
+	started := rt.Go(func(rctx context.Context) {
+		defer close(done)
 		defer rt.use(n, -1)
 		ctx, cancel := context.WithTimeout(rctx, bound)
 		defer cancel()
@@ -74,6 +78,11 @@ func (rt *Runtime) UseWhile(hold string, bound time.Duration, f func(ctx context
 			}
 		}
 	})
+	if !started { // the Client closed
+		rt.use(n, -1)
+		close(done)
+	}
+	return done
 }
 
 // EndCallHold ends a call's use of its hold id (it may still be in use by the hold the call
@@ -121,20 +130,20 @@ func (rt *Runtime) seqOf(hold string) (uint64, bool) {
 
 // giveBack gives back, in the background, a grant to hold when the Client does not use hold
 // (see above).
-func (h *Hub) giveBack(o *Orphans, hold string) {
+func (h *Hub) giveBack(o *Orphans, channel, hold string) {
 	if o == nil || h.rt.inUse(hold) {
 		return
 	}
 	h.rt.Go(func(rctx context.Context) {
 		ctx, cancel := context.WithTimeout(rctx, orphanBound)
 		defer cancel()
-		h.returnGrant(ctx, o, hold)
+		h.returnGrant(ctx, o, channel, hold)
 	})
 }
 
 // sweep gives back, in the background, what holders of the primitive of o are hold ids of
 // this Client that it does not use (see above).
-func (h *Hub) sweep(o *Orphans) {
+func (h *Hub) sweep(o *Orphans, channel string) {
 	if o == nil || o.Holders == nil {
 		return
 	}
@@ -146,7 +155,7 @@ func (h *Hub) sweep(o *Orphans) {
 			if err == nil {
 				for _, hold := range holds {
 					if _, ours := h.rt.seqOf(hold); ours && !h.rt.inUse(hold) {
-						h.returnGrant(ctx, o, hold)
+						h.returnGrant(ctx, o, channel, hold)
 					}
 				}
 				return
@@ -161,21 +170,21 @@ func (h *Hub) sweep(o *Orphans) {
 }
 
 // returnGrant runs o's give-back of hold until it succeeds or ctx ends.
-func (h *Hub) returnGrant(ctx context.Context, o *Orphans, hold string) {
+func (h *Hub) returnGrant(ctx context.Context, o *Orphans, channel, hold string) {
 	for pause := 20 * time.Millisecond; ; pause *= 2 {
 		if h.rt.inUse(hold) {
 			return
 		}
 		err := o.GiveBack(ctx, hold)
 		if err == nil {
-			h.rt.Logger().Info("aqs: gave back a grant to a hold this Client no longer uses", "hold", hold)
+			h.rt.Logger().Info("aqs: gave back a grant to a hold this Client no longer uses", "channel", channel, "hold", hold)
 			return
 		}
 		select {
 		case <-time.After(pause):
 		case <-ctx.Done():
 			h.rt.Logger().Warn("aqs: could not give back a grant to a hold this Client no longer uses",
-				"hold", hold, "err", err)
+				"channel", channel, "hold", hold, "err", err)
 			return
 		}
 	}

@@ -97,18 +97,19 @@ func (rt *Runtime) Defer() { rt.deferred.Add(1) }
 func (rt *Runtime) Deferred() int64 { return rt.deferred.Load() }
 
 // Go runs f in the background with the runtime's context (cancelled by Close, which waits for
-// f to return).
-func (rt *Runtime) Go(f func(ctx context.Context)) {
+// f to return), and reports whether it did: not after Close.
+func (rt *Runtime) Go(f func(ctx context.Context)) bool {
 	rt.bgMu.Lock()
 	defer rt.bgMu.Unlock()
 	if rt.Check() != nil {
-		return // closed: the clean-up would fail anyway, and Close may be waiting already
+		return false // closed: the clean-up would fail anyway, and Close may be waiting already
 	}
 	rt.bg.Add(1)
 	go func() {
 		defer rt.bg.Done()
 		f(rt.ctx)
 	}()
+	return true
 }
 
 // Access is a value only this module's packages can name: this package is internal, so code
