@@ -178,7 +178,8 @@ func (s *Semaphore) release(ctx context.Context, n int, id string) error {
 		if err == nil {
 			window = unackedWindow // it ran: what is left is the replicas' acknowledgement
 		}
-		if durable || errors.As(err, &replied) || time.Since(start)+delay > window || s.rt.Check() != nil {
+		if durable || errors.As(err, &replied) && !core.Transient(err) || time.Since(start)+delay > window ||
+			s.rt.Check() != nil {
 			break
 		}
 		time.Sleep(delay) // a pause before sending again, not a wait for a condition

@@ -328,7 +328,12 @@ func (a *attempt) lacking() error {
 	if a.q.cfg.WaitOnly {
 		return nil
 	}
-	return a.q.rt.ReplicasLack(a.q.cfg.Grants, a.q.cfg.Key)
+	err := a.q.rt.ReplicasLack(a.q.cfg.Grants, a.q.cfg.Key)
+	var se *core.ReplicaSyncError
+	if errors.As(err, &se) && !a.joinedAt.IsZero() {
+		se.Queued, se.Unsent = true, false // it leaves the queue, as a queued call's watch makes it
+	}
+	return err
 }
 
 // callFast makes the fast attempt through call.

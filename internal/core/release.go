@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,12 +46,35 @@ func SendRelease[R any](rt *Runtime, h *Hold, trusted time.Time, send func() (R,
 			}
 			return r, nil
 		}
+		if Transient(err) && delay <= 2*time.Second && rt.Check() == nil {
+			time.Sleep(delay) // refused, not run: sent again after a pause, not a wait for a condition
+			continue
+		}
 		if !unknownOutcome(err) || delay > 2*time.Second || rt.Check() != nil {
 			return r, err
 		}
 		unknown = true
 		time.Sleep(delay) // a pause before sending again, not a wait for a condition
 	}
+}
+
+// Transient reports whether err is a refusal by the server that ran nothing, for the moment
+// of a failover: CLUSTERDOWN (a slot's master failed, and its replica is not promoted yet),
+// TRYAGAIN, LOADING, MASTERDOWN, READONLY (a master turned replica), NOREPLICAS
+// (min-replicas-to-write). go-redis sends most of them again a few times itself; a release,
+// which must reach Redis, sends them again for longer.
+func Transient(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	for _, p := range []string{"CLUSTERDOWN", "TRYAGAIN", "LOADING", "MASTERDOWN", "READONLY", "NOREPLICAS"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // unknownOutcome reports whether err leaves a command's outcome unknown: the connection broke

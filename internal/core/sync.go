@@ -271,9 +271,9 @@ func (rt *Runtime) settle(ctx context.Context, key string, wait *redis.Cmd, undo
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	e.UndoErr = undo(uctx)
-	if e.UndoErr != nil && !isRedisReply(e.UndoErr) {
-		// The master could not be reached: it may have died after the acquisition reached
-		// its replica, whose promotion then holds what the caller was told it does not
+	if e.UndoErr != nil && (!isRedisReply(e.UndoErr) || Transient(e.UndoErr)) {
+		// The master could not be reached (or the cluster refused the slot for the moment):
+		// it may have died after the acquisition reached its replica, whose promotion then holds what the caller was told it does not
 		// (a counting semaphore's permits for good). The undo is sent again in the
 		// background, until the promoted replica answers it, for up to undoBound.
 		rt.Go(func(rctx context.Context) {

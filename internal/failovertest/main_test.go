@@ -7,4 +7,9 @@ import (
 	"github.com/redaqs/aqs/internal/redistest"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(envServeChild) != "" {
+		os.Exit(serveChild()) // a process of TestEveryPrimitiveServesAgainAfterAFailover's load
+	}
+	os.Exit(redistest.Main(m))
+}

@@ -1,0 +1,435 @@
+package failovertest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/fair"
+	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/latch"
+	"github.com/redaqs/aqs/reentrant"
+	"github.com/redaqs/aqs/rwlock"
+	"github.com/redaqs/aqs/semaphore"
+)
+
+// The child of TestEveryPrimitiveServesAgainAfterAFailover: one process of the load, with a
+// Client of its own, whose workers use every primitive until the parent says "stop", and
+// print one line per call (see call.line).
+
+// Environment of a child.
+const (
+	envServeChild = "AQS_SERVE_CHILD"     // the child's number; its presence makes the process a child
+	envSentinels  = "AQS_SERVE_SENTINELS" // the sentinels' addresses, comma-separated
+	envCluster    = "AQS_SERVE_CLUSTER"   // or the cluster's nodes, comma-separated
+	envSync       = "AQS_SERVE_SYNC"      // "1": the replica-sync policy on
+	envNames      = "AQS_SERVE_NAMES"     // the primitives' names, name=value, comma-separated
+)
+
+// Figures of the load, shared with the parent.
+const (
+	serveWatchdog    = 2 * time.Second
+	serveSyncTimeout = 500 * time.Millisecond
+	serveDeadline    = 3 * time.Second // of every call
+	servePermits     = 2
+)
+
+// The primitives under load, as the lines name them.
+const (
+	pReentrant = "reentrant"
+	pFair      = "fair"
+	pWrite     = "rwlock-write"
+	pRead      = "rwlock-read"
+	pCounting  = "counting"
+	pLeased    = "leased"
+	pLatch     = "latch"
+	pCond      = "condition"
+)
+
+// Error classes of a failed call.
+const (
+	eSync     = "sync"     // aqs.ErrReplicaSync: too few replicas acknowledged: too few replicas acknowledged
+	eDeadline = "deadline" // the call's deadline
+	eLost     = "lost"     // aqs.ErrLockLost
+	eRedis    = "redis"    // anything else
+)
+
+// call is one call of a worker: start, the acquisition (zero when it failed), and its end:
+// the start of the release, or the moment the holder learned of a loss, or the failure.
+type call struct {
+	prim, worker string
+	start, acq   time.Time
+	end          time.Time
+	lost         bool   // the held context ended with aqs.ErrLockLost before the release
+	class        string // a failed call's error class
+	detail       string
+}
+
+// line is the call as the child prints it: "C prim worker start acq end class detail", times
+// in Unix nanoseconds (the processes share the machine's clock), acq 0 for a failure, class
+// "ok" or "lost" for an acquisition.
+func (c call) line() string {
+	acq := int64(0)
+	if !c.acq.IsZero() {
+		acq = c.acq.UnixNano()
+	}
+	class := c.class
+	if !c.acq.IsZero() {
+		class = "ok"
+		if c.lost {
+			class = "lost"
+		}
+	}
+	return fmt.Sprintf("C %s %s %d %d %d %s %s", c.prim, c.worker, c.start.UnixNano(), acq, c.end.UnixNano(),
+		class, strings.ReplaceAll(c.detail, "\n", " "))
+}
+
+func classOf(err error) string {
+	var se *aqs.ReplicaSyncError
+	switch {
+	case errors.As(err, &se) && se.Err != nil:
+		return eRedis // WAIT itself failed: the server could not be reached
+	case errors.Is(err, aqs.ErrReplicaSync):
+		return eSync
+	case errors.Is(err, context.DeadlineExceeded):
+		return eDeadline
+	case errors.Is(err, aqs.ErrLockLost):
+		return eLost
+	}
+	return eRedis
+}
+
+// serveChild runs a child and returns its exit code.
+func serveChild() int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, err)
+		return redistest.ExitBadEnv
+	}
+	names := map[string]string{}
+	for _, kv := range strings.Split(os.Getenv(envNames), ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		names[k] = v
+	}
+	var rdb redis.UniversalClient
+	switch s, c := os.Getenv(envSentinels), os.Getenv(envCluster); {
+	case s != "":
+		rdb = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMasterName,
+			SentinelAddrs: strings.Split(s, ",")})
+	case c != "":
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(c, ",")})
+	default:
+		return fail(errors.New("no Redis named"))
+	}
+	opts := []aqs.Option{aqs.WithWatchdogTimeout(serveWatchdog),
+		aqs.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	if os.Getenv(envSync) == "1" {
+		opts = append(opts, aqs.WithReplicaSync(1, serveSyncTimeout))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c, err := aqs.New(ctx, rdb, opts...)
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+
+	out := bufio.NewWriter(os.Stdout)
+	var outMu sync.Mutex
+	report := func(c call) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintln(out, c.line())
+	}
+	flush := func() {
+		outMu.Lock()
+		defer outMu.Unlock()
+		_ = out.Flush()
+	}
+	stop := make(chan struct{})
+	go func() {
+		for range redistest.StdinLines() {
+			close(stop)
+			return
+		}
+	}()
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				flush()
+			}
+		}
+	}()
+
+	w, err := newWorkers(c, names, os.Getenv(envServeChild), report)
+	if err != nil {
+		return fail(err)
+	}
+	w.run(stop)
+	_ = c.Close()
+	_ = rdb.Close()
+	outMu.Lock()
+	fmt.Fprintln(out, "END")
+	outMu.Unlock()
+	flush()
+	return redistest.ExitOK
+}
+
+// workers is one child's load.
+type workers struct {
+	id     string
+	report func(call)
+	jobs   []func(stop <-chan struct{})
+}
+
+// holdFor is how long a worker holds what it took.
+func holdFor() time.Duration { return time.Duration(2+rand.IntN(4)) * time.Millisecond }
+
+// pause is how long a worker waits after a failed call, so that a run of failures does not
+// spin.
+const pause = 20 * time.Millisecond
+
+func newWorkers(c *aqs.Client, names map[string]string, id string, report func(call)) (*workers, error) {
+	w := &workers{id: id, report: report}
+	fa, err := fair.New(c, names[pFair])
+	if err != nil {
+		return nil, err
+	}
+	rw, err := rwlock.New(c, names["rwlock"])
+	if err != nil {
+		return nil, err
+	}
+	cs, err := semaphore.New(c, names[pCounting])
+	if err != nil {
+		return nil, err
+	}
+	ls, err := semaphore.NewLeased(c, names[pLeased])
+	if err != nil {
+		return nil, err
+	}
+	cl, err := fair.New(c, names[pCond])
+	if err != nil {
+		return nil, err
+	}
+	cv, err := cl.NewCondition("ready")
+	if err != nil {
+		return nil, err
+	}
+	// A Lock value per call, as a service builds them per request, for the exclusive locks.
+	for i := range 3 {
+		w.loop(pReentrant, i, func(ctx context.Context) (context.Context, func() error, error) {
+			l, err := reentrant.New(c, names[pReentrant])
+			if err != nil {
+				return nil, nil, err
+			}
+			held, err := l.Lock(ctx)
+			return held, func() error { return l.Unlock(held) }, err
+		})
+		w.loop(pFair, i, func(ctx context.Context) (context.Context, func() error, error) {
+			held, err := fa.Lock(ctx)
+			return held, func() error { return fa.Unlock(held) }, err
+		})
+		w.loop(pCounting, i, func(ctx context.Context) (context.Context, func() error, error) {
+			err := cs.Acquire(ctx, 1)
+			return nil, func() error { return cs.Release(context.Background(), 1) }, err
+		})
+		w.loop(pLeased, i, func(ctx context.Context) (context.Context, func() error, error) {
+			p, err := ls.Acquire(ctx, 1)
+			if err != nil {
+				return nil, nil, err
+			}
+			return p.Context(), func() error { return ls.Release(context.Background(), p) }, nil
+		})
+	}
+	for i := range 2 {
+		w.loop(pWrite, i, func(ctx context.Context) (context.Context, func() error, error) {
+			held, err := rw.Lock(ctx)
+			return held, func() error { return rw.Unlock(held) }, err
+		})
+		w.loop(pRead, i, func(ctx context.Context) (context.Context, func() error, error) {
+			held, err := rw.RLock(ctx)
+			return held, func() error { return rw.RUnlock(held) }, err
+		})
+	}
+	w.latch(c, names[pLatch])
+	w.condition(cl, cv)
+	return w, nil
+}
+
+// loop adds a worker that takes and releases with take until stopped: one call each time,
+// with the load's deadline, holding for holdFor.
+func (w *workers) loop(prim string, i int, take func(ctx context.Context) (held context.Context, release func() error, err error)) {
+	worker := fmt.Sprintf("%s.%d", w.id, i)
+	w.jobs = append(w.jobs, func(stop <-chan struct{}) {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), serveDeadline)
+			c := call{prim: prim, worker: worker, start: time.Now()}
+			held, release, err := take(ctx)
+			cancel()
+			if err != nil {
+				c.end, c.class, c.detail = time.Now(), classOf(err), err.Error()
+				w.report(c)
+				time.Sleep(pause)
+				continue
+			}
+			c.acq = time.Now()
+			var lostAt time.Time
+			var lostMu sync.Mutex
+			if held != nil {
+				stopWatch := context.AfterFunc(held, func() {
+					if errors.Is(context.Cause(held), aqs.ErrLockLost) {
+						lostMu.Lock()
+						lostAt = time.Now()
+						lostMu.Unlock()
+					}
+				})
+				time.Sleep(holdFor())
+				stopWatch()
+			} else {
+				time.Sleep(holdFor())
+			}
+			c.end = time.Now()
+			lostMu.Lock()
+			if !lostAt.IsZero() {
+				c.end, c.lost = lostAt, true
+			}
+			lostMu.Unlock()
+			if err := release(); err != nil && !c.lost {
+				c.detail = "release: " + err.Error()
+			}
+			w.report(c)
+		}
+	})
+}
+
+// latch adds a worker that, round after round, sets a latch of its own to 2, counts it down
+// twice from another goroutine, and awaits it: an acquisition is an Await that returned. The
+// call is TrySetCount and Await, which take the deadline; CountDown does not use its
+// context's cancellation (a count-down cut short would leave the count unknown), so the
+// call does not wait for the count-downs once Await has returned.
+func (w *workers) latch(c *aqs.Client, base string) {
+	worker := w.id + ".0"
+	w.jobs = append(w.jobs, func(stop <-chan struct{}) {
+		for round := 0; ; round++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			l, err := latch.New(c, fmt.Sprintf("%s-%s-%d", base, w.id, round), latch.WithExpiry(time.Minute))
+			if err != nil {
+				panic(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), serveDeadline)
+			cl := call{prim: pLatch, worker: worker, start: time.Now()}
+			err = func() error {
+				if _, err := l.TrySetCount(ctx, 2); err != nil {
+					return err
+				}
+				down := make(chan error, 1)
+				go func() {
+					var err error
+					for range 2 {
+						time.Sleep(time.Millisecond)
+						if err = l.CountDown(ctx); err != nil {
+							break
+						}
+					}
+					down <- err
+				}()
+				err := l.Await(ctx)
+				if err == nil {
+					err = <-down // the count reached 0: both returned, or are about to
+				}
+				return err
+			}()
+			cancel()
+			if err != nil {
+				cl.end, cl.class, cl.detail = time.Now(), classOf(err), err.Error()
+				w.report(cl)
+				time.Sleep(pause)
+				continue
+			}
+			cl.acq = time.Now()
+			cl.end = cl.acq
+			w.report(cl)
+		}
+	})
+}
+
+// condition adds a consumer, whose acquisition is a Wait that a Signal ended, and a producer
+// that signals every few milliseconds, on the fair lock l.
+func (w *workers) condition(l *fair.Lock, cv *fair.Condition) {
+	worker := w.id + ".0"
+	w.jobs = append(w.jobs, func(stop <-chan struct{}) {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), serveDeadline)
+			c := call{prim: pCond, worker: worker, start: time.Now()}
+			held, err := l.Lock(ctx)
+			if err == nil {
+				held, err = cv.Wait(held)
+			}
+			cancel()
+			if err != nil {
+				c.end, c.class, c.detail = time.Now(), classOf(err), err.Error()
+				w.report(c)
+				time.Sleep(pause)
+				continue
+			}
+			c.acq = time.Now()
+			c.end = c.acq
+			if err := l.Unlock(held); err != nil {
+				c.detail = "release: " + err.Error()
+			}
+			w.report(c)
+		}
+	}, func(stop <-chan struct{}) {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(3 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), serveDeadline)
+			if held, err := l.Lock(ctx); err == nil {
+				_, _ = cv.Signal(held)
+				_ = l.Unlock(held)
+			}
+			cancel()
+		}
+	})
+}
+
+// run runs every worker until stop is closed, and returns once all of them have.
+func (w *workers) run(stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	for _, j := range w.jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j(stop)
+		}()
+	}
+	wg.Wait()
+}

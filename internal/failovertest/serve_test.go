@@ -1,0 +1,608 @@
+package failovertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redaqs/aqs/fair"
+	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/reentrant"
+	"github.com/redaqs/aqs/rwlock"
+	"github.com/redaqs/aqs/semaphore"
+)
+
+// Every primitive serves again after a failover.
+//
+// Three kinds of failover (failoverKinds): a controlled Sentinel failover (SENTINEL FAILOVER)
+// of a master with one replica, the death of a Sentinel master with two replicas (SIGKILL),
+// and the death of a Redis Cluster master (3 masters, a replica each), whose node is started
+// again after the promotion and rejoins as a replica; each with the replica-sync policy off
+// and on (WithReplicaSync(1, serveSyncTimeout)).
+//
+// A run starts a Redis deployment of one kind and serveChildren processes,
+// each with its own Client, whose workers use every primitive on one name each (see
+// serve_child_test.go): reentrant and fair locks, both sides of a read-write lock, counting
+// and leased semaphores of servePermits permits, latches, and a fair lock's Condition, with a
+// watchdog timeout of serveWatchdog and a deadline of serveDeadline on every call, with or
+// without the replica-sync policy. After serveBefore of load the master is lost, and the load
+// goes on for serveAfter past the promotion (past the moment replicas can acknowledge again,
+// with the policy); then the children stop, each releasing what it holds.
+//
+// Each run checks, per primitive:
+//   - it serves again: a call started after the promotion acquires within serveWithin of it
+//     (with the policy, of the moment a replica can acknowledge again: before, nothing can be
+//     acquired);
+//   - every call returns by its deadline, give or take serveSlack, whatever the servers do;
+//   - with the policy, nothing overlaps (two holders of a lock, a writer beside anyone, more
+//     permits held than the semaphore has), and a call refused for want of acknowledgement is
+//     refused within about two replica-sync timeouts (it does not wait for its deadline);
+//   - afterwards nothing is held or queued, live, in Redis.
+//
+// A counting semaphore is not checked after a controlled failover (see failoverKind.split).
+//
+// It logs per primitive the time from the promotion to the first acquisition, the longest
+// call refused for want of acknowledgement, the errors by kind and the overlaps.
+// AQS_FAILOVER_RUNS=n repeats each case n times and logs p50 and max over the runs (make
+// failover); AQS_SERVE_DETAILS=1 logs the first of each distinct error after the failover.
+
+const (
+	serveChildren = 3
+	serveBefore   = 2 * time.Second
+	serveAfter    = 6 * time.Second
+	// serveWithin is the bound: the watchdog timeout (the lease of a hold lost with
+	// the old master) and 3s.
+	serveWithin = serveWatchdog + 3*time.Second
+	serveSlack  = 750 * time.Millisecond
+	// serveRefused bounds a call refused for want of acknowledgement, with the policy: well
+	// before its deadline (two replica-sync timeouts, a probe's and a WAIT's, and a second).
+	serveRefused = 2*serveSyncTimeout + time.Second
+)
+
+var allPrims = []string{pReentrant, pFair, pWrite, pRead, pCounting, pLeased, pLatch, pCond}
+
+// deployment is one Redis deployment under test, with its failover.
+type deployment struct {
+	env   []string                  // how children reach it
+	rdb   redis.UniversalClient     // the parent's client
+	names map[string]string         // the primitives' names
+	fail  func() (time.Time, error) // loses the master; returns the moment of the promotion
+	// acks returns when, after the promotion, a replica could acknowledge again (it waits
+	// for it).
+	acks func() (time.Time, error)
+}
+
+// failoverKind starts a deployment of one kind.
+type failoverKind struct {
+	label string
+	start func(t *testing.T) *deployment
+	// split: the old master keeps taking writes for a moment after the promotion (a
+	// controlled failover: SENTINEL FAILOVER does not stop it), and what its clients wrote
+	// there is lost. A counting semaphore's permits, counts without owners, can then be lost
+	// or duplicated (see "Failover and replica sync" in the root package's documentation):
+	// its figures are logged, not checked.
+	split bool
+}
+
+func failoverKinds() []failoverKind {
+	sentinel := func(t *testing.T, replicas int, switchOver bool) *deployment {
+		g := redistest.NewSentinel(t, redistest.WithReplicas(replicas))
+		d := &deployment{env: []string{envSentinels + "=" + strings.Join(g.SentinelAddrs(), ",")},
+			rdb: g.Client(t), names: primNames(redistest.Name(t), nil)}
+		d.fail = func() (time.Time, error) {
+			var err error
+			if switchOver {
+				_, err = g.SwitchOver()
+			} else {
+				_, err = g.Failover()
+			}
+			return time.Now(), err
+		}
+		d.acks = func() (time.Time, error) {
+			_, err := g.WaitReplicas(1)
+			return time.Now(), err
+		}
+		return d
+	}
+	return []failoverKind{
+		// The group: one replica. With the policy on, nothing can be acquired until
+		// Sentinel turns the old master into the new one's replica, some ten seconds later.
+		{"sentinel switch-over", func(t *testing.T) *deployment { return sentinel(t, 1, true) }, true},
+		// Two replicas, so that the new master has one at once, as the policy needs.
+		{"sentinel kill", func(t *testing.T) *deployment { return sentinel(t, 2, false) }, false},
+		{"cluster kill", func(t *testing.T) *deployment {
+			cl := redistest.NewClusterWithReplicas(t)
+			rdb := redis.NewClusterClient(cl.Options())
+			t.Cleanup(func() { rdb.Close() })
+			// Every name on shard 0, which loses its master.
+			d := &deployment{env: []string{envCluster + "=" + strings.Join(cl.AllAddrs(), ",")}, rdb: rdb,
+				names: primNames(redistest.Name(t), func(name string) bool { return cl.MasterOf("aqs:{"+name+"}") == 0 })}
+			d.fail = func() (time.Time, error) {
+				if err := cl.KillMaster(0); err != nil {
+					return time.Time{}, err
+				}
+				_, err := cl.WaitPromoted(0)
+				return time.Now(), err
+			}
+			d.acks = func() (time.Time, error) {
+				// The killed node rejoins, as the new master's replica.
+				err := cl.RestartKilled(0)
+				return time.Now(), err
+			}
+			return d
+		}, false},
+	}
+}
+
+// primNames names each primitive after base; with on, only names that on accepts.
+func primNames(base string, on func(string) bool) map[string]string {
+	names := map[string]string{}
+	for _, p := range []string{pReentrant, pFair, "rwlock", pCounting, pLeased, pLatch, pCond} {
+		for i := 0; ; i++ {
+			n := base + "-" + p + "-" + strconv.Itoa(i)
+			if on == nil || on(n) {
+				names[p] = n
+				break
+			}
+		}
+	}
+	return names
+}
+
+func TestEveryPrimitiveServesAgainAfterAFailover(t *testing.T) {
+	runs := 1
+	if s := os.Getenv("AQS_FAILOVER_RUNS"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err, "AQS_FAILOVER_RUNS")
+		runs = n
+	}
+	for _, k := range failoverKinds() {
+		for _, policy := range []bool{false, true} {
+			label := k.label + ", policy off"
+			if policy {
+				label = k.label + ", policy on"
+			}
+			t.Run(label, func(t *testing.T) {
+				t.Parallel()
+				var all []*serveRun
+				for i := range runs {
+					t.Run(strconv.Itoa(i), func(t *testing.T) {
+						r := runServe(t, k, policy)
+						all = append(all, r)
+						r.check(t)
+						t.Logf("%s\n%s", label, r.table())
+					})
+				}
+				if runs > 1 {
+					t.Logf("%s, %d runs:\n%s", label, runs, summary(all))
+				}
+			})
+		}
+	}
+}
+
+// serveRun is what one run saw.
+type serveRun struct {
+	policy             bool
+	split              bool // see failoverKind.split
+	failedAt, promoted time.Time
+	acks               time.Time // with the policy: when a replica could acknowledge again
+	calls              []call
+	left               []string // what was found held or queued afterwards
+}
+
+func runServe(t *testing.T, k failoverKind, policy bool) *serveRun {
+	ctx := context.Background()
+	d := k.start(t)
+	r := &serveRun{policy: policy, split: k.split}
+	setPermits(t, d)
+
+	var names []string
+	for p, n := range d.names {
+		names = append(names, p+"="+n)
+	}
+	env := append(slices.Clone(d.env), envNames+"="+strings.Join(names, ","))
+	if policy {
+		env = append(env, envSync+"=1")
+	}
+	var children []*redistest.Child
+	for i := range serveChildren {
+		children = append(children, redistest.StartChild(t, "load "+strconv.Itoa(i),
+			append(slices.Clone(env), envServeChild+"="+strconv.Itoa(i))...))
+	}
+	lines := redistest.Merge(children...)
+	var mu sync.Mutex // r.calls, until read is closed
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		for ended := 0; ended < len(children); {
+			l := <-lines
+			if l.Text == "END" { // a child's last line
+				ended++
+				continue
+			}
+			c, err := parseCall(l.Text)
+			if err != nil {
+				t.Errorf("%s: %v", l.Child.Label(), err)
+				continue
+			}
+			mu.Lock()
+			r.calls = append(r.calls, c)
+			mu.Unlock()
+		}
+	}()
+
+	time.Sleep(serveBefore) // the load before the failover: a pause, not a wait for a condition
+	r.failedAt = time.Now()
+	var err error
+	r.promoted, err = d.fail()
+	require.NoError(t, err)
+	r.acks = r.promoted
+	if policy {
+		r.acks, err = d.acks()
+		require.NoError(t, err)
+	} else {
+		// The deployment is made whole again all the same (the cluster's killed node
+		// rejoins), so that runs end alike; without the policy nothing waits for it.
+		go func() { _, _ = d.acks() }()
+	}
+	time.Sleep(time.Until(r.acks.Add(serveAfter)))
+	for _, c := range children {
+		c.Send(t, "stop")
+	}
+	for _, c := range children {
+		require.NoError(t, c.Wait(t, 30*time.Second), "%s", c.Label())
+	}
+	select {
+	case <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the children's lines did not all come")
+	}
+	r.left = leftBehind(t, ctx, d)
+	return r
+}
+
+// setPermits sets the semaphores' permits before the load.
+func setPermits(t *testing.T, d *deployment) {
+	ctx := context.Background()
+	c := newClient(t, d.rdb)
+	cs, err := semaphore.New(c, d.names[pCounting])
+	require.NoError(t, err)
+	_, err = cs.TrySetPermits(ctx, servePermits)
+	require.NoError(t, err)
+	ls, err := semaphore.NewLeased(c, d.names[pLeased])
+	require.NoError(t, err)
+	_, err = ls.TrySetPermits(ctx, servePermits)
+	require.NoError(t, err)
+}
+
+// leftBehind returns what is held, or queued and live, of the primitives after the load: at
+// once when nothing is, else what is still there after a while (background clean-ups, a
+// waiter's deadline).
+func leftBehind(t *testing.T, ctx context.Context, d *deployment) []string {
+	c := newClient(t, d.rdb)
+	var left []string
+	var lastErr error
+	look := func() bool {
+		left, lastErr = nil, nil
+		note := func(what string, err error) {
+			if err != nil {
+				lastErr = err
+			}
+			if what != "" {
+				left = append(left, what)
+			}
+		}
+		for _, p := range []string{pReentrant, pFair, pCond} {
+			var locked bool
+			var err error
+			if p == pReentrant {
+				var l *reentrant.Lock
+				if l, err = reentrant.New(c, d.names[p]); err == nil {
+					locked, err = l.IsLocked(ctx)
+				}
+			} else {
+				var l *fair.Lock
+				if l, err = fair.New(c, d.names[p]); err == nil {
+					locked, err = l.IsLocked(ctx)
+				}
+			}
+			note(cond(locked, p+" locked"), err)
+		}
+		if rw, err := rwlock.New(c, d.names["rwlock"]); err == nil {
+			in, err := rw.Info(ctx)
+			note(cond(in.Writer != "" || in.Readers > 0, fmt.Sprintf("rwlock held: %+v", in)), err)
+		} else {
+			note("", err)
+		}
+		if cs, err := semaphore.New(c, d.names[pCounting]); err == nil {
+			n, err := cs.Available(ctx)
+			note(cond(n != servePermits, fmt.Sprintf("counting semaphore: %d of %d permits available", n, servePermits)), err)
+		} else {
+			note("", err)
+		}
+		if ls, err := semaphore.NewLeased(c, d.names[pLeased]); err == nil {
+			n, err := ls.Available(ctx)
+			note(cond(n != servePermits, fmt.Sprintf("leased semaphore: %d of %d permits available", n, servePermits)), err)
+		} else {
+			note("", err)
+		}
+		for p, name := range d.names {
+			key := "aqs:{" + name + "}"
+			for _, q := range []string{key + ":d", key + ":w:ready:d"} {
+				live, err := d.rdb.ZCount(ctx, q, "("+strconv.FormatInt(time.Now().UnixMilli(), 10), "+inf").Result()
+				note(cond(live > 0, fmt.Sprintf("%s: %d live waiters in %s", p, live, q)), err)
+			}
+		}
+		return len(left) == 0 && lastErr == nil
+	}
+	for deadline := time.Now().Add(15 * time.Second); !look() && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond) // looks again: the state in Redis, not a condition of this process
+	}
+	if lastErr != nil {
+		left = append(left, "could not look: "+lastErr.Error())
+	}
+	return left
+}
+
+func cond(b bool, s string) string {
+	if b {
+		return s
+	}
+	return ""
+}
+
+func parseCall(s string) (call, error) {
+	f := strings.SplitN(s, " ", 8)
+	if len(f) < 7 || f[0] != "C" {
+		return call{}, fmt.Errorf("unexpected line %q", s)
+	}
+	var ns [3]int64
+	for i := range ns {
+		n, err := strconv.ParseInt(f[3+i], 10, 64)
+		if err != nil {
+			return call{}, fmt.Errorf("line %q: %w", s, err)
+		}
+		ns[i] = n
+	}
+	c := call{prim: f[1], worker: f[2], start: time.Unix(0, ns[0]), end: time.Unix(0, ns[2]), class: f[6]}
+	if ns[1] != 0 {
+		c.acq = time.Unix(0, ns[1])
+	}
+	c.lost = c.class == "lost"
+	if len(f) == 8 {
+		c.detail = f[7]
+	}
+	return c, nil
+}
+
+// primFigures are one primitive's in one run.
+type primFigures struct {
+	first    time.Duration // from the promotion (with the policy, from acks) to the first acquisition
+	served   bool
+	errs     map[string]int
+	overlaps int
+	late     int           // calls that returned later than their deadline and the slack
+	syncMax  time.Duration // the longest call refused for want of acknowledgement
+	acquired int
+}
+
+func (r *serveRun) primFigures(prim string) primFigures {
+	f := primFigures{errs: map[string]int{}}
+	ref := r.acks
+	var held []call
+	for _, c := range r.calls {
+		if c.prim != prim {
+			continue
+		}
+		if c.end.Sub(c.start) > serveDeadline+serveSlack && (c.acq.IsZero() || c.acq.Sub(c.start) > serveDeadline+serveSlack) {
+			f.late++
+		}
+		if c.acq.IsZero() {
+			if !c.end.Before(r.failedAt) {
+				f.errs[c.class]++
+			}
+			if c.class == eSync {
+				f.syncMax = max(f.syncMax, c.end.Sub(c.start))
+			}
+			continue
+		}
+		f.acquired++
+		held = append(held, c)
+		if !c.start.Before(ref) && (!f.served || c.acq.Sub(ref) < f.first) {
+			f.first, f.served = c.acq.Sub(ref), true
+		}
+	}
+	f.overlaps = overlaps(prim, held, r.calls)
+	return f
+}
+
+// overlaps counts the acquisitions that went past what prim allows at once: for a lock, each
+// hold that began while another was held; for a semaphore, each that began while its permits
+// were all held; for the read-write lock's sides, each write hold that began while a reader or
+// writer held, and each read hold that began while a writer held.
+func overlaps(prim string, held []call, all []call) int {
+	limit := 1
+	switch prim {
+	case pLatch, pCond:
+		return 0 // nothing is held
+	case pCounting, pLeased:
+		limit = servePermits
+	case pRead:
+		// Readers conflict with writers only.
+		var writers []call
+		for _, c := range all {
+			if c.prim == pWrite && !c.acq.IsZero() {
+				writers = append(writers, c)
+			}
+		}
+		n := 0
+		for _, rd := range held {
+			for _, w := range writers {
+				if rd.acq.Before(w.end) && w.acq.Before(rd.end) {
+					n++
+					break
+				}
+			}
+		}
+		return n
+	case pWrite:
+		for _, c := range all {
+			if c.prim == pRead && !c.acq.IsZero() {
+				held = append(held, c)
+			}
+		}
+	}
+	type edge struct {
+		at    time.Time
+		delta int
+		write bool
+	}
+	var edges []edge
+	for _, c := range held {
+		edges = append(edges, edge{c.acq, 1, c.prim != pRead}, edge{c.end, -1, c.prim != pRead})
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		if !edges[i].at.Equal(edges[j].at) {
+			return edges[i].at.Before(edges[j].at)
+		}
+		return edges[i].delta < edges[j].delta // an end before a start at the same instant
+	})
+	n, in, writers := 0, 0, 0
+	for _, e := range edges {
+		in += e.delta
+		if e.write {
+			writers += e.delta
+		}
+		if e.delta > 0 {
+			switch {
+			case prim == pWrite && e.write && in > 1:
+				n++
+			case prim == pWrite && !e.write && writers > 0:
+				// counted from the read side
+			case prim != pWrite && in > limit:
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (r *serveRun) check(t *testing.T) {
+	for _, p := range allPrims {
+		f := r.primFigures(p)
+		assert.Zero(t, f.late, "%s: calls that returned after their deadline", p)
+		if r.policy {
+			assert.LessOrEqual(t, f.syncMax, serveRefused, "%s: a call refused for want of acknowledgement", p)
+		}
+		if p == pCounting && r.split {
+			continue // see failoverKind.split
+		}
+		assert.True(t, f.served, "%s: no call after the promotion acquired", p)
+		if f.served {
+			assert.LessOrEqual(t, f.first, serveWithin, "%s: the first acquisition after the promotion", p)
+		}
+		if r.policy {
+			assert.Zero(t, f.overlaps, "%s: overlaps with the policy on", p)
+		}
+	}
+	var left []string
+	for _, l := range r.left {
+		if !r.split || !strings.HasPrefix(l, "counting semaphore:") {
+			left = append(left, l)
+		}
+	}
+	assert.Empty(t, left, "held or queued after the load")
+}
+
+func (r *serveRun) table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "failover took %v; replicas acknowledge %v after the promotion\n",
+		r.promoted.Sub(r.failedAt).Round(time.Millisecond), r.acks.Sub(r.promoted).Round(time.Millisecond))
+	fmt.Fprintf(&b, "%-14s %10s %9s %9s %12s %s\n", "primitive", "first acq", "acquired", "overlaps", "refused max", "errors after the failover")
+	for _, p := range allPrims {
+		f := r.primFigures(p)
+		first := "never"
+		if f.served {
+			first = f.first.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "%-14s %10s %9d %9d %12s %s\n", p, first, f.acquired, f.overlaps,
+			f.syncMax.Round(time.Millisecond), errsString(f.errs))
+	}
+	if os.Getenv("AQS_SERVE_DETAILS") != "" {
+		seen := map[string]bool{}
+		for _, c := range r.calls {
+			if c.detail == "" || c.end.Before(r.failedAt) {
+				continue
+			}
+			k := c.prim + ": " + c.detail
+			if len(k) > 200 {
+				k = k[:200]
+			}
+			if !seen[k] {
+				seen[k] = true
+				fmt.Fprintf(&b, "  %v after the promotion: %s\n", c.end.Sub(r.promoted).Round(time.Millisecond), k)
+			}
+		}
+	}
+	return b.String()
+}
+
+func errsString(m map[string]int) string {
+	var parts []string
+	for _, k := range []string{eSync, eDeadline, eLost, eRedis} {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// summary is the table of several runs: p50 and max of the first acquisition, errors and
+// overlaps summed.
+func summary(runs []*serveRun) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-14s %10s %10s %9s %s\n", "primitive", "p50", "max", "overlaps", "errors after the failover")
+	for _, p := range allPrims {
+		var firsts []time.Duration
+		errs := map[string]int{}
+		ov, never := 0, 0
+		for _, r := range runs {
+			f := r.primFigures(p)
+			if f.served {
+				firsts = append(firsts, f.first)
+			} else {
+				never++
+			}
+			for k, v := range f.errs {
+				errs[k] += v
+			}
+			ov += f.overlaps
+		}
+		slices.Sort(firsts)
+		p50, mx := "-", "-"
+		if len(firsts) > 0 {
+			p50 = firsts[len(firsts)/2].Round(time.Millisecond).String()
+			mx = firsts[len(firsts)-1].Round(time.Millisecond).String()
+		}
+		if never > 0 {
+			mx += fmt.Sprintf(" (never %d)", never)
+		}
+		fmt.Fprintf(&b, "%-14s %10s %10s %9d %s\n", p, p50, mx, ov, errsString(errs))
+	}
+	return b.String()
+}
