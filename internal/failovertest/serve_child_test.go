@@ -176,6 +176,10 @@ func serveChild() int {
 	if err != nil {
 		return fail(err)
 	}
+	outMu.Lock()
+	fmt.Fprintln(out, "READY") // the load starts
+	_ = out.Flush()
+	outMu.Unlock()
 	w.run(stop)
 	_ = c.Close()
 	_ = rdb.Close()

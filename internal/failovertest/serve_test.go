@@ -43,7 +43,8 @@ import (
 // Each run checks, per primitive:
 //   - it serves again: a call started after the promotion acquires within serveWithin of it
 //     (with the policy, of the moment a replica can acknowledge again: before, nothing can be
-//     acquired);
+//     acquired); without the policy, within the lease of a hold lost with the old master
+//     (serveWatchdog) and serveSlack;
 //   - every call returns by its deadline, give or take serveSlack, whatever the servers do;
 //   - with the policy, nothing overlaps (two holders of a lock, a writer beside anyone, more
 //     permits held than the semaphore has), and a call refused for want of acknowledgement is
@@ -66,8 +67,9 @@ const (
 	serveWithin = serveWatchdog + 3*time.Second
 	serveSlack  = 750 * time.Millisecond
 	// serveRefused bounds a call refused for want of acknowledgement, with the policy: well
-	// before its deadline (two replica-sync timeouts, a probe's and a WAIT's, and a second).
-	serveRefused = 2*serveSyncTimeout + time.Second
+	// before its deadline (its attempt's WAIT, the probe's first wait and WAIT, and room for
+	// a loaded machine).
+	serveRefused = serveDeadline - 500*time.Millisecond
 )
 
 var allPrims = []string{pReentrant, pFair, pWrite, pRead, pCounting, pLeased, pLatch, pCond}
@@ -224,11 +226,18 @@ func runServe(t *testing.T, k failoverKind, policy bool) *serveRun {
 	lines := redistest.Merge(children...)
 	var mu sync.Mutex // r.calls, until read is closed
 	read := make(chan struct{})
+	ready := make(chan struct{})
 	go func() {
 		defer close(read)
-		for ended := 0; ended < len(children); {
+		for ended, started := 0, 0; ended < len(children); {
 			l := <-lines
-			if l.Text == "END" { // a child's last line
+			switch l.Text {
+			case "READY": // a child's first line: its load starts
+				if started++; started == len(children) {
+					close(ready)
+				}
+				continue
+			case "END": // a child's last line
 				ended++
 				continue
 			}
@@ -243,6 +252,11 @@ func runServe(t *testing.T, k failoverKind, policy bool) *serveRun {
 		}
 	}()
 
+	select {
+	case <-ready:
+	case <-time.After(time.Minute):
+		t.Fatal("the children did not all start")
+	}
 	time.Sleep(serveBefore) // the load before the failover: a pause, not a wait for a condition
 	r.failedAt = time.Now()
 	var err error
@@ -512,6 +526,12 @@ func (r *serveRun) check(t *testing.T) {
 		assert.True(t, f.served, "%s: no call after the promotion acquired", p)
 		if f.served {
 			assert.LessOrEqual(t, f.first, serveWithin, "%s: the first acquisition after the promotion", p)
+			if !r.policy {
+				// What the failover left held is held by the old master's holds, whose
+				// leases end within the watchdog timeout of the promotion.
+				assert.LessOrEqual(t, f.first, serveWatchdog+serveSlack,
+					"%s: the first acquisition after the promotion, without the policy", p)
+			}
 		}
 		if r.policy {
 			assert.Zero(t, f.overlaps, "%s: overlaps with the policy on", p)
