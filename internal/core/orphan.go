@@ -18,8 +18,9 @@ import (
 // alive and would answer.
 //
 // So a Client gives back at once a grant to one of its hold ids that it does not use: a hold
-// id is in use from the moment the engine makes it for a call until the call ends, and, once
-// the call holds something, until the hold ends (released, or found lost). Hold ids are never
+// id is in use from the moment the engine makes it for a call until the call ends, once the
+// call holds something until the hold is found lost or its release returns (Hold.Settle), and
+// while something else of the Client's still acts for it (UseWhile). Hold ids are never
 // reused, so a hold id not in use never will be again, and giving back what Redis granted to
 // it takes nothing from anyone: the grant passes on to the next waiter, as a give-up's does.
 // The hub finds such grants two ways, and gives them back in the background, bounded by
@@ -31,8 +32,7 @@ import (
 //     after its connection broke. A failover is both the moment entries of ended calls come
 //     back and the moment the Client may not yet listen where their grants are published.
 //
-// A grant to a hold of a Client that died is not given back: it waits for its deadline, as
-// before.
+// A grant to a hold of a Client that died is not given back: it waits for its deadline.
 
 // Orphans is a primitive's handling of grants to hold ids its Client no longer uses.
 type Orphans struct {

@@ -133,6 +133,20 @@ func (rt *Runtime) RunAcquire(ctx context.Context, s *scripts.Script, keys []str
 	if !rt.SyncOn() {
 		return s.Run(ctx, rt.Pipe, keys, args...)
 	}
+	cmd, wait := rt.runSynced(ctx, s, keys, args)
+	if wait != nil && cmd.Err() == nil && acquired(cmd.Val()) {
+		if serr := rt.settle(ctx, keys[0], wait, undo); serr != nil {
+			cmd.SetErr(serr)
+		}
+	}
+	return cmd
+}
+
+// runSynced runs s with WAIT after it on the same connection (see synced), and the EVAL
+// fallback when the server lacked the script, whose EVALSHA wrote nothing. It returns the
+// script's command and WAIT's, nil when the pipeline could not be sent (the command then holds
+// the error).
+func (rt *Runtime) runSynced(ctx context.Context, s *scripts.Script, keys []string, args []any) (*redis.Cmd, *redis.Cmd) {
 	var q *scripts.Call
 	wait, err := rt.synced(ctx, keys[0], func(p redis.Pipeliner) { q = s.Queue(ctx, p, keys, args...) })
 	if err == nil && scripts.IsNoScript(q.Cmd.Err()) {
@@ -141,15 +155,10 @@ func (rt *Runtime) RunAcquire(ctx context.Context, s *scripts.Script, keys []str
 	if err != nil {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(err)
-		return cmd
+		return cmd, nil
 	}
 	rt.sawWait(keys[0], wait)
-	if q.Cmd.Err() == nil && acquired(q.Cmd.Val()) {
-		if serr := rt.settle(ctx, keys[0], wait, undo); serr != nil {
-			q.Cmd.SetErr(serr)
-		}
-	}
-	return q.Cmd
+	return q.Cmd, wait
 }
 
 // Acquire runs an acquiring call that is not a script: call sends it on c, which is the
@@ -183,19 +192,12 @@ func (rt *Runtime) RunReplicated(ctx context.Context, s *scripts.Script, keys []
 		cmd := s.Run(ctx, rt.Pipe, keys, args...)
 		return cmd, cmd.Err() == nil
 	}
-	var q *scripts.Call
-	wait, err := rt.synced(ctx, keys[0], func(p redis.Pipeliner) { q = s.Queue(ctx, p, keys, args...) })
-	if err == nil && scripts.IsNoScript(q.Cmd.Err()) {
-		wait, err = rt.synced(ctx, keys[0], func(p redis.Pipeliner) { q.Retry(ctx, p) })
-	}
-	if err != nil {
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(err)
+	cmd, wait := rt.runSynced(ctx, s, keys, args)
+	if wait == nil {
 		return cmd, false
 	}
-	rt.sawWait(keys[0], wait)
 	n, werr := wait.Int64()
-	return q.Cmd, q.Cmd.Err() == nil && werr == nil && int(n) >= rt.Cfg.SyncReplicas
+	return cmd, cmd.Err() == nil && werr == nil && int(n) >= rt.Cfg.SyncReplicas
 }
 
 // ConfirmGrant makes a waiter's grant (made by another call's script: see the comment at the
