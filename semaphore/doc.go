@@ -35,5 +35,15 @@
 // process that died come back when their lease ends, and Available counts them back at once,
 // whoever looks. Every acquisition recognises a second run of itself (a reply lost and sent
 // again by go-redis), and a counting acquisition whose reply is lost for good gives its
-// permits back; a counting release whose outcome is unknown is sent again for a few seconds.
+// permits back; a counting release whose outcome is unknown is sent again for up to 8s.
+//
+// # Failovers
+//
+// Both kinds serve again within moments of a failover (see "Failover and replica sync" in
+// package aqs). A leased permit whose release only the old master saw comes back when its
+// lease ends. A counting semaphore's permits have no owner and no lease: an acquisition or a
+// release that a failover loses changes the number available for good, until ForceRelease or
+// AddPermits (with aqs.WithReplicaSync its acquisitions and releases wait for the replicas,
+// which closes that gap but for the moment of a controlled failover, when the old master
+// still takes writes). Use Leased where permits must survive failovers.
 package semaphore
