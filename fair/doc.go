@@ -12,7 +12,9 @@
 // A goroutine that asks for the lock while its own Client holds it rides along: its join goes
 // to Redis with that hold's release, in the same script, rather than in a round trip of its
 // own, at most a couple of milliseconds after its call; it joins at the tail all the same.
-// So "arrival" is when a waiter's join reached Redis.
+// So "arrival" is when a waiter's join reached Redis. Values of one name and the same options
+// on one Client are one lock to that Client: goroutines may share one Lock value or build
+// their own (New in a request's handler), and ride along all the same.
 //
 // # The queue
 //

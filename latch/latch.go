@@ -93,7 +93,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Latch, error) {
 	}
 	// The latch's channel is shared by every Client (one message must reach all of them), not
 	// a grant channel of this Client's: nothing is ever granted to one waiter.
-	l.q = acquire.New(rt, acquire.Config{Grants: l.channel, WaiterTimeout: l.waiterTimeout, Name: name, Key: key, WaitOnly: true})
+	l.q = acquire.Shared(rt, "latch", acquire.Config{Grants: l.channel, WaiterTimeout: l.waiterTimeout, Name: name, Key: key, WaitOnly: true})
 	l.rules = &awaiting{l: l}
 	return l, nil
 }

@@ -1,7 +1,10 @@
 // Package reentrant is a distributed reentrant lock on Redis, the counterpart of Redisson's
 // RLock and of sync.Mutex across processes.
 //
-// One Lock value may be shared by any number of goroutines. The hold is carried by the
+// One Lock value may be shared by any number of goroutines, or each may build its own (New in
+// a request's handler): values of one name and the same options on one Client are one lock to
+// that Client, with one local queue and hand-off, and a hold taken through one value may be
+// released through another. The hold is carried by the
 // context: Lock returns a held context, and a Lock on the same lock with that context (or any
 // context derived from it) re-enters the hold instead of waiting for it. Every other call is a
 // new holder and waits, as two goroutines do with sync.Mutex. Pass the held context down the
@@ -13,11 +16,11 @@
 // The lock is not fair: it prefers the waiters of the Client that holds it, as Java's
 // non-fair ReentrantLock lets a thread barge in. Waiters of other Clients wait in a queue in
 // Redis, in arrival order (the fair lock's queue). A goroutine that calls Lock while its own
-// Client holds the lock through the same Lock value sends nothing to Redis: it waits for that
-// hold's release, which hands it the lock straight away, in the same script, with no message
-// and no round trip of the waiter's own (one whose attempt finds the lock just taken by its
-// own Client waits the same way, unqueued). Goroutines share a Lock value to get this: a
-// waiter on another Lock value of the same name queues in Redis. A release hands the lock to
+// Client holds the lock sends nothing to Redis: it waits for that hold's release, which hands
+// it the lock straight away, in the same script, with no message and no round trip of the
+// waiter's own (one whose attempt finds the lock just taken by its own Client waits the same
+// way, unqueued). Values of the name with other options (another waiter timeout) wait as
+// another Client's waiters do, in Redis's queue. A release hands the lock to
 // a waiter of its own Client past queued waiters of other Clients up to sixteen times in a row;
 // then the lock goes to the head of the queue, and the releasing Client's waiters join the
 // queue's tail. So a waiter in another process waits at most seventeen holds for each Client ahead

@@ -155,19 +155,24 @@ func TestReleaseHandsTheLockToAQueuedWaiterOfItsOwnClient(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	c := newClient(t, rdb)
 	l := newLock(t, c)
-	// A waiter on another Lock value of the same name and Client: its Lock value never sees
-	// the hold, so it queues in Redis (a waiter on l itself would board).
-	other := sameLock(t, c, l)
-	held, err := l.Lock(context.Background())
+	// Two waiters of c queue in Redis behind a hold of another Client's; the first is granted
+	// the lock by that hold's release, and its own release hands it to the second.
+	x := sameLock(t, newClient(t, rdb), l)
+	heldX, err := x.Lock(context.Background())
 	require.NoError(t, err)
+	first := lockAsync(t, context.Background(), l)
+	waitQueued(t, rdb, l, 1)
+	second := lockAsync(t, context.Background(), sameLock(t, c, l))
+	waitQueued(t, rdb, l, 2)
+	require.NoError(t, x.Unlock(heldX))
+	held := <-first
+	require.NotNil(t, held)
 	before, err := l.Info(context.Background())
 	require.NoError(t, err)
-	got := lockAsync(t, context.Background(), other)
-	waitMarked(t, rdb, l)
 	p := publishes(t, rdb)
 
 	require.NoError(t, l.Unlock(held))
-	h := <-got
+	h := <-second
 	require.NotNil(t, h)
 	after, err := l.Info(context.Background())
 	require.NoError(t, err)
@@ -175,7 +180,7 @@ func TestReleaseHandsTheLockToAQueuedWaiterOfItsOwnClient(t *testing.T) {
 	assert.NotEqual(t, before.Holder, after.Holder, "the waiter holds the lock")
 	assert.Equal(t, p, publishes(t, rdb), "handed over with no wakeup published")
 
-	require.NoError(t, other.Unlock(h))
+	require.NoError(t, l.Unlock(h))
 	assertFreed(t, rdb, l)
 }
 
@@ -412,34 +417,46 @@ func endRound(t *testing.T, round int, l *reentrant.Lock, h context.Context, out
 
 // A waiter that gives up at the moment a release of its own Client hands it the lock leaves
 // nothing held: the lock is afterwards free, or held by the waiter, which got it before it
-// gave up, never by a hold that is gone. The waiter is boarded on the same Lock value (the
-// release hands it the lock straight away) or queued in Redis from another Lock value of the
-// same name (the release hands it the lock from the queue and tells it through its Client).
+// gave up, never by a hold that is gone. The waiter is boarded on the hold (the release hands
+// it the lock straight away) or queued in Redis (it queued behind another Client's hold,
+// which then passed to a waiter of its own Client ahead of it: the release hands it the lock
+// from the queue and tells it through its Client).
 func TestWaiterGivingUpAtAHandOffLeavesNothingHeld(t *testing.T) {
+	type start func(t *testing.T, rdb redis.UniversalClient, ctx context.Context, l, w, outsider *reentrant.Lock) (context.Context, <-chan context.Context)
 	for _, tc := range []struct {
-		name string
-		same bool
-		wait func(t *testing.T, rdb redis.UniversalClient, l *reentrant.Lock)
+		name  string
+		start start
 	}{
-		{"boarded", true, func(t *testing.T, _ redis.UniversalClient, l *reentrant.Lock) { waitBoarded(t, l) }},
-		{"queued", false, waitMarked},
+		{"boarded", func(t *testing.T, _ redis.UniversalClient, ctx context.Context, l, w, _ *reentrant.Lock) (context.Context, <-chan context.Context) {
+			held, err := l.Lock(context.Background())
+			require.NoError(t, err)
+			res := lockAsync(t, ctx, w)
+			waitBoarded(t, l)
+			return held, res
+		}},
+		{"queued", func(t *testing.T, rdb redis.UniversalClient, ctx context.Context, l, w, outsider *reentrant.Lock) (context.Context, <-chan context.Context) {
+			o, err := outsider.Lock(context.Background())
+			require.NoError(t, err)
+			first := lockAsync(t, context.Background(), l)
+			waitQueued(t, rdb, l, 1)
+			res := lockAsync(t, ctx, w)
+			waitQueued(t, rdb, l, 2)
+			require.NoError(t, outsider.Unlock(o))
+			held := <-first
+			require.NotNil(t, held)
+			return held, res
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb := redistest.Single(t).Client(t)
 			c := newClient(t, rdb)
 			l := newLock(t, c)
-			w := l
-			if !tc.same {
-				w = sameLock(t, c, l)
-			}
+			w := sameLock(t, c, l)
 			outsider := sameLock(t, newClient(t, rdb), l)
 			handed := 0
 			for i := 0; i < 40; i++ {
-				held, err := l.Lock(context.Background())
-				require.NoError(t, err)
 				ctx, cancel := context.WithCancel(context.Background())
-				res := lockAsync(t, ctx, w)
-				tc.wait(t, rdb, l)
+				held, res := tc.start(t, rdb, ctx, l, w, outsider)
 				// The cancellation lands at a point swept across the release's round trip,
 				// from before its pick to after its settlement (a delay to spread a race, not
 				// a wait).

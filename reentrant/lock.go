@@ -23,8 +23,8 @@ const (
 	maxLocalHandOffs = 16
 	// boardWindow bounds how long a waiter whose Client holds the lock waits for the hold's
 	// release, without hearing of it, before it makes an attempt of its own: for a hold this
-	// Lock value does not see end (lost and never released, or handed to a waiter of another
-	// Lock value of the same name). A waiter stays while the hold it waits for is held.
+	// Client does not see end (lost and never released, or handed to a waiter of a value of
+	// the same name with other options). A waiter stays while the hold it waits for is held.
 	boardWindow = 20 * time.Millisecond
 )
 

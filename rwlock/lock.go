@@ -109,7 +109,11 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 		kw:      key, kr: key + ":r", krn: key + ":rn", kq: key + layout.QueueSuffix, kd: key + layout.DeadlineSuffix,
 		grants: layout.GrantChannel(key, rt.ID)}
 	l.keys = []string{l.kw, l.kr, l.krn, l.kq, l.kd}
-	l.q = acquire.New(rt, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout, Name: name, Key: key,
+	kind := "rwlock" // the fair rwlock's queue rules differ: its own Queue (see internal/acquire/shared.go)
+	if cfg.fair {
+		kind = "rwlock-fair"
+	}
+	l.q = acquire.Shared(rt, kind, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout, Name: name, Key: key,
 		Orphans: &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}})
 	return l, nil
 }

@@ -35,7 +35,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Semaphore, error) {
 	}
 	s := &Semaphore{base: b, keys: []string{b.key, b.key + layout.QueueSuffix, b.key + layout.DeadlineSuffix,
 		b.key + layout.GrantsSuffix}}
-	s.queue(&core.Orphans{GiveBack: s.giveBack, Holders: s.holders})
+	s.queue("semaphore", &core.Orphans{GiveBack: s.giveBack, Holders: s.holders})
 	return s, nil
 }
 

@@ -41,7 +41,7 @@ func NewLeased(c *aqs.Client, name string, opts ...Option) (*Leased, error) {
 	k := b.key
 	l := &Leased{base: b, kp: k + ":p", keys: []string{k, k + layout.QueueSuffix, k + layout.DeadlineSuffix,
 		k + ":p", k + ":pn"}}
-	l.queue(&core.Orphans{GiveBack: l.returnGrant, Holders: l.holders})
+	l.queue("leased-semaphore", &core.Orphans{GiveBack: l.returnGrant, Holders: l.holders})
 	return l, nil
 }
 

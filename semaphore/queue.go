@@ -108,10 +108,12 @@ func newBase(rt *core.Runtime, name string, opts []Option) (base, error) {
 	return b, nil
 }
 
-// queue makes the semaphore's engine queue, with the kind's give-back of a grant to a hold id
-// the Client no longer uses (see internal/core/orphan.go).
-func (b *base) queue(orphans *core.Orphans) {
-	b.q = acquire.New(b.rt, acquire.Config{Grants: b.grants, WaiterTimeout: b.waiterTimeout, Name: b.name, Key: b.key,
+// queue sets the semaphore's engine queue: the one that every value of its name and kind
+// ("semaphore", "leased-semaphore") on the Client shares (see internal/acquire/shared.go),
+// made with the kind's give-back of a grant to a hold id the Client no longer uses (see
+// internal/core/orphan.go) when there is none.
+func (b *base) queue(kind string, orphans *core.Orphans) {
+	b.q = acquire.Shared(b.rt, kind, acquire.Config{Grants: b.grants, WaiterTimeout: b.waiterTimeout, Name: b.name, Key: b.key,
 		Orphans: orphans})
 }
 

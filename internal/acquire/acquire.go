@@ -387,8 +387,8 @@ func (a *attempt) board() (boarded bool, o outcome, ended error) {
 // boardHeld boards a hold of this Client after an attempt found the lock held by one
 // (HeldLocally), when this Queue knows of one (see boardable), and waits for the release's
 // outcome as board does. Not boarded, the call attempts again; after maxLocals such replies
-// it joins the queue as any waiter (the hold is then another Lock value's of the same name,
-// whose releases this Queue never sees).
+// it joins the queue as any waiter (the hold is then one of another Queue of the same name, a
+// value's with other options, whose releases this Queue never sees).
 func (a *attempt) boardHeld() (boarded bool, o outcome, ended error) {
 	a.locals++
 	return a.boardNow()

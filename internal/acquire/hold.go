@@ -58,7 +58,7 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 	g := core.Grant{
 		Key: spec.Key, ID: hold, Token: token, Lease: first, Watchdog: spec.Watchdog,
 		Renew: spec.Renew, RenewKeys: spec.RenewKeys, FetchToken: spec.FetchToken, SentAt: since,
-		Primitive: c.Primitive, Name: q.cfg.Name,
+		Primitive: c.Primitive, Name: q.cfg.Name, Owner: q,
 	}
 	if first < lease || granted && !q.rt.SyncOn() {
 		// A grant's lease started at some moment after since, which may be long before now

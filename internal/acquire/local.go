@@ -453,7 +453,8 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 		q.streak = 0
 	}
 	if handedTo != "" && !ours {
-		// A queued waiter of this Queue's, or of another Lock value of the same name.
+		// A queued waiter of this Queue's, or of another Queue of the same name (a value's
+		// with other options).
 		for _, w := range q.waiters {
 			if w.hold == handedTo && w.state == wQueued {
 				ours = true

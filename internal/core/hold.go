@@ -47,6 +47,7 @@ type Hold struct {
 	released bool     // ended by its last local release (not found lost): its release is on its way
 	settled  bool     // its id's use ended (see Settle)
 	obs      *holdObs // for the Client's observer only: nil without one (see observe.go)
+	owner    any      // Grant.Owner
 }
 
 type acq struct {
@@ -88,6 +89,9 @@ type Grant struct {
 	// Primitive and Name identify a new hold in the events of the Client's observer
 	// ("reentrant", "rwlock-read"...; the primitive's name). A re-entry needs neither.
 	Primitive, Name string
+	// Owner is kept alive with the hold (the engine's Queue that its release goes through:
+	// see internal/acquire/shared.go).
+	Owner any
 }
 
 // Adopt records a successful acquisition and returns its held context, a child of parent.
@@ -102,7 +106,7 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 	if h == nil {
 		// The deadline is set before the hold is visible to the watchdog, which would take a
 		// zero deadline for an expired lease.
-		h = &Hold{rt: rt, Key: g.Key, ID: g.ID, renew: g.Renew, keys: append([]string{g.Key}, g.RenewKeys...), fetch: g.FetchToken,
+		h = &Hold{rt: rt, Key: g.Key, ID: g.ID, renew: g.Renew, keys: append([]string{g.Key}, g.RenewKeys...), fetch: g.FetchToken, owner: g.Owner,
 			watchdog: g.Watchdog, lease: g.Lease, deadline: g.SentAt.Add(g.Lease), extendTo: g.ExtendTo, extendAt: g.ExtendAt}
 		if rt.Observing() {
 			// The hold time runs from here: the caller has the lock from now on.

@@ -82,6 +82,10 @@ type Runtime struct {
 
 	honours  bool          // Redis honours context deadlines itself (see deadline.go)
 	maxBlock time.Duration // otherwise: the longest a call can take; 0: no bound
+
+	// Queues holds the engine's local state of each primitive this Client uses, by name and
+	// configuration, for every value of it to share (see internal/acquire/shared.go).
+	Queues sync.Map
 }
 
 // Defer counts a call that returns with a clean-up of its own still to run (see Deferred).

@@ -59,7 +59,9 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 	l := &Lock{rt: rt, cfg: cfg, name: name, key: key,
 		keys:    []string{key, key + layout.QueueSuffix, key + layout.DeadlineSuffix},
 		timeout: strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10)}
-	l.q = acquire.New(rt, acquire.Config{
+	// Every value of this name and configuration on rt shares one Queue (see
+	// internal/acquire/shared.go).
+	l.q = acquire.Shared(rt, cfg.Kind, acquire.Config{
 		Grants: layout.GrantChannel(key, rt.ID), WaiterTimeout: cfg.WaiterTimeout,
 		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak, Name: name, Key: key,
 		Orphans: &core.Orphans{GiveBack: l.giveBack, Holders: l.holders},
