@@ -80,206 +80,258 @@ type attempt struct {
 	place    *place             // heartbeats, once started
 	watch    *core.ReplicaWatch // the replicas' watch while queued under the replica-sync policy
 	locals   int                // HeldLocally replies that did not end in a hand-off (see maxLocals)
+
+	// The rounds' state (see run).
+	first  bool            // the next attempt is the hold's first: no grant to look for
+	r      scripts.Attempt // the last reply
+	sentAt time.Time       // when its attempt was sent
+	timer  *time.Timer     // the fallback timer, made by the first wait that needs one
 }
 
 func (a *attempt) waits() bool { return a.c.Block || a.c.Wait > 0 }
 
+// run is the call: its start, then a round for each reply until the call ends.
 func (a *attempt) run() (Won, bool, error) {
 	defer a.close()
-	first := true // the next attempt is the hold's first: no grant to look for
-	var r scripts.Attempt
-	var sentAt time.Time
-	var err error
+	defer a.stopTimer()
+	a.first = true
+	e := a.start()
+	for e == nil {
+		e = a.round()
+	}
+	return e.won, e.ok, e.err
+}
 
+// end is how a call ended: what run returns.
+type end struct {
+	won Won
+	ok  bool
+	err error
+}
+
+func fin(won Won, ok bool, err error) *end { return &end{won, ok, err} }
+
+// start boards a hold of this Client's when one is held (see local.go), and otherwise, or when
+// the boarding did not settle the call, makes the call's first attempt.
+func (a *attempt) start() *end {
 	boarded, o, ended := a.board()
 	switch {
 	case ended != nil:
-		return a.ended(ended)
+		return fin(a.ended(ended))
 	case boarded && o.kind == oHanded:
-		return a.won(o.since, o.lease, 0, true)
+		return fin(a.won(o.since, o.lease, 0, true))
 	case boarded && o.kind == oJoined:
-		// Queued by the release that carried it: that release stands for the first attempt,
-		// and the new holder's lease bounds the first wait (heartbeats find a lost grant).
-		sentAt, a.joinedAt = o.since, o.since
-		r = scripts.Attempt{Status: scripts.Queued, Wait: a.q.rt.Cfg.WatchdogTimeout}
-		a.joined(0)
+		a.carried(o)
+		return nil
 	case boarded && o.kind == oUnknown:
 		// A release may have queued it, or handed it the lock: after it was sent.
-		first, a.queuedAt = false, o.since
-		fallthrough
-	default:
-		if a.hub == nil && a.waits() {
-			a.hub = a.q.rt.Hub.Join(a.q.cfg.Grants, a.hold, a.q.cfg.Orphans) // free when subscribed
-		}
-		sentAt = time.Now()
-		// Nothing of this hold reached Redis before now: a lock or permits it is found to
-		// have later (an attempt of its own whose reply was lost, which go-redis sent again)
-		// were taken after this.
-		if a.queuedAt.IsZero() {
-			a.queuedAt = sentAt
-		}
-		// A waiter dismissed by its own Client's release that freed the lock tries the
-		// fast way too: the lock is likely free, and a plain SET NX never passes a waiter.
-		fast := first && a.waits() && (a.hub == nil || boarded && o.free)
-		if r, err = a.attemptFirst(fast); err != nil {
-			return a.failed(err)
-		}
+		a.first, a.queuedAt = false, o.since
 	}
+	if a.hub == nil && a.waits() {
+		a.hub = a.q.rt.Hub.Join(a.q.cfg.Grants, a.hold, a.q.cfg.Orphans) // free when subscribed
+	}
+	a.sentAt = time.Now()
+	// Nothing of this hold reached Redis before now: a lock or permits it is found to have
+	// later (an attempt of its own whose reply was lost, which go-redis sent again) were taken
+	// after this.
+	if a.queuedAt.IsZero() {
+		a.queuedAt = a.sentAt
+	}
+	// A waiter dismissed by its own Client's release that freed the lock tries the fast way
+	// too: the lock is likely free, and a plain SET NX never passes a waiter.
+	fast := a.first && a.waits() && (a.hub == nil || boarded && o.free)
+	return a.send(a.attemptFirst(fast))
+}
 
-	var timer *time.Timer // made by the first wait that needs one: most calls never wait
-	stop := func() {
-		if timer != nil {
-			timer.Stop() // since Go 1.23 a stopped timer holds no value
+// carried records that a release of this Client carried the call's join (oJoined): that
+// release stands for an attempt that queued it, and the new holder's lease bounds the first
+// wait (heartbeats find a lost grant).
+func (a *attempt) carried(o outcome) {
+	a.sentAt, a.joinedAt = o.since, o.since
+	a.r = scripts.Attempt{Status: scripts.Queued, Wait: a.q.rt.Cfg.WatchdogTimeout}
+	a.joined(0)
+}
+
+// send records the reply of an attempt just made, or ends the call on its error.
+func (a *attempt) send(r scripts.Attempt, err error) *end {
+	if err != nil {
+		return fin(a.failed(err))
+	}
+	a.r = r
+	return nil
+}
+
+// round acts on the last reply: the call ends, attempts again, or waits.
+func (a *attempt) round() *end {
+	switch a.r.Status {
+	case scripts.Acquired:
+		return fin(a.won(a.sentAt, 0, a.r.Token, false))
+	case scripts.Granted:
+		return fin(a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true))
+	case scripts.Busy:
+		return &end{}
+	case scripts.HeldLocally:
+		return a.heldLocally()
+	case scripts.Dropped:
+		// Out of the queue as dead (a stall): join again at the tail, as a new hold.
+		a.rejoin()
+		a.sentAt = time.Now()
+		return a.send(a.attempt(true))
+	case scripts.Queued:
+		a.queuedAt = a.sentAt
+		if a.joinedAt.IsZero() {
+			a.joinedAt = a.sentAt
+			a.joined(a.r.QueueLen)
 		}
 	}
-	defer stop()
-	for {
-		switch r.Status {
-		case scripts.Acquired:
-			return a.won(sentAt, 0, r.Token, false)
-		case scripts.Granted:
-			return a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true)
-		case scripts.Busy:
-			return Won{}, false, nil
-		case scripts.HeldLocally:
-			// Held by another hold of this Client: it waits for that hold's release (see
-			// local.go), and is not queued.
-			boarded, o, ended := a.boardHeld()
-			switch {
-			case ended != nil:
-				return a.ended(ended)
-			case boarded && o.kind == oHanded:
-				return a.won(o.since, o.lease, 0, true)
-			case boarded && o.kind == oJoined:
-				sentAt, a.joinedAt = o.since, o.since
-				r = scripts.Attempt{Status: scripts.Queued, Wait: a.q.rt.Cfg.WatchdogTimeout}
-				a.joined(0)
-				continue
-			case boarded && o.kind == oUnknown:
-				first, a.queuedAt = false, o.since
-			}
-			sentAt = time.Now()
-			if first {
-				r, err = a.attemptFirst(boarded && o.free)
-			} else {
-				r, err = a.attempt(false)
-			}
-			if err != nil {
-				return a.failed(err)
-			}
-			continue
-		case scripts.Dropped:
-			// Out of the queue as dead (a stall): join again at the tail, as a new hold.
-			a.rejoin()
-			sentAt = time.Now()
-			if r, err = a.attempt(true); err != nil {
-				return a.failed(err)
-			}
-			continue
-		case scripts.Queued:
-			a.queuedAt = sentAt
-			if a.joinedAt.IsZero() {
-				a.joinedAt = sentAt
-				a.joined(r.QueueLen)
-			}
+	if a.hub == nil {
+		return a.subscribe()
+	}
+	return a.wait()
+}
+
+// heldLocally: the lock is held by another hold of this Client; the call waits for that
+// hold's release (see local.go), and is not queued.
+func (a *attempt) heldLocally() *end {
+	boarded, o, ended := a.boardHeld()
+	switch {
+	case ended != nil:
+		return fin(a.ended(ended))
+	case boarded && o.kind == oHanded:
+		return fin(a.won(o.since, o.lease, 0, true))
+	case boarded && o.kind == oJoined:
+		a.carried(o)
+		return nil
+	case boarded && o.kind == oUnknown:
+		a.first, a.queuedAt = false, o.since
+	}
+	a.sentAt = time.Now()
+	if a.first {
+		return a.send(a.attemptFirst(boarded && o.free))
+	}
+	return a.send(a.attempt(false))
+}
+
+// subscribe registers the queued call with the hub, which subscribes to its grant channel,
+// and attempts again at once: a grant may have come before the subscription.
+func (a *attempt) subscribe() *end {
+	var err error
+	if a.hub, err = a.q.rt.Hub.Wait(a.waitCtx, a.q.cfg.Grants, a.hold, a.q.cfg.Orphans); err != nil {
+		if a.waitCtx.Err() != nil {
+			err = nil // its context ended, or its wait bound ran out
 		}
-		if a.hub == nil {
-			// Subscribed only now: a grant may have come before; look again at once.
-			if a.hub, err = a.q.rt.Hub.Wait(a.waitCtx, a.q.cfg.Grants, a.hold, a.q.cfg.Orphans); err != nil {
-				if a.waitCtx.Err() != nil {
-					err = nil // its context ended, or its wait bound ran out
-				}
-				return a.giveUp(err)
+		return fin(a.giveUp(err))
+	}
+	a.sentAt = time.Now()
+	return a.send(a.attempt(false))
+}
+
+// wait sleeps, queued, until something may have changed (see the list at the top of this
+// file), and attempts again when that calls for it.
+func (a *attempt) wait() *end {
+	if a.c.Local {
+		if a.w == nil {
+			a.w = a.newWaiter()
+		}
+		a.q.queued(a.w)
+	}
+	wait := a.bound()
+	var granted, dropped <-chan struct{}
+	if a.place != nil {
+		granted, dropped = a.place.granted, a.place.dropped
+	}
+	var out <-chan outcome
+	if a.w != nil {
+		out = a.w.out
+	}
+	if a.watch == nil && !a.q.cfg.WaitOnly {
+		a.watch = a.q.rt.WatchReplicas(a.q.cfg.Grants)
+	}
+	fallback := a.arm(wait)
+	again := true
+	select {
+	case <-a.hub.C:
+		if a.hub.Tagged() {
+			return a.tagged()
+		}
+		// A wakeup to look again: a reconnect, or a change of the permits.
+	case o := <-out:
+		switch o.kind {
+		case oHanded:
+			return fin(a.won(o.since, o.lease, 0, true))
+		case oStill, oJoined:
+			again = false // still queued; nothing happened
+		}
+	case <-granted:
+		return fin(a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true))
+	case <-dropped:
+		a.r = scripts.Attempt{Status: scripts.Dropped}
+		a.stopTimer()
+		return nil
+	case <-fallback:
+	case <-a.watch.Lacking():
+		// Nothing can be acquired on this server now (see internal/core/sync_watch.go).
+		return fin(a.giveUp(a.watch.Err(a.q.cfg.Key)))
+	case <-a.waitCtx.Done():
+		return fin(a.giveUp(nil))
+	case <-a.q.rt.Done():
+		return fin(a.giveUp(core.ErrClosed))
+	}
+	a.stopTimer()
+	if !again {
+		return nil // still queued, with the same fallback bound
+	}
+	a.sentAt = time.Now()
+	return a.send(a.attempt(false))
+}
+
+// bound returns how long the queued call may sleep before it attempts again: the last
+// reply's bound, or less, until its heartbeats are due (0: no bound). It starts the
+// heartbeats once the call has waited a third of the waiter timeout.
+func (a *attempt) bound() time.Duration {
+	wait := a.r.Wait
+	if a.place == nil {
+		if beat := a.q.cfg.WaiterTimeout/3 - time.Since(a.joinedAt); beat > 0 {
+			if wait <= 0 || beat < wait {
+				wait = beat
 			}
-			sentAt = time.Now()
-			if r, err = a.attempt(false); err != nil {
-				return a.failed(err)
-			}
-			continue
-		}
-		if a.c.Local {
-			if a.w == nil {
-				a.w = a.newWaiter()
-			}
-			a.q.queued(a.w)
-		}
-		// Wait.
-		wait := r.Wait
-		if a.place == nil {
-			if beat := a.q.cfg.WaiterTimeout/3 - time.Since(a.joinedAt); beat > 0 {
-				if wait <= 0 || beat < wait {
-					wait = beat
-				}
-			} else {
-				a.place = a.q.startPlace(a.hold, a.c.Rules.Beat(a.hold))
-			}
-		}
-		var granted, dropped <-chan struct{}
-		if a.place != nil {
-			granted, dropped = a.place.granted, a.place.dropped
-		}
-		var out <-chan outcome
-		if a.w != nil {
-			out = a.w.out
-		}
-		if a.watch == nil && !a.q.cfg.WaitOnly {
-			a.watch = a.q.rt.WatchReplicas(a.q.cfg.Grants)
-		}
-		var fallback <-chan time.Time
-		if wait > 0 {
-			if timer == nil {
-				timer = time.NewTimer(max(wait, time.Millisecond))
-			} else {
-				timer.Reset(max(wait, time.Millisecond))
-			}
-			fallback = timer.C
-		}
-		again := true
-		select {
-		case <-a.hub.C:
-			if a.hub.Tagged() {
-				if c, ok := a.c.Rules.(Collector); ok {
-					// The grant's record stays in Redis until collected: collected in the
-					// background, with the hold id in use until then, so that the record is
-					// not taken for a grant to an unused hold id (internal/core/orphan.go).
-					hold := a.hold
-					c.Collecting(a.q.rt.UseWhile(hold, a.q.cfg.WaiterTimeout,
-						func(ctx context.Context) error { return c.Collect(ctx, hold) }))
-				}
-				return a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true)
-			}
-			// A wakeup to look again: a reconnect, or a change of the permits.
-		case o := <-out:
-			switch o.kind {
-			case oHanded:
-				return a.won(o.since, o.lease, 0, true)
-			case oStill, oJoined:
-				again = false // still queued; nothing happened
-			}
-		case <-granted:
-			return a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true)
-		case <-dropped:
-			r = scripts.Attempt{Status: scripts.Dropped}
-			stop()
-			continue
-		case <-fallback:
-		case <-a.watch.Lacking():
-			// Nothing can be acquired on this server now (see internal/core/sync_watch.go).
-			return a.giveUp(a.watch.Err(a.q.cfg.Key))
-		case <-a.waitCtx.Done():
-			return a.giveUp(nil)
-		case <-a.q.rt.Done():
-			return a.giveUp(core.ErrClosed)
-		}
-		stop()
-		if !again {
-			continue // still queued, with the same fallback bound
-		}
-		sentAt = time.Now()
-		if r, err = a.attempt(false); err != nil {
-			return a.failed(err)
+		} else {
+			a.place = a.q.startPlace(a.hold, a.c.Rules.Beat(a.hold))
 		}
 	}
+	return wait
+}
+
+// arm sets the fallback timer to wait and returns its channel; nil when wait is no bound.
+func (a *attempt) arm(wait time.Duration) <-chan time.Time {
+	if wait <= 0 {
+		return nil
+	}
+	if a.timer == nil { // made by the first wait that needs one: most calls never wait
+		a.timer = time.NewTimer(max(wait, time.Millisecond))
+	} else {
+		a.timer.Reset(max(wait, time.Millisecond))
+	}
+	return a.timer.C
+}
+
+func (a *attempt) stopTimer() {
+	if a.timer != nil {
+		a.timer.Stop() // since Go 1.23 a stopped timer holds no value
+	}
+}
+
+// tagged: a grant addressed to the call's hold arrived.
+func (a *attempt) tagged() *end {
+	if c, ok := a.c.Rules.(Collector); ok {
+		// The grant's record stays in Redis until collected: collected in the background, with
+		// the hold id in use until then, so that the record is not taken for a grant to an
+		// unused hold id (internal/core/orphan.go).
+		hold := a.hold
+		c.Collecting(a.q.rt.UseWhile(hold, a.q.cfg.WaiterTimeout,
+			func(ctx context.Context) error { return c.Collect(ctx, hold) }))
+	}
+	return fin(a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true))
 }
 
 // attempt makes one full attempt through call.

@@ -2,6 +2,7 @@ package acquire
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/redaqs/aqs/internal/core"
@@ -359,125 +360,151 @@ func (q *Queue) Release(ctx context.Context, hold string, last bool, run Release
 // settle tells the local waiters the outcome of a release sent at sentAt (err: unknown) that
 // may have picked pick and carried riders.
 func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *waiter, riders []*waiter) {
-	known := err == nil
-	handedTo := ""
-	if known && r.Kind == scripts.HandedLocal {
-		handedTo = r.Hold
+	s := &settlement{q: q, sentAt: sentAt, known: err == nil}
+	if s.known && r.Kind == scripts.HandedLocal {
+		s.handedTo = r.Hold
 	}
 	// The riders joined the queue unless the release handed the lock straight to its pick
 	// (which it may also hand the lock to as the queue's head, after they joined).
-	joined := known && (r.Kind == scripts.Freed || r.Kind == scripts.HandedRemote ||
+	s.joined = s.known && (r.Kind == scripts.Freed || r.Kind == scripts.HandedRemote ||
 		r.Kind == scripts.HandedLocal && r.Joined)
-	pickTaken := pick != nil && handedTo == pick.hold
-	handed := outcome{kind: oHanded, since: sentAt, lease: r.Lease}
+	s.pickTaken = pick != nil && s.handedTo == pick.hold
+	s.handed = outcome{kind: oHanded, since: sentAt, lease: r.Lease}
 
-	var orphans []*waiter // left meanwhile, with something to give up
-	var deliver bool      // handedTo is not a waiter of this Queue: tell it through the hub
 	q.mu.Lock()
 	q.inflight--
-	ours := false
-	decide := func(w *waiter, o outcome, next wstate) {
-		if w.won {
-			q.remove(w)
-			w.state = wGone
-			return
-		}
-		if w.orphan {
-			w.orphan = false
-			if o.kind == oHanded || o.kind == oJoined || o.kind == oUnknown ||
-				o.kind == oStill && next == wQueued {
-				orphans = append(orphans, w)
-			}
-			q.remove(w)
-			w.state = wGone
-			return
-		}
-		if next == wGone || next == wAttempting {
-			q.remove(w)
-		}
-		w.state = next
-		if o.kind == oStill && !w.awaits {
-			return // nothing changed for it, and its call does not wait to hear so
-		}
-		if o.kind != 0 {
-			w.awaits = false
-			w.tell(o)
-		}
-	}
-	for _, w := range riders {
-		switch {
-		case w == pick && pickTaken:
-			// decided below
-		case !known:
-			decide(w, outcome{kind: oUnknown, since: sentAt}, wAttempting)
-		case joined && w.hold == handedTo:
-			ours = true
-			decide(w, handed, wGone)
-		case joined:
-			decide(w, outcome{kind: oJoined, since: sentAt}, wQueued)
-		case pickTaken:
-			// Boarded still: the new holder's release carries it (told, so that a rider whose
-			// window or context ended meanwhile goes its own way).
-			decide(w, outcome{kind: oStill}, wBoarded)
-		default:
-			decide(w, outcome{kind: oDismissed}, wAttempting)
-		}
-	}
-	if pick != nil {
-		inRiders := false
-		for _, w := range riders {
-			inRiders = inRiders || w == pick
-		}
-		switch {
-		case pickTaken:
-			ours = true
-			decide(pick, handed, wGone)
-		case inRiders:
-			// decided with the riders
-		case !known:
-			decide(pick, outcome{kind: oUnknown, since: sentAt}, wAttempting)
-		case pick.state == wPicked:
-			if pick.hold == handedTo {
-				ours = true
-				decide(pick, handed, wGone)
-			} else {
-				decide(pick, outcome{kind: oStill}, wQueued)
-			}
-		}
+	s.riders(riders, pick)
+	if pick != nil && !slices.Contains(riders, pick) {
+		s.pick(pick)
 	}
 	// The streak counts the hand-offs that passed another Client's waiter: one that passed
 	// nobody (nobody else waits) does not bring the turn of the others nearer.
-	if pickTaken && r.Passed {
+	if s.pickTaken && r.Passed {
 		q.streak++
 	} else {
 		q.streak = 0
 	}
-	if handedTo != "" && !ours {
-		// A queued waiter of this Queue's, or of another Queue of the same name (a value's
-		// with other options).
-		for _, w := range q.waiters {
-			if w.hold == handedTo && w.state == wQueued {
-				ours = true
-				decide(w, handed, wGone)
-				break
-			}
-		}
-		deliver = !ours
-	}
-	if ours {
-		q.held, q.heldHold, q.heldAt = handedTo, nil, time.Now()
+	deliver := s.handedTo != "" && !s.ours && !s.queuedHolder()
+	if s.ours {
+		q.held, q.heldHold, q.heldAt = s.handedTo, nil, time.Now()
 	} else if q.inflight == 0 && q.held == "" {
 		// Not handed to a waiter of this Queue: the waiters that boarded while the release
 		// was on its way attempt on their own (the lock may be free, or another Client's).
-		q.dismissBoarded(known && r.Kind == scripts.Freed)
+		q.dismissBoarded(s.known && r.Kind == scripts.Freed)
 	}
 	q.mu.Unlock()
 	if deliver {
-		q.rt.Hub.Deliver(q.cfg.Grants, handedTo)
+		// The new holder is no waiter of this Queue's: it hears through the hub.
+		q.rt.Hub.Deliver(q.cfg.Grants, s.handedTo)
 	}
-	for _, w := range orphans {
+	for _, w := range s.orphans {
 		clearLater(q.rt, w.rules, w.hold, nil)
 	}
+}
+
+// settlement is a release's outcome as settle tells it to the local waiters, with q.mu held.
+type settlement struct {
+	q         *Queue
+	sentAt    time.Time
+	known     bool    // the release's outcome is known
+	handedTo  string  // the hold of this Client that it handed the lock to, if any
+	joined    bool    // its riders joined the queue
+	pickTaken bool    // it handed the lock straight to its pick
+	handed    outcome // what the new holder is told
+	ours      bool    // the new holder is a waiter of this Queue's
+	orphans   []*waiter
+}
+
+// decide tells w the outcome o and puts it in state next, unless w left meanwhile: a waiter
+// that won on its own goes; one that left with something to give up is an orphan that settle
+// cleans up.
+func (s *settlement) decide(w *waiter, o outcome, next wstate) {
+	q := s.q
+	if w.won {
+		q.remove(w)
+		w.state = wGone
+		return
+	}
+	if w.orphan {
+		w.orphan = false
+		if o.kind == oHanded || o.kind == oJoined || o.kind == oUnknown ||
+			o.kind == oStill && next == wQueued {
+			s.orphans = append(s.orphans, w)
+		}
+		q.remove(w)
+		w.state = wGone
+		return
+	}
+	if next == wGone || next == wAttempting {
+		q.remove(w)
+	}
+	w.state = next
+	if o.kind == oStill && !w.awaits {
+		return // nothing changed for it, and its call does not wait to hear so
+	}
+	if o.kind != 0 {
+		w.awaits = false
+		w.tell(o)
+	}
+}
+
+// riders tells the waiters that the release carried what became of them (pick among them,
+// when the release handed it the lock, is told by pick).
+func (s *settlement) riders(riders []*waiter, pick *waiter) {
+	for _, w := range riders {
+		switch {
+		case w == pick && s.pickTaken:
+			s.ours = true
+			s.decide(w, s.handed, wGone)
+		case !s.known:
+			s.decide(w, outcome{kind: oUnknown, since: s.sentAt}, wAttempting)
+		case s.joined && w.hold == s.handedTo:
+			s.ours = true
+			s.decide(w, s.handed, wGone)
+		case s.joined:
+			s.decide(w, outcome{kind: oJoined, since: s.sentAt}, wQueued)
+		case s.pickTaken:
+			// Boarded still: the new holder's release carries it (told, so that a rider whose
+			// window or context ended meanwhile goes its own way).
+			s.decide(w, outcome{kind: oStill}, wBoarded)
+		default:
+			s.decide(w, outcome{kind: oDismissed}, wAttempting)
+		}
+	}
+}
+
+// pick tells the release's pick, a waiter queued in Redis that it did not carry, what became
+// of it.
+func (s *settlement) pick(pick *waiter) {
+	switch {
+	case s.pickTaken:
+		s.ours = true
+		s.decide(pick, s.handed, wGone)
+	case !s.known:
+		s.decide(pick, outcome{kind: oUnknown, since: s.sentAt}, wAttempting)
+	case pick.state == wPicked:
+		if pick.hold == s.handedTo {
+			s.ours = true
+			s.decide(pick, s.handed, wGone)
+		} else {
+			s.decide(pick, outcome{kind: oStill}, wQueued)
+		}
+	}
+}
+
+// queuedHolder finds the new holder among this Queue's waiters queued in Redis (the release
+// handed the lock to the head of the queue, which was one of them) and tells it; false when
+// it is none of them (it is a waiter of another Queue of the same name, a value's with other
+// options).
+func (s *settlement) queuedHolder() bool {
+	for _, w := range s.q.waiters {
+		if w.hold == s.handedTo && w.state == wQueued {
+			s.ours = true
+			s.decide(w, s.handed, wGone)
+			return true
+		}
+	}
+	return false
 }
 
 // Boarded reports how many local waiters wait for a release of this Client without an attempt
