@@ -31,9 +31,9 @@ func (f ObserverFunc) Observe(e Event) { f(e) }
 type EventKind uint8
 
 // The event kinds. Every acquiring call of a primitive (Lock, TryLock, RLock, TryRLock,
-// Acquire, TryAcquire), except a re-entry of a hold its context has already, reports exactly one
-// of EventAcquired, EventGaveUp and EventFailed when it returns, and EventQueued before that
-// when it joins the queue in Redis. Every hold (of a lock, a read lock, or a leased permit;
+// Acquire, TryAcquire) reports exactly one of EventAcquired, EventGaveUp and EventFailed when
+// it returns, and EventQueued before that when it joins the queue in Redis; a re-entry of a
+// hold its context has already reports EventAcquired or EventFailed, marked Event.Reentry. Every hold (of a lock, a read lock, or a leased permit;
 // counting permits have no holder) reports one EventReleased when it ends by its last
 // release, or one EventLeaseLost when it is found lost; a hold whose release finds it gone
 // (its lease ran out, or it was force-released, before the Client noticed) reports both.
@@ -109,6 +109,10 @@ type Event struct {
 	// Err is the error of EventFailed and EventLeaseLost, and the context's cause of an
 	// EventGaveUp whose context ended.
 	Err error
+	// Reentry: the call re-entered a hold that its context has already (EventAcquired, or
+	// EventFailed when the hold was found lost): it neither waited nor queued, and Wait is its
+	// round trip. The hold's end is reported once, by the release that ends it.
+	Reentry bool
 	// Context is the context of the call the event is about, for its values (a trace span,
 	// say): the acquiring call's for an acquisition's events and for EventLeaseLost; for
 	// EventReleased, the context the release found the hold in: the releasing call's (a held
@@ -126,7 +130,7 @@ func WithObserver(o Observer) Option {
 		}
 		c.Observe = func(e core.Event) {
 			o.Observe(Event{Kind: EventKind(e.Kind), Primitive: e.Primitive, Name: e.Name, Wait: e.Wait,
-				Hold: e.Hold, QueueLen: e.QueueLen, Err: e.Err, Context: e.Context})
+				Hold: e.Hold, QueueLen: e.QueueLen, Err: e.Err, Context: e.Context, Reentry: e.Reentry})
 		}
 		return nil
 	}

@@ -107,9 +107,11 @@ func TestObserverReportsWaitQueueLengthAndHoldOfAContendedLock(t *testing.T) {
 	assert.NoError(t, a.Err)
 	assert.Equal(t, "request", a.Context.Value(ctxKey{}))
 
-	// A re-entry reports nothing; the hold's last Unlock reports the hold's time.
+	// A re-entry reports its acquisition, marked Reentry, and its Unlock nothing; the hold's
+	// last Unlock reports the hold's time.
 	inner, err := waiter.Lock(r.held)
 	require.NoError(t, err)
+	assert.True(t, rec.next(t, aqs.EventAcquired).Reentry)
 	require.NoError(t, waiter.Unlock(inner))
 	rec.none(t)
 	require.NoError(t, waiter.Unlock(r.held))
@@ -281,6 +283,67 @@ func TestObserverNamesEveryPrimitive(t *testing.T) {
 	require.NoError(t, ls.Release(ctx, p))
 	assert.Equal(t, "leased-semaphore", rec.next(t, aqs.EventReleased).Primitive)
 	rec.none(t)
+}
+
+// A re-entry, through a value of its own or the one that took the hold, of every lock and
+// side, reports its acquisition marked Reentry, and a re-entry of a hold found lost its
+// failure; the hold's end is reported once, by its last release.
+func TestObserverReportsReentries(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	rec := newRecorder()
+	c := newClient(t, rdb, aqs.WithObserver(rec))
+	ctx := context.Background()
+	name := redistest.Name(t)
+	type side struct {
+		primitive       string
+		lock            func(context.Context) (context.Context, error)
+		unlock          func(context.Context) error
+		lockFromAnother func(context.Context) (context.Context, error) // through another value
+	}
+	r1, err := reentrant.New(c, name+":r")
+	require.NoError(t, err)
+	r2, err := reentrant.New(c, name+":r")
+	require.NoError(t, err)
+	rw1, err := rwlock.New(c, name+":rw")
+	require.NoError(t, err)
+	rw2, err := rwlock.New(c, name+":rw")
+	require.NoError(t, err)
+	for _, s := range []side{
+		{"reentrant", func(ctx context.Context) (context.Context, error) { return r1.Lock(ctx) }, r1.Unlock,
+			func(ctx context.Context) (context.Context, error) { return r2.Lock(ctx) }},
+		{"rwlock-write", func(ctx context.Context) (context.Context, error) { return rw1.Lock(ctx) }, rw1.Unlock,
+			func(ctx context.Context) (context.Context, error) { return rw2.Lock(ctx) }},
+		{"rwlock-read", func(ctx context.Context) (context.Context, error) { return rw1.RLock(ctx) }, rw1.RUnlock,
+			func(ctx context.Context) (context.Context, error) { return rw2.RLock(ctx) }},
+	} {
+		held, err := s.lock(ctx)
+		require.NoError(t, err)
+		first := rec.next(t, aqs.EventAcquired)
+		assert.False(t, first.Reentry, s.primitive)
+		again, err := s.lockFromAnother(held)
+		require.NoError(t, err)
+		e := rec.next(t, aqs.EventAcquired)
+		assert.True(t, e.Reentry, s.primitive)
+		assert.Equal(t, s.primitive, e.Primitive)
+		assert.True(t, e.Context == held, "%s: the event's context is the caller's", s.primitive)
+		require.NoError(t, s.unlock(again))
+		require.NoError(t, s.unlock(held))
+		assert.Equal(t, s.primitive, rec.next(t, aqs.EventReleased).Primitive)
+		rec.none(t)
+	}
+
+	// A re-entry of a hold that Redis no longer has fails, reported as such.
+	held, err := r1.Lock(ctx)
+	require.NoError(t, err)
+	rec.next(t, aqs.EventAcquired)
+	_, err = r1.ForceUnlock(ctx)
+	require.NoError(t, err)
+	_, err = r1.Lock(held)
+	require.ErrorIs(t, err, aqs.ErrLockLost)
+	rec.next(t, aqs.EventLeaseLost) // the hold found lost: by the re-entry, or the watchdog before it
+	f := rec.next(t, aqs.EventFailed)
+	assert.True(t, f.Reentry)
+	assert.ErrorIs(t, f.Err, aqs.ErrLockLost)
 }
 
 // An invalid observer is refused at construction.

@@ -147,10 +147,10 @@ func (l *Latch) CountDown(ctx context.Context) error {
 	keys := []string{l.key, l.once()}
 	// Sent again while its outcome is unknown, as a release is: its own key makes every send
 	// after the first change nothing (no hold is involved: nothing is ever "gone").
-	v, err := core.SendRelease(l.rt, nil, time.Time{}, func() (any, error) {
-		return scripts.LatchCountDown.Run(context.WithoutCancel(ctx), l.rt.Pipe, keys, l.expiry.Milliseconds(),
+	v, err := acquire.Resend(l.q, ctx, func(ctx context.Context) (any, error) {
+		return scripts.LatchCountDown.Run(ctx, l.rt.Pipe, keys, l.expiry.Milliseconds(),
 			l.rt.PublishCommand(), l.channel).Result()
-	}, func(any) bool { return false })
+	})
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}

@@ -210,6 +210,9 @@ func (o *Observer) spanEvent(e aqs.Event) {
 	if e.QueueLen > 0 {
 		kv = append(kv, attribute.Int("aqs.queue.length", e.QueueLen))
 	}
+	if e.Reentry {
+		kv = append(kv, attribute.Bool("aqs.reentry", true))
+	}
 	if e.Err != nil {
 		kv = append(kv, attribute.String("exception.message", e.Err.Error()))
 	}

@@ -86,21 +86,19 @@ func (l *Lock) condSide() *cond.Side {
 	}
 }
 
-// releaseToCond ends write hold h and puts member on the condition cq (rw_cond_wait.lua), sent
-// as Unlock sends its last release.
+// releaseToCond ends write hold h and puts member on the condition cq (rw_cond_wait.lua),
+// through the engine's release, as Unlock's last release.
 func (l *Lock) releaseToCond(ctx context.Context, h *core.Hold, trusted time.Time, cq []string, member string) (bool, error) {
-	ctx = context.WithoutCancel(ctx)
 	keys := append(append([]string{}, l.keys...), cq...)
-	r, err := core.SendRelease(l.rt, h, trusted, func() (scripts.Release, error) {
+	r, err := acquire.End(l.q, ctx, h, true, false, trusted, func(ctx context.Context, _ acquire.Ending) (scripts.Release, error) {
 		v, err := scripts.RWCondWait.RunOnce(ctx, l.rt.Pipe, keys, h.ID, l.rt.PublishCommand(), member, l.timeout).Result()
 		if err != nil {
 			return scripts.Release{}, core.RedisError(l.kw, err)
 		}
 		return scripts.DecodeRelease(v)
-	}, func(r scripts.Release) bool { return r.Kind == scripts.NotHeld })
+	})
 	if err != nil {
 		return false, err
 	}
-	l.tell(r.Mine)
-	return r.Kind != scripts.NotHeld, nil
+	return !r.Gone(), nil
 }

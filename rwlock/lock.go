@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,8 +35,6 @@ type Lock struct {
 	keys                []string
 	grants              string
 	q                   *acquire.Queue
-
-	reentered sync.Map // read hold id -> struct{}: holds whose count in Redis is above 1
 
 	// queueSeen is set when this Lock's last release of a read hold found the queue not
 	// empty: releases then go through the script, which serves the queue in the same round
@@ -173,13 +170,6 @@ func flag(b bool) string {
 	return "0"
 }
 
-// tell tells the waiters of this Client that a script granted the lock to.
-func (l *Lock) tell(mine []string) {
-	for _, hold := range mine {
-		l.rt.Hub.Deliver(l.grants, hold)
-	}
-}
-
 // ---- the write side ----
 
 // Lock blocks until the write side is granted or ctx is done, and returns the held context.
@@ -220,29 +210,10 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.
 // that the release did not reach is handed on or freed when its lease ends. After Client.Close
 // it fails with aqs.ErrClosed.
 func (l *Lock) Unlock(ctx context.Context) error {
-	if err := l.rt.Check(); err != nil {
-		return err
-	}
-	held := l.rt.Held(ctx, l.kw)
-	if held == nil {
-		return fmt.Errorf("rwlock: unlock %q: %w", l.name, core.ErrNotOwner)
-	}
-	h := held.Hold()
-	trusted := h.TrustedUntil() // asked before Release ends the hold
-	last, err := held.Release()
-	if err != nil {
-		return fmt.Errorf("rwlock: unlock %q: %w: %w", l.name, core.ErrNotOwner, err)
-	}
-	r, err := l.release(ctx, scripts.RWWriteRelease, h, last, trusted, h.ID, flag(last), l.rt.PublishCommand())
-	if err != nil {
-		return err
-	}
-	l.tell(r.Mine)
-	if r.Kind == scripts.NotHeld {
-		h.Lost()
-		return fmt.Errorf("rwlock: unlock %q: %w: %w", l.name, core.ErrNotOwner, core.ErrLockLost)
-	}
-	return nil
+	return acquire.Unlock(l.q, ctx, l.kw, fmt.Sprintf("rwlock: unlock %q", l.name),
+		func(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
+			return l.run(ctx, scripts.RWWriteRelease, e.Once, e.Hold.ID, flag(e.Last), l.rt.PublishCommand())
+		})
 }
 
 // Token returns the fencing token of ctx's write hold (see aqs.FencingToken). It fails with an
@@ -298,25 +269,18 @@ func (l *Lock) acquireWrite(ctx context.Context, cfg core.LockConfig, block bool
 	return won.Held, ok, err
 }
 
-// reenterWrite takes the write side again for a context that holds it.
+// reenterWrite takes the write side again for a context that holds it (lock_reenter.lua).
 func (l *Lock) reenterWrite(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
-	sentAt := time.Now()
-	ok, err := scripts.LockReenter.Run(ctx, l.rt.Pipe, []string{l.kw}, h.ID, cfg.Lease.Milliseconds()).Int64()
-	if err != nil {
-		return nil, false, core.RedisError(l.kw, err)
-	}
-	if ok == 0 {
-		h.Lost()
-		return nil, false, fmt.Errorf("rwlock: re-enter %q: %w", l.name, core.ErrLockLost)
-	}
-	held := l.rt.Adopt(ctx, core.Grant{Key: l.kw, ID: h.ID, Lease: cfg.Lease, Renew: scripts.LockRenew,
-		FetchToken: l.fetchToken, SentAt: sentAt})
-	if cfg.Token {
-		if _, err := h.Token(ctx); err != nil {
-			return nil, false, err
-		}
-	}
-	return held, true, nil
+	return l.q.Reenter(ctx, h, cfg.Lease, acquire.Reentry{
+		Send: func(ctx context.Context, hold string, lease time.Duration) (bool, error) {
+			ok, err := scripts.Reenter(ctx, l.rt.Pipe, l.kw, hold, lease)
+			return ok, core.RedisError(l.kw, err)
+		},
+		Grant:     core.Grant{Key: l.kw, Renew: scripts.LockRenew, FetchToken: l.fetchToken},
+		Token:     cfg.Token,
+		Primitive: "rwlock-write",
+		What:      fmt.Sprintf("rwlock: re-enter %q", l.name),
+	})
 }
 
 // rules is the read-write lock's rule set for the acquire engine, for one call of either side.
@@ -344,11 +308,7 @@ func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (script
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(l.kw, err)
 	}
-	a, err := scripts.DecodeAttempt(v)
-	if err == nil {
-		l.tell(a.Mine)
-	}
-	return a, err
+	return scripts.DecodeAttempt(v)
 }
 
 // tookIt reports whether an attempt's reply means that the attempt itself took the lock: the
@@ -437,139 +397,83 @@ func (l *Lock) TryRLock(ctx context.Context, opts ...aqs.TryOption) (context.Con
 // renewed, and a read hold that the release did not reach ends with its lease. After
 // Client.Close it fails with aqs.ErrClosed.
 func (l *Lock) RUnlock(ctx context.Context) error {
-	if err := l.rt.Check(); err != nil {
-		return err
-	}
-	held := l.rt.Held(ctx, l.kr)
-	if held == nil {
-		return fmt.Errorf("rwlock: read-unlock %q: %w", l.name, core.ErrNotOwner)
-	}
-	h := held.Hold()
-	until := h.TrustedUntil() // asked before Release ends the hold
-	trusted := time.Now().Before(until)
-	last, err := held.Release()
-	if err != nil {
-		return fmt.Errorf("rwlock: read-unlock %q: %w: %w", l.name, core.ErrNotOwner, err)
-	}
-	reentered := false
-	if last {
-		_, reentered = l.reentered.LoadAndDelete(h.ID)
-	}
-	if last && trusted && !reentered && !l.queueSeen.Load() {
-		return l.releaseRead(ctx, h, until)
-	}
-	r, err := l.release(ctx, scripts.RWReadRelease, h, last, until,
-		h.ID, flag(last), l.rt.PublishCommand(), flag(reentered), flag(trusted))
-	if err != nil {
-		return err
-	}
-	l.tell(r.Mine)
-	if last {
-		l.queueSeen.Store(false) // the next release looks again, with plain commands
-	}
-	if r.Kind == scripts.NotHeld {
-		l.reentered.Delete(h.ID)
-		h.Lost()
-		return fmt.Errorf("rwlock: read-unlock %q: %w: %w", l.name, core.ErrNotOwner, core.ErrLockLost)
-	}
-	return nil
+	return acquire.Unlock(l.q, ctx, l.kr, fmt.Sprintf("rwlock: read-unlock %q", l.name), l.releaseRead)
 }
 
-// release runs a release script, either side's, for hold h: with core.SendRelease when it
-// ends the hold (last), trusted being the hold's TrustedUntil. A release done by a send whose
-// reply was lost comes back as a reply that released and granted nothing to this Client's
-// waiters (they find their grants by themselves).
-func (l *Lock) release(ctx context.Context, s *scripts.Script, h *core.Hold, last bool, trusted time.Time,
-	args ...any) (scripts.Release, error) {
-	ctx = context.WithoutCancel(ctx)
-	run := func(run func(context.Context, scripts.Processor, []string, ...any) *redis.Cmd) (scripts.Release, error) {
-		v, err := run(ctx, l.rt.Pipe, l.keys, args...).Result()
-		if err != nil {
-			return scripts.Release{}, core.RedisError(l.kw, err)
-		}
-		return scripts.DecodeRelease(v)
+// releaseRead is the read side's release: rw_read_release.lua, or, for the last release of a
+// hold whose lease is known to run and that was never re-entered, two plain commands (see
+// releasePlain).
+func (l *Lock) releaseRead(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
+	trusted := time.Now().Before(e.Trusted)
+	reentered := e.Hold.Reentered()
+	if e.Last && trusted && !reentered && !l.queueSeen.Load() {
+		return l.releasePlain(ctx, e.Hold)
 	}
-	var r scripts.Release
-	var err error
-	if last {
-		r, err = core.SendRelease(l.rt, h, trusted, func() (scripts.Release, error) { return run(s.RunOnce) },
-			func(r scripts.Release) bool { return r.Kind == scripts.NotHeld })
-	} else {
-		r, err = run(func(ctx context.Context, c scripts.Processor, keys []string, args ...any) *redis.Cmd {
-			return s.Run(ctx, c.(redis.Scripter), keys, args...)
-		})
-	}
-	if core.ReleasedUnseen(err) {
-		return scripts.Release{Kind: scripts.Freed}, nil
+	r, err := l.run(ctx, scripts.RWReadRelease, e.Once,
+		e.Hold.ID, flag(e.Last), l.rt.PublishCommand(), flag(reentered), flag(trusted))
+	if err == nil && e.Last {
+		l.queueSeen.Store(false) // the next release looks again, with plain commands
 	}
 	return r, err
 }
 
-// releaseRead ends a read hold whose lease is known to run and that was never re-entered,
-// with two plain commands in one round trip (ZREM of the hold, then LINDEX of the queue's
-// head): the common release costs Redis a fraction of a script's work. Only when the queue is
-// not empty does a script (rw_serve.lua) serve it. The two need not be atomic: a waiter that
-// joins after the LINDEX made its attempt after the ZREM, so it saw this reader gone, and was
-// served by its own attempt if it could be. The round trip is sent as core.SendRelease sends
-// a release, trusted being the hold's TrustedUntil.
-func (l *Lock) releaseRead(ctx context.Context, h *core.Hold, trusted time.Time) error {
-	ctx = context.WithoutCancel(ctx)
-	var zrem *redis.IntCmd
-	var head *redis.StringCmd
-	_, err := core.SendRelease(l.rt, h, trusted, func() (struct{}, error) {
-		zrem = redis.NewIntCmd(ctx, "zrem", l.kr, h.ID)
-		head = redis.NewStringCmd(ctx, "lindex", l.kq, 0)
-		err := l.rt.Pipe.ProcessAll(ctx, scripts.NoRetry{Cmder: zrem}, scripts.NoRetry{Cmder: head})
-		if err == redis.Nil {
-			err = nil
-		}
-		return struct{}{}, err
-	}, func(struct{}) bool { return zrem.Val() == 0 })
-	switch {
-	case core.ReleasedUnseen(err):
-	case err != nil:
-		return core.RedisError(l.kw, err)
-	case zrem.Val() == 0:
-		h.Lost()
-		return fmt.Errorf("rwlock: read-unlock %q: %w: %w", l.name, core.ErrNotOwner, core.ErrLockLost)
+// run runs a release script of either side, once (see acquire.Ending) or as go-redis sends
+// any call, and decodes its reply.
+func (l *Lock) run(ctx context.Context, s *scripts.Script, once bool, args ...any) (scripts.Release, error) {
+	var cmd *redis.Cmd
+	if once {
+		cmd = s.RunOnce(ctx, l.rt.Pipe, l.keys, args...)
+	} else {
+		cmd = s.Run(ctx, l.rt.Pipe, l.keys, args...)
 	}
-	if head.Err() == redis.Nil {
-		return nil
+	v, err := cmd.Result()
+	if err != nil {
+		return scripts.Release{}, core.RedisError(l.kw, err)
+	}
+	return scripts.DecodeRelease(v)
+}
+
+// releasePlain ends read hold h with two plain commands in one round trip (ZREM of the hold,
+// then LINDEX of the queue's head), sent once: the common release costs Redis a fraction of a
+// script's work. Only when the queue is not empty does a script (rw_serve.lua) serve it. The
+// two need not be atomic: a waiter that joins after the LINDEX made its attempt after the
+// ZREM, so it saw this reader gone, and was served by its own attempt if it could be.
+func (l *Lock) releasePlain(ctx context.Context, h *core.Hold) (scripts.Release, error) {
+	zrem := redis.NewIntCmd(ctx, "zrem", l.kr, h.ID)
+	head := redis.NewStringCmd(ctx, "lindex", l.kq, 0)
+	err := l.rt.Pipe.ProcessAll(ctx, scripts.NoRetry{Cmder: zrem}, scripts.NoRetry{Cmder: head})
+	switch {
+	case err != nil && err != redis.Nil:
+		return scripts.Release{}, core.RedisError(l.kw, err)
+	case zrem.Val() == 0:
+		return scripts.Release{Kind: scripts.NotHeld}, nil
+	case head.Err() == redis.Nil:
+		return scripts.Release{Kind: scripts.Freed}, nil
 	}
 	l.queueSeen.Store(true)
 	v, err := scripts.RWServe.Run(ctx, l.rt.Pipe, []string{l.kw, l.kr, l.kq, l.kd}, l.rt.PublishCommand(), l.rt.ID).Result()
 	if err != nil {
-		return core.RedisError(l.kw, err)
+		return scripts.Release{}, core.RedisError(l.kw, err)
 	}
 	r, err := scripts.DecodeRelease(v)
-	if err == nil {
-		l.tell(r.Mine)
-	}
-	return err
+	return scripts.Release{Kind: scripts.Freed, Mine: r.Mine}, err
 }
 
 func noToken(context.Context, *core.Hold) (int64, error) {
 	return 0, core.Invalid("rwlock: read holds have no fencing token")
 }
 
-// reenterRead takes the read side again for a context that holds it.
+// reenterRead takes the read side again for a context that holds it (rw_read_reenter.lua).
 func (l *Lock) reenterRead(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
-	sentAt := time.Now()
-	ok, err := scripts.RWReadReenter.Run(ctx, l.rt.Pipe, []string{l.kr, l.krn},
-		h.ID, cfg.Lease.Milliseconds()).Int64()
-	if err != nil {
-		return nil, false, core.RedisError(l.kw, err)
-	}
-	if ok == 0 {
-		l.reentered.Delete(h.ID)
-		h.Lost()
-		return nil, false, fmt.Errorf("rwlock: read re-enter %q: %w", l.name, core.ErrLockLost)
-	}
-	l.reentered.Store(h.ID, struct{}{})
-	return l.rt.Adopt(ctx, core.Grant{
-		Key: l.kr, ID: h.ID, Lease: cfg.Lease, Renew: scripts.RWReadRenew, RenewKeys: []string{l.krn}, FetchToken: noToken,
-		SentAt: sentAt,
-	}), true, nil
+	return l.q.Reenter(ctx, h, cfg.Lease, acquire.Reentry{
+		Send: func(ctx context.Context, hold string, lease time.Duration) (bool, error) {
+			n, err := scripts.RWReadReenter.Run(ctx, l.rt.Pipe, []string{l.kr, l.krn}, hold, lease.Milliseconds()).Int64()
+			return n != 0, core.RedisError(l.kw, err)
+		},
+		Grant:     core.Grant{Key: l.kr, Renew: scripts.RWReadRenew, RenewKeys: []string{l.krn}, FetchToken: noToken},
+		Primitive: "rwlock-read",
+		What:      fmt.Sprintf("rwlock: read re-enter %q", l.name),
+	})
 }
 
 func (l *Lock) acquireRead(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {

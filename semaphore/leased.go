@@ -320,9 +320,9 @@ func (l *Leased) ReleasePart(ctx context.Context, p *Permit, k int) error {
 }
 
 // giveBack runs lsem_release.lua for k of the permit's permits (0: all, ending the permit),
-// sent as core.SendRelease sends a release, trusted being the hold's TrustedUntil (for k = 0).
+// through the engine's release (internal/acquire/release.go), trusted being the hold's
+// TrustedUntil (for k = 0).
 func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int, trusted time.Time) error {
-	ctx = context.WithoutCancel(ctx)
 	// A permit this process knows to hold one permit holds one in Redis too (its count there
 	// only ever goes down, and a partial release's lost reply leaves the local count higher),
 	// so the script need not look.
@@ -331,28 +331,23 @@ func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int, t
 	if k > 0 {
 		// A partial release leaves the permit live, so a second run of it would give back k
 		// more: a key of the call's own makes a run again answer as the first did (see
-		// lsem_release.lua).
+		// lsem_release.lua), and the engine may send it again while its outcome is unknown.
 		keys = append(l.keys[:5:5], l.key+layout.OnceSuffix+l.rt.NewHoldID())
 	}
-	ends := h // the hold that the release ends: none for a partial one
-	if k > 0 {
-		ends = nil
-	}
-	r, err := core.SendRelease(l.rt, ends, trusted, func() (scripts.Sem, error) {
+	r, err := acquire.End(l.q, ctx, h, k == 0, true, trusted, func(ctx context.Context, _ acquire.Ending) (scripts.Sem, error) {
 		v, err := scripts.LSemRelease.RunOnce(ctx, l.rt.Pipe, keys, p.id, k,
 			l.rt.PublishCommand(), l.rt.ID, flag(one)).Result()
 		if err != nil {
 			return scripts.Sem{}, core.RedisError(l.key, err)
 		}
-		return l.reply(v)
-	}, func(r scripts.Sem) bool { return k == 0 && r.Status == scripts.SemExpired })
+		return scripts.DecodeSem(v)
+	})
 	switch {
 	case core.ReleasedUnseen(err):
 		return nil // grants to this Client's waiters, if any, are found by them
 	case err != nil:
 		return err
-	case r.Status == scripts.SemExpired:
-		h.Lost()
+	case r.Gone():
 		return fmt.Errorf("semaphore %q: release of permit %s: %w: %w", l.name, p.id, ErrPermitExpired, core.ErrLockLost)
 	case r.Status != scripts.SemOK:
 		return fmt.Errorf("semaphore %q: release of %d permits of permit %s: %w", l.name, k, p.id, ErrOverRelease)
@@ -390,7 +385,7 @@ func (l *Leased) SetLease(ctx context.Context, p *Permit, d time.Duration) error
 		return core.RedisError(l.key, err)
 	}
 	if ok == 0 {
-		a.Hold().Lost()
+		l.q.HoldLost(a.Hold())
 		return fmt.Errorf("semaphore %q: set the lease of permit %s: %w: %w", l.name, p.id, ErrPermitExpired, core.ErrLockLost)
 	}
 	l.rt.Relet(a.Hold(), lease, d == 0, sentAt)

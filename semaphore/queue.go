@@ -3,7 +3,6 @@ package semaphore
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/redaqs/aqs/internal/acquire"
@@ -141,25 +140,13 @@ func (b *base) none(ctx context.Context, acquire bool) error {
 	return nil
 }
 
-// tell tells the waiters of this Client that a script granted permits (yielding so that they
-// run).
-func (b *base) tell(mine []string) {
-	for _, hold := range mine {
-		b.rt.Hub.Deliver(b.grants, hold)
-	}
-	if len(mine) > 0 {
-		runtime.Gosched()
-	}
-}
-
-// attempt decodes an attempt script's reply, tells the waiters it granted, and turns its
-// refusals into errors.
+// attempt decodes an attempt script's reply (the engine tells the waiters it granted), and
+// turns its refusals into errors.
 func (b *base) attempt(v any) (scripts.Attempt, error) {
 	a, err := scripts.DecodeAttempt(v)
 	if err != nil {
 		return a, err
 	}
-	b.tell(a.Mine)
 	switch a.Status {
 	case scripts.NotSet:
 		return a, acquire.Refuse(fmt.Errorf("semaphore %q: %w", b.name, ErrNotSet))
@@ -174,7 +161,7 @@ func (b *base) attempt(v any) (scripts.Attempt, error) {
 func (b *base) reply(v any) (scripts.Sem, error) {
 	r, err := scripts.DecodeSem(v)
 	if err == nil {
-		b.tell(r.Mine)
+		b.q.Tell(r.Mine)
 	}
 	return r, err
 }

@@ -345,7 +345,9 @@ func (a *attempt) attempt(first bool) (scripts.Attempt, error) {
 		a.locals < maxLocals
 	done := a.q.attempting(first && a.c.Local)
 	r, err := call(a.q.rt, a.ctx, patience, func(ctx context.Context) (scripts.Attempt, error) {
-		return a.c.Rules.Attempt(ctx, hold, t)
+		r, err := a.c.Rules.Attempt(ctx, hold, t)
+		a.q.Tell(r.Mine) // told even when the call stopped waiting for this reply
+		return r, err
 	}, func() { clearLater(a.q.rt, a.c.Rules, hold, nil) })
 	if err == nil && (r.Status == scripts.Acquired || r.Status == scripts.Granted) {
 		done(hold)

@@ -18,7 +18,8 @@ import (
 // queue in Redis reports EventQueued once, with the queue's length at the join when the
 // primitive's attempt script reports it (0 otherwise, and for a join carried by a release of
 // its own Client); a waiter that waits within its Client for a hand-off (local.go) is not in
-// the queue and reports no join. Re-entries do not run through the engine and report nothing.
+// the queue and reports no join. A re-entry (reenter.go) reports EventAcquired, or
+// EventFailed, marked Reentry.
 
 // observed is what a call with an observer notes for its report.
 type observed struct {

@@ -19,7 +19,8 @@ type Rules interface {
 	// makes a full one. Rules without such a way report false and send nothing.
 	Fast(ctx context.Context, hold string) (acquired bool, err error)
 	// Attempt makes one attempt of hold, as t says: take it now, or else join the queue (or
-	// keep the hold's place in it), or report it held by this Client. A typed refusal
+	// keep the hold's place in it), or report it held by this Client. The engine tells the
+	// waiters of this Client that the reply says the attempt granted (Mine). A typed refusal
 	// (semaphore.ErrNotSet, ErrTooManyPermits) is an error; the reply's status is then NotSet
 	// or TooMany.
 	Attempt(ctx context.Context, hold string, t Try) (scripts.Attempt, error)

@@ -197,9 +197,7 @@ func (r *rules) wait(ctx context.Context, hold string) (scripts.Attempt, error) 
 	case err != nil:
 		r.released = err
 		return scripts.Attempt{}, err
-	case !had:
-		h.Lost()
-		s.Queue.Lost(h.ID)
+	case !had: // the release recorded the hold lost
 		return fail(core.ErrLockLost)
 	}
 	return scripts.Attempt{Status: scripts.Queued, Wait: s.WaiterTimeout / 3}, nil

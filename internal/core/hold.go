@@ -37,17 +37,25 @@ type Hold struct {
 	watchdog bool // renewed by the watchdog; otherwise a fixed lease, only checked
 	lease    time.Duration
 
-	mu       sync.Mutex
-	token    int64
-	acqs     []*acq
-	deadline time.Time     // local bound on the lease: the lease is trusted until deadline-margin
-	extendTo time.Duration // when > 0: the watchdog sets this lease at extendAt (Grant.ExtendTo)
-	extendAt time.Time
-	ended    bool
-	released bool     // ended by its last local release (not found lost): its release is on its way
-	settled  bool     // its id's use ended (see Settle)
-	obs      *holdObs // for the Client's observer only: nil without one (see observe.go)
-	owner    any      // Grant.Owner
+	mu        sync.Mutex
+	token     int64
+	acqs      []*acq
+	deadline  time.Time     // local bound on the lease: the lease is trusted until deadline-margin
+	extendTo  time.Duration // when > 0: the watchdog sets this lease at extendAt (Grant.ExtendTo)
+	extendAt  time.Time
+	ended     bool
+	released  bool     // ended by its last local release (not found lost): its release is on its way
+	settled   bool     // its id's use ended (see Settle)
+	obs       *holdObs // for the Client's observer only: nil without one (see observe.go)
+	owner     any      // Grant.Owner
+	reentered bool     // acquired more than once (see Reentered)
+}
+
+// Reentered reports whether the hold was ever re-entered: acquired again while held.
+func (h *Hold) Reentered() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reentered
 }
 
 type acq struct {
@@ -103,6 +111,7 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 	if h != nil && h.isEnded() {
 		h = nil
 	}
+	reentry := h != nil
 	if h == nil {
 		// The deadline is set before the hold is visible to the watchdog, which would take a
 		// zero deadline for an expired lease.
@@ -123,6 +132,7 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 	a := &acq{hold: h, cancel: cancel, parent: acqFrom(parent), base: parent}
 	h.mu.Lock()
 	h.acqs = append(h.acqs, a)
+	h.reentered = h.reentered || reentry
 	if g.Token != 0 {
 		h.token = g.Token
 	}

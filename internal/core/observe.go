@@ -39,6 +39,7 @@ type Event struct {
 	QueueLen  int
 	Err       error
 	Context   context.Context
+	Reentry   bool
 }
 
 // Observing reports whether the Client has an observer.

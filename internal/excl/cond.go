@@ -40,22 +40,16 @@ func (l *Lock) condSide() *cond.Side {
 // engine's release, which settles this Client's other waiters of the lock as at an Unlock.
 func (l *Lock) releaseToCond(ctx context.Context, h *core.Hold, trusted time.Time, cq []string, member string) (bool, error) {
 	keys := append(append([]string{}, l.keys...), cq...)
-	r, err := l.q.Release(ctx, h.ID, true, func(ctx context.Context, pick string, over bool, riders []string) (scripts.Release, error) {
-		args := make([]any, 0, 7+len(riders))
-		args = append(args, h.ID, "1", l.rt.PublishCommand(), l.timeout, pick, flag(over), member)
-		for _, m := range riders {
+	r, err := acquire.End(l.q, ctx, h, true, false, trusted, func(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
+		args := make([]any, 0, 7+len(e.Riders))
+		args = append(args, h.ID, "1", l.rt.PublishCommand(), l.timeout, e.Pick, flag(e.Over), member)
+		for _, m := range e.Riders {
 			args = append(args, m)
 		}
-		return core.SendRelease(l.rt, h, trusted, func() (scripts.Release, error) {
-			v, err := scripts.CondWait.RunOnce(ctx, l.rt.Pipe, keys, args...).Result()
-			if err != nil {
-				return scripts.Release{}, core.RedisError(l.key, err)
-			}
-			return scripts.DecodeRelease(v)
-		}, func(r scripts.Release) bool { return r.Kind == scripts.NotHeld })
+		return l.run(ctx, scripts.CondWait, e.Once, keys, args...)
 	})
 	if err != nil {
 		return false, err
 	}
-	return r.Kind != scripts.NotHeld, nil
+	return !r.Gone(), nil
 }

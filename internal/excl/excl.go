@@ -238,29 +238,21 @@ func (l *Lock) fetchToken(ctx context.Context, h *core.Hold) (int64, error) {
 	return t, nil
 }
 
-// Reenter takes the lock again for a context that holds it.
+// Reenter takes the lock again for a context that holds it (lock_reenter.lua).
 func (l *Lock) Reenter(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
-	sentAt := time.Now()
-	ok, err := scripts.LockReenter.Run(ctx, l.rt.Pipe, []string{l.key},
-		h.ID, cfg.Lease.Milliseconds()).Int64()
-	if err != nil {
-		return nil, false, core.RedisError(l.key, err)
-	}
-	if ok == 0 {
-		h.Lost()
-		l.q.Lost(h.ID)
-		return nil, false, fmt.Errorf("%s: re-enter %q: %w", l.cfg.Kind, l.name, core.ErrLockLost)
-	}
-	held := l.rt.Adopt(ctx, core.Grant{
-		Key: l.key, ID: h.ID, Lease: cfg.Lease,
-		Renew: scripts.LockRenew, FetchToken: l.fetchToken, SentAt: sentAt,
+	return l.q.Reenter(ctx, h, cfg.Lease, acquire.Reentry{
+		Send:      l.reenter,
+		Grant:     core.Grant{Key: l.key, Renew: scripts.LockRenew, FetchToken: l.fetchToken},
+		Token:     cfg.Token,
+		Primitive: l.cfg.Kind,
+		What:      fmt.Sprintf("%s: re-enter %q", l.cfg.Kind, l.name),
 	})
-	if cfg.Token {
-		if _, err := h.Token(ctx); err != nil {
-			return nil, false, err
-		}
-	}
-	return held, true, nil
+}
+
+// reenter runs lock_reenter.lua for hold.
+func (l *Lock) reenter(ctx context.Context, hold string, lease time.Duration) (bool, error) {
+	ok, err := scripts.Reenter(ctx, l.rt.Pipe, l.key, hold, lease)
+	return ok, core.RedisError(l.key, err)
 }
 
 // Unlock releases the acquisition held by ctx: the innermost Lock of this lock in ctx's chain
@@ -272,58 +264,38 @@ func (l *Lock) Reenter(ctx context.Context, h *core.Hold, cfg core.LockConfig) (
 // acquisition of this lock. When the hold was lost, the error matches both aqs.ErrNotOwner
 // and aqs.ErrLockLost. Either way this acquisition's held context ends.
 func (l *Lock) Unlock(ctx context.Context) error {
-	if err := l.rt.Check(); err != nil {
-		return err
+	return acquire.Unlock(l.q, ctx, l.key, fmt.Sprintf("%s: unlock %q", l.cfg.Kind, l.name), l.release)
+}
+
+// release is the lock's release script, lock_release.lua: it counts the hold down, or ends it
+// and hands the lock on (to e.Pick, or the queue's head) after e.Riders join the queue.
+func (l *Lock) release(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
+	end := "0"
+	if e.Last {
+		end = "1"
 	}
-	held := l.rt.Held(ctx, l.key)
-	if held == nil {
-		return fmt.Errorf("%s: unlock %q: %w", l.cfg.Kind, l.name, core.ErrNotOwner)
+	args := make([]any, 0, 6+len(e.Riders))
+	args = append(args, e.Hold.ID, end, l.rt.PublishCommand(), l.timeout, e.Pick, flag(e.Over))
+	for _, m := range e.Riders {
+		args = append(args, m)
 	}
-	h := held.Hold()
-	trusted := h.TrustedUntil() // asked before Release ends the hold
-	last, err := held.Release()
+	return l.run(ctx, scripts.LockRelease, e.Once, l.keys, args...)
+}
+
+// run runs a release script, once (see acquire.Ending) or as go-redis sends any call, and
+// decodes its reply.
+func (l *Lock) run(ctx context.Context, s *scripts.Script, once bool, keys []string, args ...any) (scripts.Release, error) {
+	var cmd *redis.Cmd
+	if once {
+		cmd = s.RunOnce(ctx, l.rt.Pipe, keys, args...)
+	} else {
+		cmd = s.Run(ctx, l.rt.Pipe, keys, args...)
+	}
+	v, err := cmd.Result()
 	if err != nil {
-		l.q.Lost(h.ID)
-		return fmt.Errorf("%s: unlock %q: %w: %w", l.cfg.Kind, l.name, core.ErrNotOwner, err)
+		return scripts.Release{}, core.RedisError(l.key, err)
 	}
-	r, err := l.q.Release(ctx, h.ID, last, func(ctx context.Context, pick string, over bool, riders []string) (scripts.Release, error) {
-		end := "0"
-		if last {
-			end = "1"
-		}
-		args := make([]any, 0, 6+len(riders))
-		args = append(args, h.ID, end, l.rt.PublishCommand(), l.timeout, pick, flag(over))
-		for _, m := range riders {
-			args = append(args, m)
-		}
-		if !last {
-			v, err := scripts.LockRelease.Run(ctx, l.rt.Pipe, l.keys, args...).Result()
-			if err != nil {
-				return scripts.Release{}, core.RedisError(l.key, err)
-			}
-			return scripts.DecodeRelease(v)
-		}
-		// The end of the hold: a second run would find it gone (see core.SendRelease).
-		return core.SendRelease(l.rt, h, trusted, func() (scripts.Release, error) {
-			v, err := scripts.LockRelease.RunOnce(ctx, l.rt.Pipe, l.keys, args...).Result()
-			if err != nil {
-				return scripts.Release{}, core.RedisError(l.key, err)
-			}
-			return scripts.DecodeRelease(v)
-		}, func(r scripts.Release) bool { return r.Kind == scripts.NotHeld })
-	})
-	if core.ReleasedUnseen(err) {
-		return nil // what it did with this Client's waiters is unknown to them: they look
-	}
-	if err != nil {
-		return err
-	}
-	if r.Kind == scripts.NotHeld {
-		h.Lost()
-		l.q.Lost(h.ID)
-		return fmt.Errorf("%s: unlock %q: %w: %w", l.cfg.Kind, l.name, core.ErrNotOwner, core.ErrLockLost)
-	}
-	return nil
+	return scripts.DecodeRelease(v)
 }
 
 // ForceUnlock frees the lock whoever holds it and hands it to the live head of its queue. It

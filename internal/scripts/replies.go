@@ -1,8 +1,11 @@
 package scripts
 
 import (
+	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The typed protocol between Go and Lua.
@@ -298,4 +301,25 @@ func DecodeSem(v any) (Sem, error) {
 		return Sem{}, fmt.Errorf("aqs: unexpected semaphore reply %v", v)
 	}
 	return Sem{Status: SemStatus(st), Value: n, Mine: holds(a[2:])}, nil
+}
+
+// Gone reports that the release found the hold gone (NotHeld): what the engine's release
+// (internal/acquire/release.go) reads of any release's reply.
+func (r Release) Gone() bool { return r.Kind == NotHeld }
+
+// Granted returns the hold ids of waiters of the caller's Client that the release granted.
+func (r Release) Granted() []string { return r.Mine }
+
+// Gone reports that a leased permit's release found the permit gone (SemExpired).
+func (s Sem) Gone() bool { return s.Status == SemExpired }
+
+// Granted returns the hold ids of waiters of the caller's Client that the script granted.
+func (s Sem) Granted() []string { return s.Mine }
+
+// Reenter runs lock_reenter.lua for hold on the lock key key (the exclusive locks', the
+// read-write lock's write side): it counts the hold up, extends its lease to at least lease
+// (0: leaves it alone), and reports whether the key still held hold.
+func Reenter(ctx context.Context, c redis.Scripter, key, hold string, lease time.Duration) (bool, error) {
+	n, err := LockReenter.Run(ctx, c, []string{key}, hold, lease.Milliseconds()).Int64()
+	return n != 0, err
 }
