@@ -25,7 +25,7 @@ func New(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Clien
 		if o == nil {
 			return nil, core.Invalid("nil option")
 		}
-		if err := o(&cfg); err != nil {
+		if err := o.(option)(&cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -45,54 +45,60 @@ func (c *Client) Close() error { return c.rt.Close() }
 // ID returns the Client's random id, the stem of every hold id it issues.
 func (c *Client) ID() string { return c.rt.ID }
 
-// Runtime is for the packages of this module (the primitives), which reach the runtime
-// they share through it. Code outside the module cannot call it: it cannot name
-// core.Access. It returns nil for a nil Client.
-func (c *Client) Runtime(core.Access) *core.Runtime {
-	if c == nil {
+// The primitives' packages reach a Client's runtime through core.RuntimeOf.
+func init() {
+	core.RuntimeOf = func(client any) *core.Runtime {
+		if c, _ := client.(*Client); c != nil {
+			return c.rt
+		}
 		return nil
 	}
-	return c.rt
 }
 
-// Option configures a Client.
-type Option func(*core.Config) error
+// Option configures a Client: WithWatchdogTimeout, WithKeyPrefix, WithReplicaSync,
+// WithObserver and the other With functions of this package make them.
+type Option interface{ clientOption() }
+
+// option is the one implementation of Option.
+type option func(*core.Config) error
+
+func (option) clientOption() {}
 
 // WithWatchdogTimeout sets the lease of holds taken without WithLease. The watchdog renews
 // such holds every third of it; a holder whose process dies keeps the lock at most this long.
 // It must be at least 30ms. The default is 30s.
 func WithWatchdogTimeout(d time.Duration) Option {
-	return func(c *core.Config) error {
+	return option(func(c *core.Config) error {
 		if d < 30*time.Millisecond {
 			return core.Invalid("watchdog timeout %v is below 30ms", d)
 		}
 		c.WatchdogTimeout = d
 		return nil
-	}
+	})
 }
 
 // WithKeyPrefix sets the prefix of every key and channel: "<prefix>:{<name>}…". It must be
 // non-empty and contain no brace. The default is "aqs".
 func WithKeyPrefix(prefix string) Option {
-	return func(c *core.Config) error {
+	return option(func(c *core.Config) error {
 		if err := core.ValidPrefix(prefix); err != nil {
 			return err
 		}
 		c.Prefix = prefix
 		return nil
-	}
+	})
 }
 
 // WithLogger sets where the Client reports lost leases and failed renewals. The default
 // discards everything.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *core.Config) error {
+	return option(func(c *core.Config) error {
 		if l == nil {
 			return core.Invalid("nil logger")
 		}
 		c.Logger = l
 		return nil
-	}
+	})
 }
 
 // WithReplicaSync makes every acquisition wait until at least replicas replicas of the
@@ -121,7 +127,7 @@ func WithLogger(l *slog.Logger) Option {
 // WAIT. The default is off: acquisitions are replicated asynchronously, and a failover can
 // lose one that was reported.
 func WithReplicaSync(replicas int, timeout time.Duration) Option {
-	return func(c *core.Config) error {
+	return option(func(c *core.Config) error {
 		if replicas < 1 {
 			return core.Invalid("replica sync of %d replicas; it needs at least 1", replicas)
 		}
@@ -130,7 +136,7 @@ func WithReplicaSync(replicas int, timeout time.Duration) Option {
 		}
 		c.SyncReplicas, c.SyncTimeout = replicas, timeout
 		return nil
-	}
+	})
 }
 
 // FencingToken returns the fencing token of the innermost lock held by ctx (a context returned

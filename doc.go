@@ -140,13 +140,8 @@
 //     master whose replicas left refuse writes (NOREPLICAS: an acquisition fails, a release is
 //     sent again), which shortens that moment.
 //
-// Measured by make failover (internal/failovertest: three processes using every primitive, a
-// 2s watchdog timeout, 10 runs of each kind of failover, under the race detector), the first
-// acquisition after the promotion came, for every primitive but a counting semaphore (see
-// below), within 0.53s (p50 about 0.45s) after a controlled Sentinel failover, 0.73s (p50
-// about 0.63s) after a Sentinel master's death and 0.63s (p50 about 0.4s) after a cluster
-// master's death. The promotion itself took 1.1-1.3s, 1.7-1.9s and 3.2-4.9s after the
-// request or the death.
+// How soon after the promotion every primitive serves again is measured by make failover;
+// docs/DESIGN.md ("Failovers") gives the times.
 //
 // WithReplicaSync(n, timeout) closes the gap of acquisitions lost at a failover: every
 // acquiring call is followed, on the same connection, by WAIT n timeout, and an acquisition is
@@ -159,9 +154,8 @@
 // WAIT on that server, less than a timeout ago, found too few) and a queued one within about
 // two timeouts. That lasts, after a master's death, until a replica is attached to the new
 // master (at once when the master had two replicas), and after a controlled failover of a
-// master with a single replica until Sentinel attaches the old master, some ten seconds
-// (measured: 10.1-10.3s after the promotion; the primitives then served again within 0.1s).
-// Run two replicas or more.
+// master with a single replica until Sentinel attaches the old master, some ten seconds. Run
+// two replicas or more.
 //
 // The limits: WAIT makes an acquisition durable on n replicas, not Redis strongly consistent.
 // With more replicas than n, a failover may promote one that had not acknowledged it, so ask
@@ -172,11 +166,9 @@
 // counting semaphore's permits are counts without owners or leases: an acquisition or a
 // release lost at a failover changes how many are available for good (ForceRelease and
 // AddPermits repair it). Under the policy its releases wait for the replicas too (for up to
-// 3s), which narrows that but does not close it: in the measurements above, the counting
-// semaphore came out with fewer permits after every controlled failover under the policy,
-// and after 1 of 10 cluster master deaths, and, without the policy, with more or fewer after
-// controlled failovers and 3 of 20 deaths. Use a Leased semaphore where permits must survive
-// failovers: its permits come back when their lease ends. An undo that cannot reach
+// 3s), which narrows that but does not close it: a counting semaphore may come out of a
+// failover with more or fewer permits, with the policy or without it. Use a Leased semaphore
+// where permits must survive failovers: its permits come back when their lease ends. An undo that cannot reach
 // the master is sent again for a few seconds, and otherwise leaves the acquisition to end with
 // its lease. Keys must not be evicted: run Redis with maxmemory-policy noeviction (its
 // default).

@@ -40,7 +40,7 @@ type EventKind uint8
 const (
 	// EventAcquired: the call got what it asked for. Wait is the time from the call to that
 	// moment, QueueLen as for EventQueued when the call joined the queue on its way, else 0.
-	EventAcquired = EventKind(core.EventAcquired)
+	EventAcquired EventKind = iota + 1
 	// EventQueued: the call joined the primitive's queue in Redis; reported at most once per
 	// call. QueueLen is the length of the queue right after the join, the call included (it
 	// may count a few entries of waiters that gave up and are not removed yet), as the
@@ -49,24 +49,24 @@ const (
 	// whose join was carried by a release of its own Client. Wait is the time from the call
 	// to the join. A goroutine waiting for a hand-off within its own Client (the reentrant
 	// lock's local waiters) is not in the queue and reports no EventQueued.
-	EventQueued = EventKind(core.EventQueued)
+	EventQueued
 	// EventGaveUp: the call ended without what it asked for and without an error of its own:
 	// its context ended (Err is the context's cause), its wait bound (WithWait) ran out, or a
 	// call that may not wait found it taken (Err nil). Wait is the time the call took.
-	EventGaveUp = EventKind(core.EventGaveUp)
+	EventGaveUp
 	// EventFailed: the call failed with Err (Redis failing, the Client closed, a refusal of
 	// the semaphore's such as semaphore.ErrNotSet, a replica-sync failure). Wait is the time
 	// the call took.
-	EventFailed = EventKind(core.EventFailed)
+	EventFailed
 	// EventReleased: the last release of a hold ended it; Hold is the time from the
 	// acquisition to that release. It is reported before the release's round trip to
 	// Redis, whose errors the releasing call returns.
-	EventReleased = EventKind(core.EventReleased)
+	EventReleased
 	// EventLeaseLost: a hold was found lost: its lease ran out or could no longer be trusted
 	// (renewals failing), or Redis no longer had it (expired, deleted, force-released). Hold
 	// is the time from the acquisition to the discovery; Err is ErrLockLost. Close does not
 	// report the holds it gives up.
-	EventLeaseLost = EventKind(core.EventLeaseLost)
+	EventLeaseLost
 )
 
 func (k EventKind) String() string {
@@ -124,7 +124,7 @@ type Event struct {
 // WithObserver has the Client report the events of its calls and holds to o (see Observer
 // and EventKind). The default is no observer, which costs the calls nothing.
 func WithObserver(o Observer) Option {
-	return func(c *core.Config) error {
+	return option(func(c *core.Config) error {
 		if o == nil {
 			return core.Invalid("nil observer")
 		}
@@ -133,5 +133,5 @@ func WithObserver(o Observer) Option {
 				Hold: e.Hold, QueueLen: e.QueueLen, Err: e.Err, Context: e.Context, Reentry: e.Reentry})
 		}
 		return nil
-	}
+	})
 }

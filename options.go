@@ -10,7 +10,6 @@ import (
 // reentrant and fair locks, and the write side's Lock of the read-write lock. LeaseOption and
 // TokenOption implement it; no type outside this package can.
 type LockOption interface {
-	Apply(*core.LockConfig)
 	lockOption()
 }
 
@@ -18,7 +17,6 @@ type LockOption interface {
 // read-write lock's write side). LeaseOption, TokenOption and WaitOption implement it; no type
 // outside this package can.
 type TryLockOption interface {
-	Apply(*core.LockConfig)
 	tryLockOption()
 }
 
@@ -26,7 +24,6 @@ type TryLockOption interface {
 // TryAcquire, which take a lease and a wait bound but have no fencing token. LeaseOption and
 // WaitOption implement it; no type outside this package can.
 type TryOption interface {
-	Apply(*core.LockConfig)
 	tryOption()
 }
 
@@ -42,9 +39,9 @@ type LeaseOption struct{ d time.Duration }
 // Client lives.
 func WithLease(d time.Duration) LeaseOption { return LeaseOption{d} }
 
-// Apply is for the packages of this module: it records the option in a call's configuration,
-// or the error of a lease that is not positive.
-func (o LeaseOption) Apply(c *core.LockConfig) {
+// apply records the option in a call's configuration, or the error of a lease that is not
+// positive.
+func (o LeaseOption) apply(c *core.LockConfig) {
 	if o.d <= 0 {
 		c.Err = core.Invalid("lease %v is not positive", o.d)
 		return
@@ -66,9 +63,9 @@ type WaitOption struct{ d time.Duration }
 // done (Lock, RLock, Acquire) take no WaitOption: bound them with the context's deadline.
 func WithWait(d time.Duration) WaitOption { return WaitOption{d} }
 
-// Apply is for the packages of this module: it records the option in a call's configuration,
-// or the error of a wait that is not positive.
-func (o WaitOption) Apply(c *core.LockConfig) {
+// apply records the option in a call's configuration, or the error of a wait that is not
+// positive.
+func (o WaitOption) apply(c *core.LockConfig) {
 	if o.d <= 0 {
 		c.Err = core.Invalid("wait %v is not positive", o.d)
 		return
@@ -90,8 +87,20 @@ type TokenOption struct{}
 // fencing token, and their calls take no TokenOption.
 func WithFencingToken() TokenOption { return TokenOption{} }
 
-// Apply is for the packages of this module: it records the option in a call's configuration.
-func (TokenOption) Apply(c *core.LockConfig) { c.Token = true }
+// apply records the option in a call's configuration.
+func (TokenOption) apply(c *core.LockConfig) { c.Token = true }
 
 func (TokenOption) lockOption()    {}
 func (TokenOption) tryLockOption() {}
+
+// The primitives' packages apply a call's options through core.ApplyOptions, which reads them
+// here.
+func init() {
+	core.ApplyOption = func(o any, c *core.LockConfig) bool {
+		x, ok := o.(interface{ apply(*core.LockConfig) })
+		if ok {
+			x.apply(c)
+		}
+		return ok
+	}
+}

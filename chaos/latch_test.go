@@ -174,7 +174,7 @@ func TestLatchWaitersReturnOnlyOnceTheCountIsZeroThroughCutsAndPubSubKills(t *te
 			}
 		}
 		for _, c := range proxied {
-			hub := c.Runtime(core.Access{}).Hub
+			hub := core.RuntimeOf(c).Hub
 			require.Eventually(t, func() bool { return hub.Waiters() == perClient }, 10*time.Second, time.Millisecond,
 				"round %d: the waiters of a Client never all registered", round)
 		}

@@ -103,7 +103,7 @@ func TestPipelinedCallsUnderConnectionCuts(t *testing.T) {
 	}
 	wg.Wait()
 	faults.Wait()
-	st := c.Runtime(core.Access{}).Pipe.Stats()
+	st := core.RuntimeOf(c).Pipe.Stats()
 	t.Logf("SUMMARY pipe under cuts: %d acquisitions, %d failed calls (first: %v), %d overlaps, %d cuts in %v; "+
 		"pipe: %d calls alone, %d pipelines of %d calls, %d calls sent again",
 		acquired.Load(), failed.Load(), firstErr.Load(), overlaps.Load(), cuts, span,
@@ -170,7 +170,7 @@ func TestPipelinedCallsEndingByTheirDeadlines(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	st := c.Runtime(core.Access{}).Pipe.Stats()
+	st := core.RuntimeOf(c).Pipe.Stats()
 	t.Logf("SUMMARY pipe with deadlines: %d acquisitions, %d calls ended by their deadline, %d overlaps, "+
 		"latest return %v after the deadline; pipe: %d calls alone, %d pipelines of %d calls",
 		acquired.Load(), expired.Load(), overlaps.Load(), time.Duration(worst.Load()).Round(time.Millisecond),

@@ -68,7 +68,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 			return nil, err
 		}
 	}
-	x, err := excl.New(c.Runtime(core.Access{}), name, excl.Config{
+	x, err := excl.New(core.RuntimeOf(c), name, excl.Config{
 		Kind: "fair", WaiterTimeout: cfg.waiterTimeout, Board: rideWindow,
 	})
 	if err != nil {

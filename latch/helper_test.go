@@ -67,7 +67,7 @@ func runHelperProcess() int {
 	case roleWait:
 		out := make(chan error, 1)
 		go func() { out <- l.Await(ctx) }()
-		hub := c.Runtime(core.Access{}).Hub
+		hub := core.RuntimeOf(c).Hub
 		for hub.Waiters() == 0 {
 			select {
 			case err = <-out:

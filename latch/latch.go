@@ -73,7 +73,7 @@ func WithWaiterTimeout(d time.Duration) Option {
 // New returns the latch of the given name. Any bytes make a valid name, but it must not be
 // empty. Creating a Latch touches no key: set its count with TrySetCount.
 func New(c *aqs.Client, name string, opts ...Option) (*Latch, error) {
-	rt := c.Runtime(core.Access{})
+	rt := core.RuntimeOf(c)
 	if rt == nil {
 		return nil, core.Invalid("nil aqs client")
 	}
@@ -175,7 +175,7 @@ func (l *Latch) Count(ctx context.Context) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		return 0, &core.WrongTypeError{Key: l.key} // a string, but not a count
+		return 0, core.WrongType(l.key) // a string, but not a count
 	}
 	return n, nil
 }

@@ -76,7 +76,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 			return nil, err
 		}
 	}
-	x, err := excl.New(c.Runtime(core.Access{}), name, excl.Config{
+	x, err := excl.New(core.RuntimeOf(c), name, excl.Config{
 		Kind: "reentrant", WaiterTimeout: cfg.waiterTimeout, Board: boardWindow, Stay: true, Streak: maxLocalHandOffs,
 	})
 	if err != nil {

@@ -54,5 +54,5 @@ func topologies(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 
 // hubWaiters reports how many local waiters the Client's hub has registered.
 func hubWaiters(c *aqs.Client) int {
-	return c.Runtime(core.Access{}).Hub.Waiters()
+	return core.RuntimeOf(c).Hub.Waiters()
 }

@@ -68,7 +68,7 @@ func TestTheClientForgetsNamesNoLongerUsed(t *testing.T) {
 	c := newClient(t, redistest.Single(t).Client(t))
 	entries := func() int {
 		n := 0
-		c.Runtime(core.Access{}).Queues.Range(func(any, any) bool { n++; return true })
+		core.RuntimeOf(c).Queues.Range(func(any, any) bool { n++; return true })
 		return n
 	}
 	base := redistest.Name(t)

@@ -93,7 +93,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 			return nil, err
 		}
 	}
-	rt := c.Runtime(core.Access{})
+	rt := core.RuntimeOf(c)
 	if rt == nil {
 		return nil, core.Invalid("nil aqs client")
 	}

@@ -29,7 +29,7 @@ type Semaphore struct {
 // New returns the counting semaphore of the given name. Any bytes make a valid name, but it
 // must not be empty. Creating a Semaphore touches no key.
 func New(c *aqs.Client, name string, opts ...Option) (*Semaphore, error) {
-	b, err := newBase(c.Runtime(core.Access{}), name, opts)
+	b, err := newBase(core.RuntimeOf(c), name, opts)
 	if err != nil {
 		return nil, err
 	}

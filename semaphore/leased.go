@@ -34,7 +34,7 @@ type Leased struct {
 // NewLeased returns the leased-permit semaphore of the given name. Any bytes make a valid
 // name, but it must not be empty. Creating a Leased touches no key.
 func NewLeased(c *aqs.Client, name string, opts ...Option) (*Leased, error) {
-	b, err := newBase(c.Runtime(core.Access{}), name, opts)
+	b, err := newBase(core.RuntimeOf(c), name, opts)
 	if err != nil {
 		return nil, err
 	}

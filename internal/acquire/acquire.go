@@ -382,12 +382,7 @@ func (a *attempt) lacking() error {
 	if a.q.cfg.WaitOnly {
 		return nil
 	}
-	err := a.q.rt.ReplicasLack(a.q.cfg.Grants, a.q.cfg.Key)
-	var se *core.ReplicaSyncError
-	if errors.As(err, &se) && !a.joinedAt.IsZero() {
-		se.Queued, se.Unsent = true, false // it leaves the queue, as a queued call's watch makes it
-	}
-	return err
+	return a.q.rt.ReplicasLack(a.q.cfg.Grants, a.q.cfg.Key, !a.joinedAt.IsZero())
 }
 
 // callFast makes the fast attempt through call.

@@ -41,7 +41,7 @@ func newClient(t testing.TB, rdb redis.UniversalClient) *aqs.Client {
 // lock's configuration).
 func newLock(t testing.TB, c *aqs.Client, name string, board time.Duration, streak int) *excl.Lock {
 	t.Helper()
-	l, err := excl.New(c.Runtime(core.Access{}), name, excl.Config{
+	l, err := excl.New(core.RuntimeOf(c), name, excl.Config{
 		Kind: "test", WaiterTimeout: waiterTimeout, Board: board, Streak: streak,
 	})
 	require.NoError(t, err)

@@ -122,7 +122,7 @@ func TestRiderGrantedByAnotherClientsReleaseKeepsItsHold(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	ctx := context.Background()
 	c, oc := newClient(t, rdb), newClient(t, rdb)
-	rt := c.Runtime(core.Access{})
+	rt := core.RuntimeOf(c)
 	for round := range 5 {
 		l := newLock(t, c, fmt.Sprintf("%s-%d", redistest.Name(t), round), time.Minute, 0)
 		other := newLock(t, oc, l.Name(), time.Minute, 0)
@@ -285,7 +285,7 @@ func TestRidersOfAReleaseWhoseReplyWasLost(t *testing.T) {
 					mu.Lock()
 					order = append(order, name)
 					mu.Unlock()
-					if !c.Runtime(core.Access{}).Held(h, l.Key()).Hold().LeaseTrusted() {
+					if !core.RuntimeOf(c).Held(h, l.Key()).Hold().LeaseTrusted() {
 						err = errors.New(name + ": the hold Lock returned is not trusted")
 					}
 					time.Sleep(10 * time.Millisecond) // the watchdog looks at the new hold

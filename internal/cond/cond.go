@@ -122,21 +122,16 @@ func (c *Cond) signal(ctx context.Context, one string) (int, error) {
 	if ctx.Err() != nil {
 		return 0, context.Cause(ctx)
 	}
-	v, err := s.Signal.Run(ctx, s.RT.Pipe, c.keys, one, s.WaiterTimeout.Milliseconds(), s.RT.PublishCommand(), s.RT.ID).Slice()
+	v, err := s.Signal.Run(ctx, s.RT.Pipe, c.keys, one, s.WaiterTimeout.Milliseconds(), s.RT.PublishCommand(), s.RT.ID).Result()
 	if err != nil {
 		return 0, core.RedisError(s.Key, err)
 	}
-	n, ok := v[0].(int64)
-	if !ok {
-		return 0, fmt.Errorf("aqs: unexpected signal reply %v", v)
+	r, err := scripts.DecodeSignal(v)
+	if err != nil {
+		return 0, err
 	}
-	for _, m := range v[1:] {
-		// The lock was free and went to a waiter of this Client: tell it.
-		if hold, _ := m.(string); hold != "" {
-			s.RT.Hub.Deliver(s.Grants, hold)
-		}
-	}
-	return int(n), nil
+	s.Queue.Tell(r.Mine) // the lock was free and went to a waiter of this Client
+	return r.Moved, nil
 }
 
 // rules are a Wait's rules.

@@ -8,8 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The sentinel errors of aqs. The root package re-exports each of them under the same name;
-// they live here so that every internal package can return them without an import cycle.
+// The sentinel errors of aqs, as the internal packages return them. Package aqs declares the
+// public ones and sets each of these to its own at init (aqs/errors.go), so that every error
+// the library returns matches the public sentinel; the values here serve the internal
+// packages' own tests, which run without package aqs.
 var (
 	// ErrClosed is returned by every call made after Client.Close.
 	ErrClosed = errors.New("aqs: client closed")
@@ -45,6 +47,14 @@ func (e *WrongTypeError) Error() string {
 // Is makes errors.Is(err, ErrWrongType) true.
 func (e *WrongTypeError) Is(target error) bool { return target == ErrWrongType }
 
+// WrongType returns the error of a key that holds a value of another type: package aqs sets it
+// to make its own *aqs.WrongTypeError (whose fields are WrongTypeError's).
+var WrongType = func(key string) error { return &WrongTypeError{Key: key} }
+
+// ReplicaSync returns the error of a call that the replica-sync policy failed: package aqs
+// sets it to make its own *aqs.ReplicaSyncError (whose fields are ReplicaSyncError's).
+var ReplicaSync = func(e ReplicaSyncError) error { return &e }
+
 // Invalid returns an error wrapping ErrInvalidArgument.
 func Invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
@@ -60,7 +70,7 @@ func RedisError(key string, err error) error {
 		return err // already says which key, and is not a Redis failure
 	}
 	if strings.Contains(err.Error(), "WRONGTYPE") {
-		return &WrongTypeError{Key: key}
+		return WrongType(key)
 	}
 	if errors.Is(err, redis.ErrClosed) {
 		// The go-redis client was closed (typically right after the Client): the Client can

@@ -34,7 +34,7 @@ func topologies(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient)) {
 
 func runtimeOf(t testing.TB, c *aqs.Client) *core.Runtime {
 	t.Helper()
-	rt := c.Runtime(core.Access{})
+	rt := core.RuntimeOf(c)
 	require.NotNil(t, rt)
 	return rt
 }

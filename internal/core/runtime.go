@@ -116,10 +116,10 @@ func (rt *Runtime) Go(f func(ctx context.Context)) bool {
 	return true
 }
 
-// Access is a value only this module's packages can name: this package is internal, so code
-// outside the module cannot write core.Access{}. A method of the public API that takes one
-// (aqs.Client.Runtime) is thereby callable by the primitives and by nobody else.
-type Access struct{}
+// RuntimeOf returns the runtime of an *aqs.Client, nil for a nil Client: package aqs sets it
+// at init. The primitives' packages reach the runtime they share through it; code outside the
+// module cannot, since this package is internal.
+var RuntimeOf func(client any) *Runtime
 
 // NewRuntime validates cfg, preloads every script on every master and starts the watchdog.
 // On error nothing is left running.

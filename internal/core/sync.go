@@ -265,7 +265,7 @@ func (rt *Runtime) settle(ctx context.Context, key string, wait *redis.Cmd, undo
 	if err == nil && int(n) >= rt.Cfg.SyncReplicas {
 		return nil
 	}
-	e := &ReplicaSyncError{Key: key, Want: rt.Cfg.SyncReplicas, Acked: int(n), Timeout: rt.Cfg.SyncTimeout, Err: err}
+	e := ReplicaSyncError{Key: key, Want: rt.Cfg.SyncReplicas, Acked: int(n), Timeout: rt.Cfg.SyncTimeout, Err: err}
 	if err != nil {
 		e.Acked = 0
 	}
@@ -290,7 +290,7 @@ func (rt *Runtime) settle(ctx context.Context, key string, wait *redis.Cmd, undo
 			}
 		})
 	}
-	return e
+	return ReplicaSync(e)
 }
 
 // checkSync validates the replica-sync policy against the Redis client at NewRuntime: WAIT's

@@ -56,8 +56,9 @@ type replicaWatch struct {
 
 // ReplicasLack returns the error of a call that would acquire something in key's queue (whose
 // slot route is in) while the replicas lack (see above); nil when the policy is off or they
-// do not lack.
-func (rt *Runtime) ReplicasLack(route, key string) error {
+// do not lack. queued says that the call is queued: it leaves the queue, as a queued call's
+// watch makes it.
+func (rt *Runtime) ReplicasLack(route, key string, queued bool) error {
 	if !rt.SyncOn() {
 		return nil
 	}
@@ -67,7 +68,7 @@ func (rt *Runtime) ReplicasLack(route, key string) error {
 	if !w.lacking() {
 		return nil
 	}
-	return w.errFor(key, false)
+	return w.errFor(key, queued)
 }
 
 // WatchReplicas starts the watch of a call queued in key's queue, whose slot route is in (see
@@ -125,8 +126,8 @@ func (w *replicaWatch) lacking() bool {
 
 // errFor is the error of a call on key that the verdict ends; w.mu must be held.
 func (w *replicaWatch) errFor(key string, queued bool) error {
-	return &ReplicaSyncError{Key: key, Want: w.rt.Cfg.SyncReplicas, Acked: w.acked, Timeout: w.rt.Cfg.SyncTimeout,
-		Queued: queued, Unsent: !queued}
+	return ReplicaSync(ReplicaSyncError{Key: key, Want: w.rt.Cfg.SyncReplicas, Acked: w.acked, Timeout: w.rt.Cfg.SyncTimeout,
+		Queued: queued, Unsent: !queued})
 }
 
 // Lacking is closed while the replicas lack: the call must leave with Err. A nil watch's is

@@ -165,7 +165,7 @@ var LatchModel = porcupine.Model{
 func RunLatches(t *testing.T, clients []*aqs.Client, latches [][]*latch.Latch) []porcupine.Operation {
 	return Work(clients, func(w *Worker) {
 		mine := latches[w.Client]
-		rdb := clients[w.Client].Runtime(core.Access{}).Redis
+		rdb := core.RuntimeOf(clients[w.Client]).Redis
 		rng := w.Rand
 		background := context.Background()
 		for w.More() {

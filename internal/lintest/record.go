@@ -66,7 +66,7 @@ func Work(clients []*aqs.Client, body func(w *Worker), settle func(w *Worker)) [
 		return &Worker{
 			ID: id, Client: ci, start: start, stop: start.Add(RunFor), ops: &ops, rec: &rec,
 			Rand:     rand.New(rand.NewPCG(uint64(id), uint64(start.UnixNano()))),
-			deferred: clients[ci].Runtime(core.Access{}).Deferred,
+			deferred: core.RuntimeOf(clients[ci]).Deferred,
 		}
 	}
 	for ci := range clients {

@@ -323,3 +323,26 @@ func Reenter(ctx context.Context, c redis.Scripter, key, hold string, lease time
 	n, err := LockReenter.Run(ctx, c, []string{key}, hold, lease.Milliseconds()).Int64()
 	return n != 0, err
 }
+
+// Signal is the reply of a condition's signal script (cond_signal, rw_cond_signal):
+// {moved, grants...}.
+type Signal struct {
+	// Moved is how many waiters moved from the condition onto the lock's queue.
+	Moved int
+	// Mine are the hold ids of waiters of the caller's Client that the script granted the
+	// lock to (it was free), not published.
+	Mine []string
+}
+
+// DecodeSignal decodes a signal script's reply.
+func DecodeSignal(v any) (Signal, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < 1 {
+		return Signal{}, fmt.Errorf("aqs: unexpected signal reply %v", v)
+	}
+	n, ok := a[0].(int64)
+	if !ok {
+		return Signal{}, fmt.Errorf("aqs: unexpected signal reply %v", v)
+	}
+	return Signal{Moved: int(n), Mine: holds(a[1:])}, nil
+}
