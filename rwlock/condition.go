@@ -7,6 +7,7 @@ import (
 	"github.com/redaqs/aqs/internal/acquire"
 	"github.com/redaqs/aqs/internal/cond"
 	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/layout"
 	"github.com/redaqs/aqs/internal/scripts"
 )
 
@@ -71,7 +72,7 @@ func (l *Lock) condSide() *cond.Side {
 	return &cond.Side{
 		RT: l.rt, Kind: "rwlock", Name: l.name, Key: l.kw, Keys: l.keys, Queue: l.q,
 		Grants: l.grants, WaiterTimeout: l.waiterTimeout, Primitive: "rwlock-write",
-		Member: func(hold, lease string) string { return hold + " " + lease + " x" },
+		Member: layout.WriterMemberOf,
 		Rules:  func(lease string) acquire.Rules { return &rules{l: l, lease: lease, mode: "x"} },
 		Hold: func(lease time.Duration) *acquire.HoldSpec {
 			return &acquire.HoldSpec{Key: l.kw, Lease: lease, Watchdog: true, Renew: scripts.LockRenew,

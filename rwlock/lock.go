@@ -36,6 +36,8 @@ type Lock struct {
 	grants              string
 	q                   *acquire.Queue
 
+	unlocking, runlocking string // the calls, as their errors name them
+
 	// queueSeen is set when this Lock's last release of a read hold found the queue not
 	// empty: releases then go through the script, which serves the queue in the same round
 	// trip, rather than through plain commands and a second call.
@@ -103,9 +105,9 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 	}
 	l := &Lock{rt: rt, name: name, fair: cfg.fair, waiterTimeout: cfg.waiterTimeout,
 		timeout: strconv.FormatInt(cfg.waiterTimeout.Milliseconds(), 10),
-		kw:      key, kr: key + ":r", krn: key + ":rn", kq: key + layout.QueueSuffix, kd: key + layout.DeadlineSuffix,
-		grants: layout.GrantChannel(key, rt.ID)}
-	l.keys = []string{l.kw, l.kr, l.krn, l.kq, l.kd}
+		keys:    layout.RWKeys(key), grants: layout.GrantChannel(key, rt.ID),
+		unlocking: fmt.Sprintf("rwlock: unlock %q", name), runlocking: fmt.Sprintf("rwlock: read-unlock %q", name)}
+	l.kw, l.kr, l.krn, l.kq, l.kd = l.keys[0], l.keys[1], l.keys[2], l.keys[3], l.keys[4]
 	kind := "rwlock" // the fair rwlock's queue rules differ: its own Queue (see internal/acquire/shared.go)
 	if cfg.fair {
 		kind = "rwlock-fair"
@@ -210,7 +212,7 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.
 // that the release did not reach is handed on or freed when its lease ends. After Client.Close
 // it fails with aqs.ErrClosed.
 func (l *Lock) Unlock(ctx context.Context) error {
-	return acquire.Unlock(l.q, ctx, l.kw, fmt.Sprintf("rwlock: unlock %q", l.name),
+	return acquire.Unlock(l.q, ctx, l.kw, l.unlocking,
 		func(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
 			return l.run(ctx, scripts.RWWriteRelease, e.Once, e.Hold.ID, flag(e.Last), l.rt.PublishCommand())
 		})
@@ -397,7 +399,7 @@ func (l *Lock) TryRLock(ctx context.Context, opts ...aqs.TryOption) (context.Con
 // renewed, and a read hold that the release did not reach ends with its lease. After
 // Client.Close it fails with aqs.ErrClosed.
 func (l *Lock) RUnlock(ctx context.Context) error {
-	return acquire.Unlock(l.q, ctx, l.kr, fmt.Sprintf("rwlock: read-unlock %q", l.name), l.releaseRead)
+	return acquire.Unlock(l.q, ctx, l.kr, l.runlocking, l.releaseRead)
 }
 
 // releaseRead is the read side's release: rw_read_release.lua, or, for the last release of a

@@ -33,8 +33,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Semaphore, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Semaphore{base: b, keys: []string{b.key, b.key + layout.QueueSuffix, b.key + layout.DeadlineSuffix,
-		b.key + layout.GrantsSuffix}}
+	s := &Semaphore{base: b, keys: layout.CountingKeys(b.key)}
 	s.queue("semaphore", &core.Orphans{GiveBack: s.giveBack, Holders: s.holders})
 	return s, nil
 }
@@ -163,7 +162,7 @@ func (s *Semaphore) release(ctx context.Context, n int, id string) error {
 	// failover (a master that died; the old master of a controlled failover, which its
 	// clients reach for a moment after the promotion), and a run again on the new master,
 	// where the key of its own is not, gives the permits back there.
-	keys := append(s.keys[:4:4], s.key+":r:"+id)
+	keys := append(s.keys[:4:4], s.key+layout.ReleaseSuffix+id)
 	var v any
 	var err error
 	durable := false
@@ -269,7 +268,7 @@ type counting struct {
 // when it cannot take the permits.
 func (c *counting) Fast(ctx context.Context, _ string) (bool, error) {
 	s := c.s
-	c.last = s.key + ":a:" + s.rt.NewHoldID()
+	c.last = s.key + layout.AttemptSuffix + s.rt.NewHoldID()
 	ok, err := s.rt.RunAcquire(ctx, scripts.SemTry, []string{s.key, c.last}, []any{c.n},
 		func(v any) bool { return v == int64(1) }, c.undoOf(c.last)).Int()
 	if err != nil {
@@ -292,9 +291,9 @@ func (c *counting) Attempt(ctx context.Context, hold string, t acquire.Try) (scr
 // attempt makes one run of sem_acquire.lua.
 func (c *counting) attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	s := c.s
-	c.last = s.key + ":a:" + s.rt.NewHoldID()
+	c.last = s.key + layout.AttemptSuffix + s.rt.NewHoldID()
 	v, err := s.rt.RunAcquire(ctx, scripts.SemAcquire,
-		append(s.keys[:4:4], c.last, s.key+":b:"+hold), []any{hold, c.n, s.waiterTimeout.Milliseconds(), flag(t.Join),
+		append(s.keys[:4:4], c.last, s.key+layout.WaiterSuffix+hold), []any{hold, c.n, s.waiterTimeout.Milliseconds(), flag(t.Join),
 			s.rt.PublishCommand(), flag(!t.First)}, tookPermits, c.undoOf(c.last)).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(s.key, err)
@@ -317,7 +316,7 @@ func (c *counting) GiveUp(ctx context.Context, hold string) error {
 // deadline, or never on the server reached: a failover lost the grant) leaves nothing to do.
 func (c *counting) Collect(ctx context.Context, hold string) error {
 	s := c.s
-	cmd := redis.NewIntCmd(ctx, "zrem", s.keys[3], hold+" "+strconv.Itoa(c.n))
+	cmd := redis.NewIntCmd(ctx, "zrem", s.keys[3], layout.CountingMemberOf(hold, c.n))
 	if err := s.rt.Pipe.Process(ctx, cmd); err != nil {
 		return core.RedisError(s.key, err)
 	}
@@ -402,7 +401,7 @@ func (c *counting) Beat(hold string) *core.Beat {
 	s := c.s
 	// The fifth key lets a heartbeat that collected the grant answer so again if it runs
 	// twice (see sem_heartbeat.lua).
-	return &core.Beat{Keys: append(s.keys[:4:4], s.key+":b:"+hold), Script: scripts.SemHeartbeat,
+	return &core.Beat{Keys: append(s.keys[:4:4], s.key+layout.WaiterSuffix+hold), Script: scripts.SemHeartbeat,
 		Args: []any{hold, c.n, s.waiterTimeout.Milliseconds(), s.rt.PublishCommand()}}
 }
 
@@ -469,7 +468,7 @@ func (c *counting) settle(ctx context.Context, once string) error {
 	if err != nil || n != 1 {
 		return err // it took nothing, and now never will
 	}
-	release := append(s.keys[:4:4], s.key+":r:"+strings.TrimPrefix(once, s.key+":a:"))
+	release := append(s.keys[:4:4], s.key+layout.ReleaseSuffix+strings.TrimPrefix(once, s.key+layout.AttemptSuffix))
 	v, err := scripts.SemRelease.Run(ctx, s.rt.Pipe, release, c.n, s.rt.PublishCommand(), s.rt.ID).Result()
 	if err == nil {
 		_, err = s.reply(v)

@@ -27,7 +27,8 @@ import (
 // heartbeats serve the queue too, so no release is needed and nothing polls.
 type Leased struct {
 	base
-	kp   string
+	kp   string   // the permits
+	kpn  string   // their counts
 	keys []string // s, q, d, p, pn (see internal/scripts/_lsem.lua)
 }
 
@@ -39,8 +40,8 @@ func NewLeased(c *aqs.Client, name string, opts ...Option) (*Leased, error) {
 		return nil, err
 	}
 	k := b.key
-	l := &Leased{base: b, kp: k + ":p", keys: []string{k, k + layout.QueueSuffix, k + layout.DeadlineSuffix,
-		k + ":p", k + ":pn"}}
+	keys := layout.LeasedKeys(k)
+	l := &Leased{base: b, kp: keys[3], kpn: keys[4], keys: keys}
 	l.queue("leased-semaphore", &core.Orphans{GiveBack: l.returnGrant, Holders: l.holders})
 	return l, nil
 }
@@ -96,7 +97,7 @@ func (l *Leased) Available(ctx context.Context) (int, error) {
 	if err := l.rt.Check(); err != nil {
 		return 0, err
 	}
-	r, err := scripts.LSemAvailable.Run(ctx, l.rt.Pipe, []string{l.key, l.kp, l.kp + "n"}).Int64Slice()
+	r, err := scripts.LSemAvailable.Run(ctx, l.rt.Pipe, []string{l.key, l.kp, l.kpn}).Int64Slice()
 	if err != nil {
 		return 0, core.RedisError(l.key, err)
 	}
@@ -217,7 +218,7 @@ func (l *Leased) take(ctx context.Context, n int, cfg core.LockConfig, block boo
 		Primitive: "leased-semaphore",
 		Hold: &acquire.HoldSpec{
 			Key: l.kp, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LSemRenew,
-			RenewKeys: []string{l.kp + "n"}, FetchToken: noToken, Release: l.releaseHeld,
+			RenewKeys: []string{l.kpn}, FetchToken: noToken, Release: l.releaseHeld,
 		},
 	})
 	if !ok || err != nil {
@@ -380,7 +381,7 @@ func (l *Leased) SetLease(ctx context.Context, p *Permit, d time.Duration) error
 		lease = l.rt.Cfg.WatchdogTimeout
 	}
 	sentAt := time.Now()
-	ok, err := scripts.LSemRenew.Run(ctx, l.rt.Pipe, []string{l.kp, l.kp + "n"}, p.id, lease.Milliseconds()).Int()
+	ok, err := scripts.LSemRenew.Run(ctx, l.rt.Pipe, []string{l.kp, l.kpn}, p.id, lease.Milliseconds()).Int()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
@@ -441,7 +442,7 @@ func (c *leasing) GiveUp(ctx context.Context, hold string) error {
 // waiter's write is the renewal of the permit to its full lease.
 func (c *leasing) Confirm(ctx context.Context, hold string) error {
 	l := c.l
-	r, err := l.rt.ConfirmGrant(ctx, scripts.LSemRenew, []string{l.kp, l.kp + "n"}, []any{hold, c.lease.Milliseconds()},
+	r, err := l.rt.ConfirmGrant(ctx, scripts.LSemRenew, []string{l.kp, l.kpn}, []any{hold, c.lease.Milliseconds()},
 		func(reply any) bool { return reply == int64(1) },
 		func(ctx context.Context) error { return l.undo(ctx, hold) })
 	if err != nil {

@@ -96,24 +96,27 @@ func (a *attempt) run() (Won, bool, error) {
 	defer a.stopTimer()
 	a.first = true
 	e := a.start()
-	for e == nil {
+	for !e.over {
 		e = a.round()
 	}
 	return e.won, e.ok, e.err
 }
 
-// end is how a call ended: what run returns.
+// end is what a phase of run returns: whether the call is over, and then what run returns.
 type end struct {
-	won Won
-	ok  bool
-	err error
+	over bool
+	won  Won
+	ok   bool
+	err  error
 }
 
-func fin(won Won, ok bool, err error) *end { return &end{won, ok, err} }
+func fin(won Won, ok bool, err error) end { return end{true, won, ok, err} }
+
+var goOn = end{} // the call is not over
 
 // start boards a hold of this Client's when one is held (see local.go), and otherwise, or when
 // the boarding did not settle the call, makes the call's first attempt.
-func (a *attempt) start() *end {
+func (a *attempt) start() end {
 	boarded, o, ended := a.board()
 	switch {
 	case ended != nil:
@@ -122,7 +125,7 @@ func (a *attempt) start() *end {
 		return fin(a.won(o.since, o.lease, 0, true))
 	case boarded && o.kind == oJoined:
 		a.carried(o)
-		return nil
+		return goOn
 	case boarded && o.kind == oUnknown:
 		// A release may have queued it, or handed it the lock: after it was sent.
 		a.first, a.queuedAt = false, o.since
@@ -153,23 +156,23 @@ func (a *attempt) carried(o outcome) {
 }
 
 // send records the reply of an attempt just made, or ends the call on its error.
-func (a *attempt) send(r scripts.Attempt, err error) *end {
+func (a *attempt) send(r scripts.Attempt, err error) end {
 	if err != nil {
 		return fin(a.failed(err))
 	}
 	a.r = r
-	return nil
+	return goOn
 }
 
 // round acts on the last reply: the call ends, attempts again, or waits.
-func (a *attempt) round() *end {
+func (a *attempt) round() end {
 	switch a.r.Status {
 	case scripts.Acquired:
 		return fin(a.won(a.sentAt, 0, a.r.Token, false))
 	case scripts.Granted:
 		return fin(a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true))
 	case scripts.Busy:
-		return &end{}
+		return end{over: true}
 	case scripts.HeldLocally:
 		return a.heldLocally()
 	case scripts.Dropped:
@@ -192,7 +195,7 @@ func (a *attempt) round() *end {
 
 // heldLocally: the lock is held by another hold of this Client; the call waits for that
 // hold's release (see local.go), and is not queued.
-func (a *attempt) heldLocally() *end {
+func (a *attempt) heldLocally() end {
 	boarded, o, ended := a.boardHeld()
 	switch {
 	case ended != nil:
@@ -201,7 +204,7 @@ func (a *attempt) heldLocally() *end {
 		return fin(a.won(o.since, o.lease, 0, true))
 	case boarded && o.kind == oJoined:
 		a.carried(o)
-		return nil
+		return goOn
 	case boarded && o.kind == oUnknown:
 		a.first, a.queuedAt = false, o.since
 	}
@@ -214,7 +217,7 @@ func (a *attempt) heldLocally() *end {
 
 // subscribe registers the queued call with the hub, which subscribes to its grant channel,
 // and attempts again at once: a grant may have come before the subscription.
-func (a *attempt) subscribe() *end {
+func (a *attempt) subscribe() end {
 	var err error
 	if a.hub, err = a.q.rt.Hub.Wait(a.waitCtx, a.q.cfg.Grants, a.hold, a.q.cfg.Orphans); err != nil {
 		if a.waitCtx.Err() != nil {
@@ -228,7 +231,7 @@ func (a *attempt) subscribe() *end {
 
 // wait sleeps, queued, until something may have changed (see the list at the top of this
 // file), and attempts again when that calls for it.
-func (a *attempt) wait() *end {
+func (a *attempt) wait() end {
 	if a.c.Local {
 		if a.w == nil {
 			a.w = a.newWaiter()
@@ -267,7 +270,7 @@ func (a *attempt) wait() *end {
 	case <-dropped:
 		a.r = scripts.Attempt{Status: scripts.Dropped}
 		a.stopTimer()
-		return nil
+		return goOn
 	case <-fallback:
 	case <-a.watch.Lacking():
 		// Nothing can be acquired on this server now (see internal/core/sync_watch.go).
@@ -279,7 +282,7 @@ func (a *attempt) wait() *end {
 	}
 	a.stopTimer()
 	if !again {
-		return nil // still queued, with the same fallback bound
+		return goOn // still queued, with the same fallback bound
 	}
 	a.sentAt = time.Now()
 	return a.send(a.attempt(false))
@@ -322,7 +325,7 @@ func (a *attempt) stopTimer() {
 }
 
 // tagged: a grant addressed to the call's hold arrived.
-func (a *attempt) tagged() *end {
+func (a *attempt) tagged() end {
 	if c, ok := a.c.Rules.(Collector); ok {
 		// The grant's record stays in Redis until collected: collected in the background, with
 		// the hold id in use until then, so that the record is not taken for a grant to an

@@ -12,7 +12,6 @@ package cond
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redaqs/aqs/internal/acquire"
@@ -66,9 +65,7 @@ func New(s *Side, name string) (*Cond, error) {
 	if name == "" {
 		return nil, core.Invalid("%s %q: empty condition name", s.Kind, s.Name)
 	}
-	// ':' and '%' escaped, so that no condition's list is another's deadlines.
-	esc := strings.NewReplacer("%", "%25", ":", "%3A").Replace(name)
-	cq := []string{s.Key + ":w:" + esc, s.Key + ":w:" + esc + layout.DeadlineSuffix}
+	cq := layout.ConditionKeys(s.Key, name)
 	return &Cond{s: s, name: name, cq: cq, keys: append(append([]string{}, s.Keys...), cq...)}, nil
 }
 

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"github.com/redaqs/aqs/internal/layout"
+
 	"context"
 	"strconv"
 	"strings"
@@ -51,7 +53,7 @@ const orphanBound = 5 * time.Second
 func (rt *Runtime) NewCallHold() string {
 	n := rt.seq.Add(1)
 	rt.use(n, 1)
-	return rt.ID + ":" + strconv.FormatUint(n, 10)
+	return layout.HoldID(rt.ID, n)
 }
 
 // UseWhile keeps hold in use (see above) while f runs in the background, tried again after a

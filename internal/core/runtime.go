@@ -5,10 +5,11 @@
 package core
 
 import (
+	"github.com/redaqs/aqs/internal/layout"
+
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -214,7 +215,7 @@ func (rt *Runtime) Check() error {
 // NewHoldID returns a fresh hold id: the client id and a sequence number. Hold ids are never
 // reused, so no call can ever act on another hold than its own.
 func (rt *Runtime) NewHoldID() string {
-	return rt.ID + ":" + strconv.FormatUint(rt.seq.Add(1), 10)
+	return layout.HoldID(rt.ID, rt.seq.Add(1))
 }
 
 // PublishCommand is the command scripts use to notify waiters: SPUBLISH on Redis Cluster (the

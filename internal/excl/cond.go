@@ -21,7 +21,7 @@ func (l *Lock) condSide() *cond.Side {
 	return &cond.Side{
 		RT: l.rt, Kind: l.cfg.Kind, Name: l.name, Key: l.key, Keys: l.keys, Queue: l.q,
 		Grants: layout.GrantChannel(l.key, l.rt.ID), WaiterTimeout: l.cfg.WaiterTimeout, Primitive: l.cfg.Kind,
-		Member: func(hold, lease string) string { return hold + " " + lease },
+		Member: layout.LockMemberMs,
 		Rules:  func(lease string) acquire.Rules { return &rules{l: l, lease: lease} },
 		Hold: func(lease time.Duration) *acquire.HoldSpec {
 			return &acquire.HoldSpec{Key: l.key, Lease: lease, Watchdog: true, Renew: scripts.LockRenew,

@@ -7,11 +7,18 @@
 // followed by a suffix, all in the base key's hash slot:
 //
 //	primitive            base key           suffixes
-//	reentrant, fair lock the lock value     :q :d (the queue)
-//	read-write lock      the writer's value :r (readers) :rn (their re-entries) :q :d
-//	counting semaphore   its hash           :q :d :g (grants not yet collected)
-//	leased semaphore     its hash           :q :d :p (permits) :pn (their counts)
-//	count-down latch     its count          none (its channel: LatchChannel)
+//	reentrant, fair lock the lock value     :q :d (the queue), :w:<condition> and its :d
+//	read-write lock      the writer's value :r (readers) :rn (their re-entries) :q :d,
+//	                                        :w:<condition> and its :d
+//	counting semaphore   its hash           :q :d :g (grants not yet collected), and a call's
+//	                                        own :a:<id> (an attempt's outcome) :b:<hold> (a
+//	                                        waiter's grant) :r:<id> (a release's outcome)
+//	leased semaphore     its hash           :q :d :p (permits) :pn (their counts), and a
+//	                                        partial release's own :x:<id>
+//	count-down latch     its count          none (its channel: LatchChannel); a count-down's
+//	                                        own :x:<id>
+//
+// The functions below give each primitive's keys in the order of its scripts' KEYS.
 package layout
 
 import (
@@ -46,7 +53,49 @@ const (
 	// run of the same call (after a lost reply) answers as the first did
 	// (internal/scripts/_once.lua).
 	OnceSuffix = ":x:"
+	// AttemptSuffix, ReleaseSuffix and WaiterSuffix, followed by a call id or a hold id, name
+	// the counting semaphore's keys of one call's own: an attempt's outcome, a release's
+	// outcome (each kept for a while, so that a run again answers as the first did), and a
+	// waiter's grant record.
+	AttemptSuffix = ":a:"
+	ReleaseSuffix = ":r:"
+	WaiterSuffix  = ":b:"
+	// ConditionSuffix, followed by a condition's escaped name (see ConditionKeys), names a
+	// condition's waiters (a list), beside the lock's keys.
+	ConditionSuffix = ":w:"
 )
+
+// LockKeys returns the exclusive lock's keys: the lock value, the queue list, the deadlines.
+func LockKeys(base string) []string {
+	return []string{base, base + QueueSuffix, base + DeadlineSuffix}
+}
+
+// RWKeys returns the read-write lock's keys: the writer's value, the readers, their
+// re-entries, the queue list, the deadlines.
+func RWKeys(base string) []string {
+	return []string{base, base + ReadersSuffix, base + ReentriesSuffix, base + QueueSuffix, base + DeadlineSuffix}
+}
+
+// CountingKeys returns the counting semaphore's keys: its hash, the queue list, the
+// deadlines, the grants.
+func CountingKeys(base string) []string {
+	return []string{base, base + QueueSuffix, base + DeadlineSuffix, base + GrantsSuffix}
+}
+
+// LeasedKeys returns the leased semaphore's keys: its hash, the queue list, the deadlines,
+// the permits, their counts.
+func LeasedKeys(base string) []string {
+	return []string{base, base + QueueSuffix, base + DeadlineSuffix, base + PermitsSuffix, base + PermitCountsSuffix}
+}
+
+// ConditionKeys returns the keys of the condition named name of the lock at base: its
+// waiters' list and their deadlines. ':' and '%' in the name are escaped, so that no
+// condition's list is another's deadlines.
+func ConditionKeys(base, name string) []string {
+	esc := strings.NewReplacer("%", "%25", ":", "%3A").Replace(name)
+	w := base + ConditionSuffix + esc
+	return []string{w, w + DeadlineSuffix}
+}
 
 // GrantChannel is the channel on which a Client's waiters of the primitive at base hear of
 // grants: "<base>:c:<Client id>". A message is the granted hold ids separated by spaces, or
@@ -76,6 +125,9 @@ func HoldsIn(v string) []string {
 	}
 	return []string{hold}
 }
+
+// HoldID returns the hold id of a Client's seq-th hold.
+func HoldID(client string, seq uint64) string { return client + ":" + strconv.FormatUint(seq, 10) }
 
 // ClientOf returns the Client id of a hold id.
 func ClientOf(hold string) string {
@@ -166,6 +218,16 @@ type Member struct {
 func LockMemberOf(hold string, lease int64) string {
 	return hold + " " + strconv.FormatInt(lease, 10)
 }
+
+// LockMemberMs is LockMemberOf with the lease in ms as the scripts take it.
+func LockMemberMs(hold, lease string) string { return hold + " " + lease }
+
+// WriterMemberOf returns the read-write lock's queue member of a writer's hold, with the
+// lease (ms, as the scripts take it) it will have.
+func WriterMemberOf(hold, lease string) string { return hold + " " + lease + " x" }
+
+// CountingMemberOf returns the counting semaphore's queue member of hold, asking n permits.
+func CountingMemberOf(hold string, n int) string { return hold + " " + strconv.Itoa(n) }
 
 // ParseMember parses a queue member of the given kind.
 func ParseMember(kind MemberKind, m string) (Member, error) {

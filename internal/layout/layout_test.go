@@ -515,3 +515,29 @@ func TestTheSemaphoreScriptsWriteWhatLayoutDescribes(t *testing.T) {
 		require.NoError(t, sb.Release(ctx, pb))
 	})
 }
+
+// docs/DESIGN.md's key table names every key suffix of this package, so that the table a
+// maintainer reads is the layout the code writes.
+func TestTheDesignKeyTableNamesEverySuffix(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/DESIGN.md")
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(doc), "## Key layout")
+	require.True(t, ok, "docs/DESIGN.md has no key layout section")
+	table, _, _ = strings.Cut(table, "\n## ")
+	for name, suffix := range map[string]string{
+		"QueueSuffix": layout.QueueSuffix, "DeadlineSuffix": layout.DeadlineSuffix,
+		"ReadersSuffix": layout.ReadersSuffix, "ReentriesSuffix": layout.ReentriesSuffix,
+		"GrantsSuffix": layout.GrantsSuffix, "PermitsSuffix": layout.PermitsSuffix,
+		"PermitCountsSuffix": layout.PermitCountsSuffix, "OnceSuffix": layout.OnceSuffix,
+		"AttemptSuffix": layout.AttemptSuffix, "ReleaseSuffix": layout.ReleaseSuffix,
+		"WaiterSuffix": layout.WaiterSuffix, "ConditionSuffix": layout.ConditionSuffix,
+	} {
+		assert.Contains(t, table, "`"+suffix, "the key table does not name %s (%q)", name, suffix)
+	}
+	// And the keys the functions give are the table's, in the scripts' order.
+	assert.Equal(t, []string{"b", "b:q", "b:d"}, layout.LockKeys("b"))
+	assert.Equal(t, []string{"b", "b:r", "b:rn", "b:q", "b:d"}, layout.RWKeys("b"))
+	assert.Equal(t, []string{"b", "b:q", "b:d", "b:g"}, layout.CountingKeys("b"))
+	assert.Equal(t, []string{"b", "b:q", "b:d", "b:p", "b:pn"}, layout.LeasedKeys("b"))
+	assert.Equal(t, []string{"b:w:a%3Ab%25", "b:w:a%3Ab%25:d"}, layout.ConditionKeys("b", "a:b%"))
+}
