@@ -17,10 +17,11 @@ import (
 	"github.com/redaqs/aqs/internal/redistest"
 )
 
-// The engine's tests drive it through the exclusive lock (internal/excl), the rule set that
-// packages fair and reentrant present, on real Redis: its local hand-off with boarding windows
-// chosen by each test, a minute where a test must see its waiters boarded, and Boarded to see
-// them. Everything else is observed in Redis: the queue's deadline zset, the lock key.
+// Most of the engine's tests drive it through the exclusive lock (internal/excl), the rule
+// set that packages fair and reentrant present, on real Redis: its local hand-off with
+// boarding windows chosen by each test, a minute where a test must see its waiters boarded,
+// and Boarded to see them. Everything else is observed in Redis: the queue's deadline zset,
+// the lock key. fake_test.go drives it against a rule set held in memory instead.
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
