@@ -45,7 +45,7 @@ chaos:
 	AQS_CHAOS=full $(GO) test -race -count=1 -timeout 15m -v ./chaos/
 
 # The failover tests with more runs (internal/failovertest; make test runs one per case): the
-# figures behind the root package doc's "Failover and replica sync", per primitive, policy and
+# figures behind docs/DESIGN.md's "Failover times", per primitive, policy and
 # kind of failover (p50 and max over 10 runs).
 .PHONY: failover
 failover:

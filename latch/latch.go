@@ -128,7 +128,7 @@ func (l *Latch) TrySetCount(ctx context.Context, n int) (bool, error) {
 	if err != nil {
 		return false, core.RedisError(l.key, err)
 	}
-	r, err := first(v)
+	r, err := scripts.DecodeNumber(v)
 	return r == 1, err
 }
 
@@ -154,7 +154,7 @@ func (l *Latch) CountDown(ctx context.Context) error {
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
-	n, err := first(v)
+	n, err := scripts.DecodeNumber(v)
 	if err == nil && n < 0 {
 		return fmt.Errorf("latch %q: %w", l.name, ErrNotSet)
 	}
@@ -206,14 +206,3 @@ func (l *Latch) TryAwait(ctx context.Context, opts ...aqs.WaitOption) (bool, err
 
 // once returns a new key of one call's own (see _once.lua in internal/scripts).
 func (l *Latch) once() string { return l.key + layout.OnceSuffix + l.rt.NewHoldID() }
-
-// first reads the number of a one-number list reply.
-func first(v any) (int64, error) {
-	a, ok := v.([]any)
-	if ok && len(a) == 1 {
-		if n, ok := a[0].(int64); ok {
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("aqs: unexpected latch reply %v", v)
-}

@@ -43,10 +43,10 @@ type awaiting struct {
 
 var _ acquire.Rules = (*awaiting)(nil)
 
-// Fast reports false and sends nothing: the full attempt is one small read-only script, and
-// a cheaper way to find the count 0 that would then need the full one when it is not 0
-// would cost a waiter two round trips.
-func (a *awaiting) Fast(context.Context, string) (bool, error) { return false, nil }
+// awaiting has no fast attempt (acquire.Faster): the full attempt is one small read-only
+// script, and a cheaper way to find the count 0 that would then need the full one when it is
+// not 0 would cost a waiter two round trips. An Await takes nothing and its attempts write
+// nothing, so its give-up (GiveUp) is all its undo and clear-up need.
 
 // Attempt looks at the count once.
 func (a *awaiting) Attempt(ctx context.Context, _ string, t acquire.Try) (scripts.Attempt, error) {
@@ -80,9 +80,3 @@ func (a *awaiting) Beat(string) *core.Beat {
 
 // Confirm has nothing to confirm: a count seen at 0 is not an acquisition (see the type's doc).
 func (a *awaiting) Confirm(context.Context, string) error { return nil }
-
-// Undo has nothing to give back: an Await takes nothing.
-func (a *awaiting) Undo(context.Context, string) error { return nil }
-
-// Clear has nothing to clear: an attempt writes nothing.
-func (a *awaiting) Clear(context.Context, string, error) error { return nil }

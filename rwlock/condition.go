@@ -29,7 +29,7 @@ type Condition struct {
 // the same lock name and condition name, in any process, is the same condition. Any bytes make
 // a valid name, but it must not be empty. Creating a Condition touches no key.
 func (l *Lock) NewCondition(name string) (*Condition, error) {
-	c, err := cond.New(l.condSide(), name)
+	c, err := cond.New(condSide{l}, name)
 	if err != nil {
 		return nil, err
 	}
@@ -67,24 +67,33 @@ func (c *Condition) Signal(ctx context.Context) (bool, error) { return c.c.Signa
 // waited, and reports how many.
 func (c *Condition) SignalAll(ctx context.Context) (int, error) { return c.c.SignalAll(ctx) }
 
-// condSide is l's write side as its conditions need it.
-func (l *Lock) condSide() *cond.Side {
-	return &cond.Side{
-		RT: l.rt, Kind: "rwlock", Name: l.name, Key: l.kw, Keys: l.keys, Queue: l.q,
-		Grants: l.grants, WaiterTimeout: l.waiterTimeout, Primitive: "rwlock-write",
-		Member: layout.WriterMemberOf,
-		Rules:  func(lease string) acquire.Rules { return &rules{l: l, lease: lease, mode: "x"} },
-		Hold: func(lease time.Duration) *acquire.HoldSpec {
-			return &acquire.HoldSpec{Key: l.kw, Lease: lease, Watchdog: true, Renew: scripts.LockRenew,
-				FetchToken: l.fetchToken, Release: l.Unlock}
-		},
-		Release: l.releaseToCond,
-		Signal:  scripts.RWCondSignal,
-		Beat:    scripts.RWCondBeat,
-		BeatArgs: func(hold, lease string) []any {
-			return []any{hold, lease, l.timeout, l.rt.PublishCommand()}
-		},
-	}
+// condSide is the write side as its conditions see it.
+type condSide struct{ l *Lock }
+
+func (s condSide) CondLock() cond.Lock {
+	l := s.l
+	return cond.Lock{RT: l.rt, Kind: "rwlock", Name: l.name, Key: l.kw, Keys: l.keys, Queue: l.q,
+		WaiterTimeout: l.waiterTimeout, Primitive: "rwlock-write", Signal: scripts.RWCondSignal, Beat: scripts.RWCondBeat}
+}
+
+func (condSide) CondMember(hold, lease string) string { return layout.WriterMemberOf(hold, lease) }
+
+func (s condSide) CondRules(lease string) acquire.Rules {
+	return &rules{l: s.l, lease: lease, mode: "x"}
+}
+
+func (s condSide) CondHold(lease time.Duration) *acquire.HoldSpec {
+	l := s.l
+	return &acquire.HoldSpec{Key: l.kw, Lease: lease, Watchdog: true, Renew: scripts.LockRenew,
+		FetchToken: l.fetchToken, Release: l.Unlock}
+}
+
+func (s condSide) CondBeatArgs(hold, lease string) []any {
+	return []any{hold, lease, s.l.timeout, s.l.rt.PublishCommand()}
+}
+
+func (s condSide) ReleaseToCond(ctx context.Context, h *core.Hold, trusted time.Time, cq []string, member string) (bool, error) {
+	return s.l.releaseToCond(ctx, h, trusted, cq, member)
 }
 
 // releaseToCond ends write hold h and puts member on the condition cq (rw_cond_wait.lua),

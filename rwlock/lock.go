@@ -294,9 +294,6 @@ type rules struct {
 	writer string // the read side: the caller's own write hold (a downgrade), or ""
 }
 
-// Fast: the attempt scripts have their own uncontended paths.
-func (r *rules) Fast(context.Context, string) (bool, error) { return false, nil }
-
 func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	l := r.l
 	s, args := scripts.RWWriteAcquire, []any{hold, r.lease, l.timeout, flag(t.Join), flag(r.token),
@@ -354,10 +351,6 @@ func (r *rules) Confirm(ctx context.Context, hold string) error {
 	}
 	return nil
 }
-
-func (r *rules) Undo(ctx context.Context, hold string) error { return r.GiveUp(ctx, hold) }
-
-func (r *rules) Clear(ctx context.Context, hold string, _ error) error { return r.GiveUp(ctx, hold) }
 
 // ---- the read side ----
 
@@ -528,18 +521,16 @@ func (l *Lock) Info(ctx context.Context) (Info, error) {
 	if err := l.rt.Check(); err != nil {
 		return Info{}, err
 	}
-	res, err := scripts.RWInfo.Run(ctx, l.rt.Pipe, []string{l.kw, l.kr, l.kd}).Slice()
+	v, err := scripts.RWInfo.Run(ctx, l.rt.Pipe, []string{l.kw, l.kr, l.kd}).Result()
 	if err != nil {
 		return Info{}, core.RedisError(l.kw, err)
 	}
-	in := Info{Readers: int(toInt(res[4])), Waiters: int(toInt(res[5]))}
-	if s, ok := res[0].(string); ok {
-		in.Writer = s
-		in.WriteCount = int(toInt(res[1]))
-		in.Token = toInt(res[2])
-		in.WriteLease = time.Duration(toInt(res[3])) * time.Millisecond
+	r, err := scripts.DecodeRWInfo(v)
+	in := Info{Readers: r.Readers, Waiters: r.Waiters}
+	if r.Holder != "" {
+		in.Writer, in.WriteCount, in.Token, in.WriteLease = r.Holder, r.Count, r.Token, r.Remaining
 	}
-	return in, nil
+	return in, err
 }
 
 // IsLocked reports whether a writer or any reader holds the lock (one Info).
@@ -549,16 +540,4 @@ func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return in.Writer != "" || in.Readers > 0, nil
-}
-
-// toInt reads an integer reply element: an int64, a numeric string, or false/nil as 0.
-func toInt(v any) int64 {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case string:
-		n, _ := strconv.ParseInt(x, 10, 64)
-		return n
-	}
-	return 0
 }

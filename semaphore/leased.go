@@ -401,9 +401,6 @@ type leasing struct {
 	lease time.Duration
 }
 
-// Fast: the leased semaphore's attempt script has its own uncontended path.
-func (c *leasing) Fast(context.Context, string) (bool, error) { return false, nil }
-
 func (c *leasing) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	a, err := c.attempt(ctx, hold, t)
 	if a.Status == scripts.NotSet && c.l.sized {
@@ -455,8 +452,6 @@ func (c *leasing) Confirm(ctx context.Context, hold string) error {
 }
 
 func (c *leasing) Undo(ctx context.Context, hold string) error { return c.l.undo(ctx, hold) }
-
-func (c *leasing) Clear(ctx context.Context, hold string, _ error) error { return c.GiveUp(ctx, hold) }
 
 func (c *leasing) Beat(hold string) *core.Beat {
 	l := c.l

@@ -393,7 +393,7 @@ func callFast(a *attempt, rules Rules) (bool, error) {
 	hold := a.hold
 	done := a.q.attempting(a.c.Local)
 	ok, err := call(a.q.rt, a.ctx, patience, func(ctx context.Context) (bool, error) {
-		return rules.Fast(ctx, hold)
+		return fastOf(rules, ctx, hold)
 	}, func() { clearLater(a.q.rt, rules, hold, nil) })
 	if err == nil && ok {
 		done(hold)
@@ -581,7 +581,7 @@ func (a *attempt) failed(err error) (Won, bool, error) {
 	}
 	if err != errAbandoned && (unknown(err) || !a.joinedAt.IsZero()) {
 		hold, rules := a.hold, a.c.Rules
-		now(a.q.rt, a.ctx, func(ctx context.Context) error { return rules.Clear(ctx, hold, err) })
+		now(a.q.rt, a.ctx, func(ctx context.Context) error { return clearOf(rules, ctx, hold, err) })
 	}
 	out := cause(a.ctx, err)
 	if closed := a.q.rt.Check(); closed != nil && a.ctx.Err() == nil && !errors.Is(out, closed) {

@@ -145,7 +145,7 @@ func later(rt *core.Runtime, f func(ctx context.Context) error) {
 
 // clearLater runs rules.Clear for hold in the background (see later).
 func clearLater(rt *core.Runtime, rules Rules, hold string, err error) {
-	later(rt, func(ctx context.Context) error { return rules.Clear(ctx, hold, err) })
+	later(rt, func(ctx context.Context) error { return clearOf(rules, ctx, hold, err) })
 }
 
 // now runs f, a clean-up, within grace; when it fails or takes longer, it goes on in the

@@ -42,7 +42,7 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 	spec := c.Hold
 	if spec == nil {
 		if a.ctx.Err() != nil {
-			now(q.rt, a.ctx, func(ctx context.Context) error { return c.Rules.Undo(ctx, hold) })
+			now(q.rt, a.ctx, func(ctx context.Context) error { return undoOf(c.Rules, ctx, hold) })
 			return Won{}, false, context.Cause(a.ctx)
 		}
 		return Won{Hold: hold}, true, nil

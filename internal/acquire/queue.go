@@ -13,11 +13,6 @@ import (
 // hold, and what their replies mean. Every method that sends something gets the hold id the
 // engine made for the call (fresh for every hold, so that no call ever acts on another's).
 type Rules interface {
-	// Fast makes the first attempt of a call that may wait the cheapest way there is (SET NX
-	// for a lock), when the Client has no waiter of the primitive, so that the uncontended
-	// call costs the least. A fast attempt that fails must have changed nothing; Attempt then
-	// makes a full one. Rules without such a way report false and send nothing.
-	Fast(ctx context.Context, hold string) (acquired bool, err error)
 	// Attempt makes one attempt of hold, as t says: take it now, or else join the queue (or
 	// keep the hold's place in it), or report it held by this Client. The engine tells the
 	// waiters of this Client that the reply says the attempt granted (Mine). A typed refusal
@@ -33,17 +28,55 @@ type Rules interface {
 	// acquisition, under the replica-sync policy: a write of the hold's own with WAIT after
 	// it. It undoes the grant and fails when too few replicas acknowledge it.
 	Confirm(ctx context.Context, hold string) error
-	// Undo gives back what an acquisition of hold took, for a call that won the instant its
-	// context ended and has no held context to release (the counting semaphore's permits).
-	// Calls with a held context give back through HoldSpec.Release instead.
+}
+
+// The optional parts of a rule set. A rule set without them has no fast attempt, and its
+// give-up (GiveUp) undoes and clears.
+
+// Faster is a rule set with a fast first attempt: the cheapest way there is (SET NX for a
+// lock), made when the Client has no waiter of the primitive, so that the uncontended call
+// costs the least. A fast attempt that fails must have changed nothing; Attempt then makes a
+// full one. It may report false and send nothing (a call that asks for its fencing token).
+type Faster interface {
+	Fast(ctx context.Context, hold string) (acquired bool, err error)
+}
+
+// Undoer gives back what an acquisition of hold took, for a call that won the instant its
+// context ended and has no held context to release (the counting semaphore's permits). Calls
+// with a held context give back through HoldSpec.Release instead.
+type Undoer interface {
 	Undo(ctx context.Context, hold string) error
-	// Clear leaves nothing of hold in Redis, after a round trip of it whose outcome is unknown
-	// (err is that round trip's error, nil when its reply was lost): it settles that round
-	// trip, and gives the hold up (out of the queue; what it holds or was granted passes
-	// on). Most rules give the hold up alone; the counting semaphore first settles its
-	// attempt by the attempt's own key. It must be safe to repeat: the engine runs it within
-	// grace when the call ends, and again in the background, bounded, while it fails.
+}
+
+// Clearer leaves nothing of hold in Redis, after a round trip of it whose outcome is unknown
+// (err is that round trip's error, nil when its reply was lost): it settles that round trip,
+// and gives the hold up (out of the queue; what it holds or was granted passes on). The
+// counting semaphore first settles its attempt by the attempt's own key. It must be safe to
+// repeat: the engine runs it within grace when the call ends, and again in the background,
+// bounded, while it fails.
+type Clearer interface {
 	Clear(ctx context.Context, hold string, err error) error
+}
+
+func fastOf(r Rules, ctx context.Context, hold string) (bool, error) {
+	if f, ok := r.(Faster); ok {
+		return f.Fast(ctx, hold)
+	}
+	return false, nil
+}
+
+func undoOf(r Rules, ctx context.Context, hold string) error {
+	if u, ok := r.(Undoer); ok {
+		return u.Undo(ctx, hold)
+	}
+	return r.GiveUp(ctx, hold)
+}
+
+func clearOf(r Rules, ctx context.Context, hold string, err error) error {
+	if c, ok := r.(Clearer); ok {
+		return c.Clear(ctx, hold, err)
+	}
+	return r.GiveUp(ctx, hold)
 }
 
 // Collector is implemented by rules whose grants leave a record in Redis that the waiter

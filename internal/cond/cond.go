@@ -20,40 +20,48 @@ import (
 	"github.com/redaqs/aqs/internal/scripts"
 )
 
-// Side is a lock's exclusive side, as its Conditions need it.
-type Side struct {
+// Lock is what a lock's exclusive side shares with its Conditions.
+type Lock struct {
 	RT            *core.Runtime
 	Kind, Name    string // the lock's kind ("fair"...) and name, for errors
 	Key           string // the key of its exclusive hold
 	Keys          []string
 	Queue         *acquire.Queue
-	Grants        string // this Client's grant channel of the lock
 	WaiterTimeout time.Duration
 	Primitive     string // for the Client's observer
-	// Member returns a new exclusive hold's queue member for a lease in ms.
-	Member func(hold, lease string) string
-	// Rules returns the lock's rules of a new exclusive hold of lease ms (a Wait's attempts
-	// once signalled, its give-up from the lock's queue, its confirmation).
-	Rules func(lease string) acquire.Rules
-	// Hold says how a Wait's new hold of lease holds the lock.
-	Hold func(lease time.Duration) *acquire.HoldSpec
-	// Release ends hold h and puts member on the condition cq (its list and deadlines), in one
-	// script, sent as the lock's Unlock sends its last release. It reports whether Redis had
-	// the hold (nothing changed when it did not).
-	Release func(ctx context.Context, h *core.Hold, trusted time.Time, cq []string, member string) (bool, error)
 	// Signal is the script that moves one ("1") or all ("0") of the condition's waiters onto the
 	// lock's queue: KEYS Keys then cq; ARGV one, the waiter timeout ms, the publish command,
 	// the Client id; reply {moved, holds granted to waiters of the Client...}.
 	Signal *scripts.Script
 	// Beat is the heartbeat script of a Wait's waiter, on the condition or on the lock's queue:
-	// KEYS Keys then cq; ARGV BeatArgs.
-	Beat     *scripts.Script
-	BeatArgs func(hold, lease string) []any
+	// KEYS Keys then cq; ARGV CondBeatArgs.
+	Beat *scripts.Script
+}
+
+// Side is a lock's exclusive side, as its Conditions need it: the reentrant and fair locks'
+// (internal/excl) and the read-write lock's write side implement it.
+type Side interface {
+	// CondLock returns what the side shares with its Conditions.
+	CondLock() Lock
+	// CondMember returns a new exclusive hold's queue member for a lease in ms.
+	CondMember(hold, lease string) string
+	// CondRules returns the lock's rules of a new exclusive hold of lease ms (a Wait's attempts
+	// once signalled, its give-up from the lock's queue, its confirmation).
+	CondRules(lease string) acquire.Rules
+	// CondHold says how a Wait's new hold of lease holds the lock.
+	CondHold(lease time.Duration) *acquire.HoldSpec
+	// ReleaseToCond ends hold h and puts member on the condition cq (its list and deadlines),
+	// in one script, through the engine's release (acquire.End) as the lock's last release. It
+	// reports whether Redis had the hold (nothing changed when it did not).
+	ReleaseToCond(ctx context.Context, h *core.Hold, trusted time.Time, cq []string, member string) (bool, error)
+	// CondBeatArgs returns the ARGV of a Wait's heartbeat (Lock.Beat).
+	CondBeatArgs(hold, lease string) []any
 }
 
 // Cond is one condition of a Side.
 type Cond struct {
-	s    *Side
+	side Side
+	s    Lock
 	name string
 	cq   []string // its list and deadlines
 	keys []string // the Side's keys, then cq
@@ -61,12 +69,13 @@ type Cond struct {
 
 // New returns the condition of the given name of s. Any bytes make a valid name, but it must
 // not be empty.
-func New(s *Side, name string) (*Cond, error) {
+func New(side Side, name string) (*Cond, error) {
+	s := side.CondLock()
 	if name == "" {
 		return nil, core.Invalid("%s %q: empty condition name", s.Kind, s.Name)
 	}
 	cq := layout.ConditionKeys(s.Key, name)
-	return &Cond{s: s, name: name, cq: cq, keys: append(append([]string{}, s.Keys...), cq...)}, nil
+	return &Cond{side: side, s: s, name: name, cq: cq, keys: append(append([]string{}, s.Keys...), cq...)}, nil
 }
 
 // Name returns the condition's name.
@@ -78,7 +87,7 @@ func (c *Cond) Keys() []string { return c.cq }
 // Wait gives up the hold of held, whatever its count, waits for a Signal, and takes the lock
 // back as a new hold (see the packages' Condition.Wait for the contract).
 func (c *Cond) Wait(held context.Context) (context.Context, error) {
-	s := c.s
+	s := &c.s
 	if err := s.RT.Check(); err != nil {
 		return nil, err
 	}
@@ -92,8 +101,8 @@ func (c *Cond) Wait(held context.Context) (context.Context, error) {
 	}
 	lease := s.RT.Cfg.WatchdogTimeout
 	ms := fmt.Sprint(lease.Milliseconds())
-	r := &rules{c: c, x: x, lease: ms, lock: s.Rules(ms)}
-	won, _, err := s.Queue.Acquire(base, &acquire.Call{Rules: r, Block: true, Primitive: s.Primitive, Hold: s.Hold(lease)})
+	r := &rules{c: c, x: x, lease: ms, lock: c.side.CondRules(ms)}
+	won, _, err := s.Queue.Acquire(base, &acquire.Call{Rules: r, Block: true, Primitive: s.Primitive, Hold: c.side.CondHold(lease)})
 	if r.released != nil {
 		return nil, r.released
 	}
@@ -112,7 +121,7 @@ func (c *Cond) Signal(ctx context.Context) (bool, error) {
 func (c *Cond) SignalAll(ctx context.Context) (int, error) { return c.signal(ctx, "0") }
 
 func (c *Cond) signal(ctx context.Context, one string) (int, error) {
-	s := c.s
+	s := &c.s
 	if err := s.RT.Check(); err != nil {
 		return 0, err
 	}
@@ -143,12 +152,10 @@ type rules struct {
 	moved    bool  // no longer on the condition: on the lock's queue
 }
 
-func (r *rules) member(hold string) string { return r.c.s.Member(hold, r.lease) }
-
-func (r *rules) Fast(context.Context, string) (bool, error) { return false, nil }
+func (r *rules) member(hold string) string { return r.c.side.CondMember(hold, r.lease) }
 
 func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
-	c, s := r.c, r.c.s
+	c, s := r.c, &r.c.s
 	if !r.waited {
 		r.waited = true
 		return r.wait(ctx, hold)
@@ -158,8 +165,9 @@ func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (script
 		if err != nil {
 			return scripts.Attempt{}, core.RedisError(s.Key, err)
 		}
-		if a, ok := v.([]any); !ok || len(a) != 1 || a[0] != int64(0) {
-			return scripts.DecodeAttempt(v) // still on the condition: {3, ms}
+		moved, a, err := scripts.DecodePoll(v)
+		if err != nil || !moved {
+			return a, err // still on the condition
 		}
 		r.moved = true
 	}
@@ -169,7 +177,7 @@ func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (script
 
 // wait gives the hold up and puts hold on the condition, in one script.
 func (r *rules) wait(ctx context.Context, hold string) (scripts.Attempt, error) {
-	c, s := r.c, r.c.s
+	c, s := r.c, &r.c.s
 	h := r.x.Hold()
 	trusted := h.TrustedUntil()
 	fail := func(err error) (scripts.Attempt, error) {
@@ -180,7 +188,7 @@ func (r *rules) wait(ctx context.Context, hold string) (scripts.Attempt, error) 
 		s.Queue.Lost(h.ID)
 		return fail(err)
 	}
-	had, err := s.Release(ctx, h, trusted, c.cq, r.member(hold))
+	had, err := c.side.ReleaseToCond(ctx, h, trusted, c.cq, r.member(hold))
 	switch {
 	case core.ReleasedUnseen(err):
 		// Its outcome is unknown: the waiter looks (cond_poll.lua), and finds itself on the
@@ -196,7 +204,7 @@ func (r *rules) wait(ctx context.Context, hold string) (scripts.Attempt, error) 
 }
 
 func (r *rules) GiveUp(ctx context.Context, hold string) error {
-	c, s := r.c, r.c.s
+	c, s := r.c, &r.c.s
 	if !r.waited || r.released != nil {
 		return nil
 	}
@@ -211,12 +219,8 @@ func (r *rules) GiveUp(ctx context.Context, hold string) error {
 }
 
 func (r *rules) Beat(hold string) *core.Beat {
-	s := r.c.s
-	return &core.Beat{Keys: r.c.keys, Script: s.Beat, Args: s.BeatArgs(hold, r.lease)}
+	s := &r.c.s
+	return &core.Beat{Keys: r.c.keys, Script: s.Beat, Args: r.c.side.CondBeatArgs(hold, r.lease)}
 }
 
 func (r *rules) Confirm(ctx context.Context, hold string) error { return r.lock.Confirm(ctx, hold) }
-
-func (r *rules) Undo(ctx context.Context, hold string) error { return r.GiveUp(ctx, hold) }
-
-func (r *rules) Clear(ctx context.Context, hold string, _ error) error { return r.GiveUp(ctx, hold) }

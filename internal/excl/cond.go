@@ -12,28 +12,31 @@ import (
 )
 
 // NewCond returns the condition of the given name of l (see internal/cond).
-func (l *Lock) NewCond(name string) (*cond.Cond, error) {
-	return cond.New(l.condSide(), name)
+func (l *Lock) NewCond(name string) (*cond.Cond, error) { return cond.New(condSide{l}, name) }
+
+// condSide is l as its conditions see it.
+type condSide struct{ l *Lock }
+
+func (s condSide) CondLock() cond.Lock {
+	l := s.l
+	return cond.Lock{RT: l.rt, Kind: l.cfg.Kind, Name: l.name, Key: l.key, Keys: l.keys, Queue: l.q,
+		WaiterTimeout: l.cfg.WaiterTimeout, Primitive: l.cfg.Kind, Signal: scripts.CondSignal, Beat: scripts.CondBeat}
 }
 
-// condSide is l as its conditions need it.
-func (l *Lock) condSide() *cond.Side {
-	return &cond.Side{
-		RT: l.rt, Kind: l.cfg.Kind, Name: l.name, Key: l.key, Keys: l.keys, Queue: l.q,
-		Grants: layout.GrantChannel(l.key, l.rt.ID), WaiterTimeout: l.cfg.WaiterTimeout, Primitive: l.cfg.Kind,
-		Member: layout.LockMemberMs,
-		Rules:  func(lease string) acquire.Rules { return &rules{l: l, lease: lease} },
-		Hold: func(lease time.Duration) *acquire.HoldSpec {
-			return &acquire.HoldSpec{Key: l.key, Lease: lease, Watchdog: true, Renew: scripts.LockRenew,
-				FetchToken: l.fetchToken, Release: l.Unlock}
-		},
-		Release: l.releaseToCond,
-		Signal:  scripts.CondSignal,
-		Beat:    scripts.CondBeat,
-		BeatArgs: func(hold, lease string) []any {
-			return []any{hold, lease, l.timeout}
-		},
-	}
+func (condSide) CondMember(hold, lease string) string { return layout.LockMemberMs(hold, lease) }
+
+func (s condSide) CondRules(lease string) acquire.Rules { return &rules{l: s.l, lease: lease} }
+
+func (s condSide) CondHold(lease time.Duration) *acquire.HoldSpec {
+	l := s.l
+	return &acquire.HoldSpec{Key: l.key, Lease: lease, Watchdog: true, Renew: scripts.LockRenew,
+		FetchToken: l.fetchToken, Release: l.Unlock}
+}
+
+func (s condSide) CondBeatArgs(hold, lease string) []any { return []any{hold, lease, s.l.timeout} }
+
+func (s condSide) ReleaseToCond(ctx context.Context, h *core.Hold, trusted time.Time, cq []string, member string) (bool, error) {
+	return s.l.releaseToCond(ctx, h, trusted, cq, member)
 }
 
 // releaseToCond ends hold h and puts member on the condition cq (cond_wait.lua), through the

@@ -221,10 +221,6 @@ func (r *rules) Confirm(ctx context.Context, hold string) error {
 	return nil
 }
 
-func (r *rules) Undo(ctx context.Context, hold string) error { return r.GiveUp(ctx, hold) }
-
-func (r *rules) Clear(ctx context.Context, hold string, _ error) error { return r.GiveUp(ctx, hold) }
-
 func flag(b bool) string {
 	if b {
 		return "1"
@@ -328,24 +324,12 @@ func (l *Lock) Info(ctx context.Context) (Info, error) {
 	if err := l.rt.Check(); err != nil {
 		return Info{}, err
 	}
-	res, err := scripts.LockInfo.Run(ctx, l.rt.Pipe, []string{l.key}).Slice()
+	v, err := scripts.LockInfo.Run(ctx, l.rt.Pipe, []string{l.key}).Result()
 	if err != nil {
 		return Info{}, core.RedisError(l.key, err)
 	}
-	var in Info
-	if s, ok := res[0].(string); ok {
-		in.Locked, in.Holder = true, s
-	}
-	if n, ok := res[1].(int64); ok {
-		in.HoldCount = int(n)
-	}
-	if s, ok := res[2].(string); ok {
-		in.Token, _ = strconv.ParseInt(s, 10, 64)
-	}
-	if pttl, _ := res[3].(int64); in.Locked && pttl > 0 {
-		in.RemainingLease = time.Duration(pttl) * time.Millisecond
-	}
-	return in, nil
+	r, err := scripts.DecodeLockInfo(v)
+	return Info{Locked: r.Holder != "", Holder: r.Holder, HoldCount: r.Count, Token: r.Token, RemainingLease: r.Remaining}, err
 }
 
 // IsLocked reports whether anyone holds the lock.

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/redisproc"
 )
 
 // How the cluster is formed, without redis-cli.
@@ -147,8 +148,13 @@ func startShards(withReplicas bool) (*RedisCluster, error) {
 		c.shards = append(c.shards, sh)
 	}
 	if err := c.form(); err != nil {
+		// The nodes' logs go with them: their tails say why one stopped answering.
+		var tails strings.Builder
+		for _, s := range c.all() {
+			fmt.Fprintf(&tails, "\n--- tail of %s's log ---\n%s", s.Addr(), redisproc.LogTail(filepath.Join(s.dir, "redis.log"), 1024))
+		}
 		c.Stop()
-		return nil, fmt.Errorf("redistest: forming cluster %v: %w", c.AllAddrs(), err)
+		return nil, fmt.Errorf("redistest: forming cluster %v: %w%s", c.AllAddrs(), err, tails.String())
 	}
 	return c, nil
 }

@@ -3,6 +3,7 @@ package scripts
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -345,4 +346,82 @@ func DecodeSignal(v any) (Signal, error) {
 		return Signal{}, fmt.Errorf("aqs: unexpected signal reply %v", v)
 	}
 	return Signal{Moved: int(n), Mine: holds(a[1:])}, nil
+}
+
+// LockState is the reply of lock_info: {holder or false, count, token, pttl}.
+type LockState struct {
+	Holder    string // "" when the lock is free
+	Count     int
+	Token     int64
+	Remaining time.Duration // the holder's remaining lease; 0 when free
+}
+
+// DecodeLockInfo decodes lock_info's reply.
+func DecodeLockInfo(v any) (LockState, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < 4 {
+		return LockState{}, fmt.Errorf("aqs: unexpected lock info reply %v", v)
+	}
+	var in LockState
+	in.Holder, _ = a[0].(string)
+	in.Count = int(toInt(a[1]))
+	in.Token = toInt(a[2])
+	if ms := toInt(a[3]); in.Holder != "" && ms > 0 {
+		in.Remaining = time.Duration(ms) * time.Millisecond
+	}
+	return in, nil
+}
+
+// RWState is the reply of rw_info: {writer or false, its count, its token, its pttl, readers,
+// waiters}.
+type RWState struct {
+	LockState // the writer's
+	Readers   int
+	Waiters   int
+}
+
+// DecodeRWInfo decodes rw_info's reply.
+func DecodeRWInfo(v any) (RWState, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < 6 {
+		return RWState{}, fmt.Errorf("aqs: unexpected read-write lock info reply %v", v)
+	}
+	w, err := DecodeLockInfo(a[:4])
+	if err != nil {
+		return RWState{}, err
+	}
+	return RWState{LockState: w, Readers: int(toInt(a[4])), Waiters: int(toInt(a[5]))}, nil
+}
+
+// DecodeNumber decodes a one-number list reply {n} (the latch's scripts).
+func DecodeNumber(v any) (int64, error) {
+	a, ok := v.([]any)
+	if ok && len(a) == 1 {
+		if n, ok := a[0].(int64); ok {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("aqs: unexpected reply %v", v)
+}
+
+// DecodePoll decodes cond_poll's reply: moved (the waiter left the condition for the lock's
+// queue: {0}), or still on the condition, an Attempt {3, ms}.
+func DecodePoll(v any) (moved bool, a Attempt, err error) {
+	if n, err := DecodeNumber(v); err == nil && n == 0 {
+		return true, Attempt{}, nil
+	}
+	a, err = DecodeAttempt(v)
+	return false, a, err
+}
+
+// toInt reads an integer reply element: an int64, a numeric string, or false/nil as 0.
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
 }

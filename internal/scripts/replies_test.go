@@ -59,3 +59,35 @@ func TestRepliesDecodeIntoTypedValues(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, scripts.LeftQueue, g)
 }
+
+// The inspection and condition replies decode as their scripts write them.
+func TestInfoPollSignalAndNumberRepliesDecode(t *testing.T) {
+	in, err := scripts.DecodeLockInfo([]any{"c:1", int64(2), "17", int64(900)})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.LockState{Holder: "c:1", Count: 2, Token: 17, Remaining: 900 * time.Millisecond}, in)
+	in, err = scripts.DecodeLockInfo([]any{nil, int64(0), nil, int64(-2)})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.LockState{}, in)
+	rw, err := scripts.DecodeRWInfo([]any{nil, int64(0), nil, int64(-2), int64(3), int64(1)})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.RWState{Readers: 3, Waiters: 1}, rw)
+	moved, _, err := scripts.DecodePoll([]any{int64(0)})
+	require.NoError(t, err)
+	assert.True(t, moved)
+	moved, a, err := scripts.DecodePoll([]any{int64(3), int64(100)})
+	require.NoError(t, err)
+	assert.False(t, moved)
+	assert.Equal(t, scripts.Queued, a.Status)
+	sig, err := scripts.DecodeSignal([]any{int64(2), "c:9"})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.Signal{Moved: 2, Mine: []string{"c:9"}}, sig)
+	n, err := scripts.DecodeNumber([]any{int64(-1)})
+	require.NoError(t, err)
+	assert.EqualValues(t, -1, n)
+	for _, bad := range []any{int64(1), []any{}, []any{"x", "y"}} {
+		_, err := scripts.DecodeNumber(bad)
+		assert.Error(t, err, "%v", bad)
+		_, err = scripts.DecodeLockInfo(bad)
+		assert.Error(t, err, "%v", bad)
+	}
+}
