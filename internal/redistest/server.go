@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -41,11 +42,14 @@ type process struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed once cmd.Wait has returned
 	waitErr error         // cmd.Wait's result; read only after exited is closed
+	killed  atomic.Bool   // kill was called: an exit after it is expected
+	served  atomic.Bool   // it answered: an exit now, not killed, is a death to report
 }
 
 // kill SIGKILLs the process and returns once it has exited. Killing a process
 // that already exited is a no-op.
 func (p *process) kill() {
+	p.killed.Store(true)
 	_ = p.cmd.Process.Kill() // fails only if the process is already gone
 	<-p.exited
 }
@@ -162,11 +166,17 @@ func (s *Server) start() error {
 	p := &process{cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
+		if p.served.Load() && !p.killed.Load() {
+			// Nobody here stopped it: say why it went, before Stop removes its log.
+			fmt.Fprintf(os.Stderr, "redistest: redis-server on %s exited on its own (%v)\n--- tail of %s ---\n%s\n",
+				s.Addr(), p.waitErr, logPath, redisproc.LogTail(logPath, 2048))
+		}
 		close(p.exited)
 	}()
 
 	err = s.waitReady(p)
 	if err == nil {
+		p.served.Store(true)
 		s.proc = p
 		return nil
 	}
