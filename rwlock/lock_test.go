@@ -97,15 +97,17 @@ func TestFairModeHoldsNewReadersBehindAWaitingWriter(t *testing.T) {
 	var order []string
 	var mu sync.Mutex
 	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
-	writerIn := make(chan struct{})
+	writerIn, writerOut := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(writerOut)
 		w, err := l.Lock(ctx)
 		if !assert.NoError(t, err) {
+			close(writerIn)
 			return
 		}
 		note("writer")
 		close(writerIn)
-		assert.NoError(t, l.Unlock(w))
+		assert.NoError(t, l.Unlock(w), "the writer's unlock")
 	}()
 	require.Eventually(t, func() bool {
 		info, err := l.Info(ctx)
@@ -131,6 +133,7 @@ func TestFairModeHoldsNewReadersBehindAWaitingWriter(t *testing.T) {
 	require.NoError(t, l.RUnlock(r))
 	<-writerIn
 	<-lateReader
+	<-writerOut // the writer's unlock ends within the test, which checks it
 	assert.Equal(t, []string{"writer", "late reader"}, order)
 }
 
