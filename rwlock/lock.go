@@ -36,8 +36,6 @@ type Lock struct {
 	grants              string
 	q                   *acquire.Queue
 
-	unlocking, runlocking string // the calls, as their errors name them
-
 	// queueSeen is set when this Lock's last release of a read hold found the queue not
 	// empty: releases then go through the script, which serves the queue in the same round
 	// trip, rather than through plain commands and a second call.
@@ -105,8 +103,7 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 	}
 	l := &Lock{rt: rt, name: name, fair: cfg.fair, waiterTimeout: cfg.waiterTimeout,
 		timeout: strconv.FormatInt(cfg.waiterTimeout.Milliseconds(), 10),
-		keys:    layout.RWKeys(key), grants: layout.GrantChannel(key, rt.ID),
-		unlocking: fmt.Sprintf("rwlock: unlock %q", name), runlocking: fmt.Sprintf("rwlock: read-unlock %q", name)}
+		keys:    layout.RWKeys(key), grants: layout.GrantChannel(key, rt.ID)}
 	l.kw, l.kr, l.krn, l.kq, l.kd = l.keys[0], l.keys[1], l.keys[2], l.keys[3], l.keys[4]
 	kind := "rwlock" // the fair rwlock's queue rules differ: its own Queue (see internal/acquire/shared.go)
 	if cfg.fair {
@@ -212,7 +209,7 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.
 // that the release did not reach is handed on or freed when its lease ends. After Client.Close
 // it fails with aqs.ErrClosed.
 func (l *Lock) Unlock(ctx context.Context) error {
-	return acquire.Unlock(l.q, ctx, l.kw, l.unlocking,
+	return acquire.Unlock(l.q, ctx, l.kw, acquire.Op{Kind: "rwlock", Verb: "unlock", Name: l.name},
 		func(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
 			return l.run(ctx, scripts.RWWriteRelease, e.Once, e.Hold.ID, flag(e.Last), l.rt.PublishCommand())
 		})
@@ -281,7 +278,7 @@ func (l *Lock) reenterWrite(ctx context.Context, h *core.Hold, cfg core.LockConf
 		Grant:     core.Grant{Key: l.kw, Renew: scripts.LockRenew, FetchToken: l.fetchToken},
 		Token:     cfg.Token,
 		Primitive: "rwlock-write",
-		What:      fmt.Sprintf("rwlock: re-enter %q", l.name),
+		What:      acquire.Op{Kind: "rwlock", Verb: "re-enter", Name: l.name},
 	})
 }
 
@@ -392,7 +389,7 @@ func (l *Lock) TryRLock(ctx context.Context, opts ...aqs.TryOption) (context.Con
 // renewed, and a read hold that the release did not reach ends with its lease. After
 // Client.Close it fails with aqs.ErrClosed.
 func (l *Lock) RUnlock(ctx context.Context) error {
-	return acquire.Unlock(l.q, ctx, l.kr, l.runlocking, l.releaseRead)
+	return acquire.Unlock(l.q, ctx, l.kr, acquire.Op{Kind: "rwlock", Verb: "read-unlock", Name: l.name}, l.releaseRead)
 }
 
 // releaseRead is the read side's release: rw_read_release.lua, or, for the last release of a
@@ -467,7 +464,7 @@ func (l *Lock) reenterRead(ctx context.Context, h *core.Hold, cfg core.LockConfi
 		},
 		Grant:     core.Grant{Key: l.kr, Renew: scripts.RWReadRenew, RenewKeys: []string{l.krn}, FetchToken: noToken},
 		Primitive: "rwlock-read",
-		What:      fmt.Sprintf("rwlock: read re-enter %q", l.name),
+		What:      acquire.Op{Kind: "rwlock", Verb: "read re-enter", Name: l.name},
 	})
 }
 

@@ -63,7 +63,7 @@ func (m *mutex) call(ctx context.Context, block bool, wait time.Duration) (conte
 }
 
 func (m *mutex) unlock(held context.Context) error {
-	return acquire.Unlock(m.q, held, m.q.Runtime().ID+":mutex", "mutex: unlock",
+	return acquire.Unlock(m.q, held, m.q.Runtime().ID+":mutex", acquire.Op{Kind: "mutex", Verb: "unlock", Name: "m"},
 		func(_ context.Context, e acquire.Ending) (scripts.Release, error) {
 			m.mu.Lock()
 			defer m.mu.Unlock()

@@ -19,9 +19,9 @@ type Reentry struct {
 	Grant core.Grant
 	// Token: the call asked for the hold's fencing token.
 	Token bool
-	// Primitive names the call in the events of the Client's observer; What in its errors
-	// ("rwlock: re-enter \"name\"").
-	Primitive, What string
+	// Primitive names the call in the events of the Client's observer; What in its errors.
+	Primitive string
+	What      Op
 }
 
 // Reenter takes h again for ctx, which holds it, with lease (0: the hold's expiry is left

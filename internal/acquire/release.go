@@ -113,11 +113,11 @@ func End[R Released](q *Queue, ctx context.Context, h *core.Hold, last, repeat b
 }
 
 // Unlock releases the innermost acquisition of key that ctx holds, through send, as End does,
-// and returns nil when it did. what names the call in errors ("fair: unlock \"name\""). It
+// and returns nil when it did. what names the call in errors. It
 // fails with an error matching core.ErrNotOwner, changing nothing, when ctx holds no
 // acquisition of key; and with one matching both core.ErrNotOwner and core.ErrLockLost when
 // the hold was lost. Either way the acquisition's held context ends.
-func Unlock[R Released](q *Queue, ctx context.Context, key, what string, send Sender[R]) error {
+func Unlock[R Released](q *Queue, ctx context.Context, key string, what Op, send Sender[R]) error {
 	if err := q.rt.Check(); err != nil {
 		return err
 	}
@@ -172,3 +172,9 @@ func (q *Queue) Tell(mine []string) {
 		runtime.Gosched()
 	}
 }
+
+// Op names a call in its errors: `<Kind>: <Verb> "<Name>"` ("fair: unlock \"invoice:42\"").
+// It is formatted only when there is an error to report.
+type Op struct{ Kind, Verb, Name string }
+
+func (o Op) String() string { return fmt.Sprintf("%s: %s %q", o.Kind, o.Verb, o.Name) }

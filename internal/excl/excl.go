@@ -44,8 +44,6 @@ type Lock struct {
 	keys    []string // the lock value, the queue list, the queue's deadlines
 	timeout string   // cfg.WaiterTimeout in ms, as the scripts take it
 	q       *acquire.Queue
-
-	unlocking, reentering string // the calls, as their errors name them
 }
 
 // New returns the exclusive lock of the given name on rt (a Client's runtime: nil for a nil
@@ -59,9 +57,8 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 		return nil, err
 	}
 	l := &Lock{rt: rt, cfg: cfg, name: name, key: key,
-		keys:      layout.LockKeys(key),
-		timeout:   strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10),
-		unlocking: fmt.Sprintf("%s: unlock %q", cfg.Kind, name), reentering: fmt.Sprintf("%s: re-enter %q", cfg.Kind, name)}
+		keys:    layout.LockKeys(key),
+		timeout: strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10)}
 	// Every value of this name and configuration on rt shares one Queue (see
 	// internal/acquire/shared.go).
 	l.q = acquire.Shared(rt, cfg.Kind, acquire.Config{
@@ -244,7 +241,7 @@ func (l *Lock) Reenter(ctx context.Context, h *core.Hold, cfg core.LockConfig) (
 		Grant:     core.Grant{Key: l.key, Renew: scripts.LockRenew, FetchToken: l.fetchToken},
 		Token:     cfg.Token,
 		Primitive: l.cfg.Kind,
-		What:      l.reentering,
+		What:      acquire.Op{Kind: l.cfg.Kind, Verb: "re-enter", Name: l.name},
 	})
 }
 
@@ -263,7 +260,7 @@ func (l *Lock) reenter(ctx context.Context, hold string, lease time.Duration) (b
 // acquisition of this lock. When the hold was lost, the error matches both aqs.ErrNotOwner
 // and aqs.ErrLockLost. Either way this acquisition's held context ends.
 func (l *Lock) Unlock(ctx context.Context) error {
-	return acquire.Unlock(l.q, ctx, l.key, l.unlocking, l.release)
+	return acquire.Unlock(l.q, ctx, l.key, acquire.Op{Kind: l.cfg.Kind, Verb: "unlock", Name: l.name}, l.release)
 }
 
 // release is the lock's release script, lock_release.lua: it counts the hold down, or ends it

@@ -88,6 +88,8 @@ var implNames = []string{
 	"redislock, linear 1ms",
 	"rueidislock (defaults)",
 	"capacity: SET × 16 per pipeline",
+	"aqs reentrant, a value per call",
+	"aqs fair, a value per call",
 }
 
 const (
@@ -344,6 +346,27 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 			return err
 		}})
 
+	p.impls = append(p.impls,
+		&impl{name: implNames[capacityRow+1], trips: trips, locks: func(key string, n int) ([]acquireFunc, error) {
+			return perCallLocks(n, func() (func(context.Context) (context.Context, error), func(context.Context) error, error) {
+				l, err := reentrant.New(client, key)
+				if err != nil {
+					return nil, nil, err
+				}
+				return func(ctx context.Context) (context.Context, error) { return l.Lock(ctx) }, l.Unlock, nil
+			}), nil
+		}},
+		&impl{name: implNames[capacityRow+2], trips: trips, locks: func(key string, n int) ([]acquireFunc, error) {
+			return perCallLocks(n, func() (func(context.Context) (context.Context, error), func(context.Context) error, error) {
+				l, err := fair.New(client, key)
+				if err != nil {
+					return nil, nil, err
+				}
+				return func(ctx context.Context) (context.Context, error) { return l.Lock(ctx) }, l.Unlock, nil
+			}), nil
+		}},
+	)
+
 	for i, im := range p.impls {
 		if im.name != implNames[i] {
 			panic("compare: newImpls out of step with implNames at " + im.name)
@@ -374,4 +397,22 @@ func spin(d time.Duration) {
 	}
 	for start := time.Now(); time.Since(start) < d; {
 	}
+}
+
+// perCallLocks returns n goroutines' acquire functions that build a Lock value for every
+// acquisition with newLock, as a request handler builds it (reentrant.New(client, name) per
+// request), and acquire and release through it.
+func perCallLocks(n int, newLock func() (func(context.Context) (context.Context, error), func(context.Context) error, error)) []acquireFunc {
+	acq := func(ctx context.Context) (func() error, error) {
+		lock, unlock, err := newLock()
+		if err != nil {
+			return nil, err
+		}
+		held, err := lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return unlock(held) }, nil
+	}
+	return repeat(acquireFunc(acq), n)
 }

@@ -121,6 +121,7 @@ never download the libraries it compares against); each run replaces it.
 | redislock | bsm/redislock %s, linear retry of 100 ms and of 1 ms |
 | rueidislock | redis/rueidis %s rueidislock, defaults (3 keys, majority of 2) |
 | capacity: SET × 16 per pipeline | the server's pipelined capacity (many-names scenarios) |
+| aqs reentrant, aqs fair, a value per call | the same Client, with a Lock value built for every acquisition (New in a request's handler) |
 
 Each library has its own go-redis %s client with its defaults (rueidislock its own rueidis
 client).
@@ -153,7 +154,7 @@ client).
 
 // The rows of aqs, and of the other libraries.
 var (
-	aqsRows   = []int{4, 5, 6}
+	aqsRows   = []int{4, 5, 6, capacityRow + 1, capacityRow + 2}
 	otherRows = []int{7, 8, 9, 10, 11}
 )
 
