@@ -39,7 +39,10 @@
 // Ownership travels in the context. A successful Lock returns a held context, a child of the
 // caller's context that carries the hold; a Lock on the same lock with that context (or one
 // derived from it) re-enters the hold instead of waiting. Any other call is a new holder that
-// must wait, so one lock value may be shared by many goroutines, as a sync.Mutex is. Pass the
+// must wait, so one lock value may be shared by many goroutines, as a sync.Mutex is. Values
+// are cheap, too: a request's handler may build its own (New with the name), since values of
+// one name and the same options on one Client are one lock to that Client, with one local
+// queue and hand-off, and a hold taken through one may be released through another. Pass the
 // held context down the call stack, and do not hand it to a goroutine that must be excluded
 // from its caller. Unlock(held) releases that acquisition; the last release of a hold gives
 // up the lock. Unlock works with a held context that is already done.
