@@ -90,33 +90,10 @@ func BenchmarkReentrantVsFloor(b *testing.B) {
 
 // BenchmarkValuePerCallVsShared runs 8 goroutines of one process on one name, Lock/Unlock back
 // to back, with one Lock value shared by all of them and with a value built for every call
-// (reentrant.New in the handler), interleaved, and reports the second's acquisitions per
-// second as a ratio of the first's.
+// (reentrant.New in the handler), interleaved, and reports the second's acquisitions per second
+// as a ratio of the first's.
 func BenchmarkValuePerCallVsShared(b *testing.B) {
 	c := newClient(b, redistest.Single(b).Client(b))
 	shared := newLock(b, c)
-	ctx := context.Background()
-	cycle := func(l *reentrant.Lock) {
-		held, err := l.Lock(ctx)
-		if err != nil {
-			b.Error(err)
-			return
-		}
-		if err := l.Unlock(held); err != nil {
-			b.Error(err)
-		}
-	}
-	for i := 0; i < b.N; i++ {
-		ratio, s, p := benchutil.Shapes(8, 5, benchutil.Span/2, func(int) { cycle(shared) }, func(int) {
-			l, err := reentrant.New(c, shared.Name())
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			cycle(l)
-		})
-		b.ReportMetric(ratio, "ratio")
-		b.ReportMetric(s, "shared/s")
-		b.ReportMetric(p, "per-call/s")
-	}
+	benchutil.ValuePerCallVsShared(b, shared, func() (benchutil.Locker, error) { return reentrant.New(c, shared.Name()) })
 }

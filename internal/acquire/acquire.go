@@ -118,17 +118,8 @@ var goOn = end{} // the call is not over
 // the boarding did not settle the call, makes the call's first attempt.
 func (a *attempt) start() end {
 	boarded, o, ended := a.board()
-	switch {
-	case ended != nil:
-		return fin(a.ended(ended))
-	case boarded && o.kind == oHanded:
-		return fin(a.won(o.since, o.lease, 0, true))
-	case boarded && o.kind == oJoined:
-		a.carried(o)
-		return goOn
-	case boarded && o.kind == oUnknown:
-		// A release may have queued it, or handed it the lock: after it was sent.
-		a.first, a.queuedAt = false, o.since
+	if e, settled := a.alighted(boarded, o, ended); settled {
+		return e
 	}
 	if a.hub == nil && a.waits() {
 		a.hub = a.q.rt.Hub.Join(a.q.cfg.Grants, a.hold, a.q.cfg.Orphans) // free when subscribed
@@ -144,6 +135,26 @@ func (a *attempt) start() end {
 	// too: the lock is likely free, and a plain SET NX never passes a waiter.
 	fast := a.first && a.waits() && (a.hub == nil || boarded && o.free)
 	return a.send(a.attemptFirst(fast))
+}
+
+// alighted acts on how a boarding ended (see local.go): the call ended (ended), or a release
+// of this Client handed it the lock or carried its join, which settles what it does next; or
+// it attempts on its own (settled false), after a release whose outcome is unknown as a hold
+// that may be queued, or granted, already.
+func (a *attempt) alighted(boarded bool, o outcome, ended error) (e end, settled bool) {
+	switch {
+	case ended != nil:
+		return fin(a.ended(ended)), true
+	case boarded && o.kind == oHanded:
+		return fin(a.won(o.since, o.lease, 0, true)), true
+	case boarded && o.kind == oJoined:
+		a.carried(o)
+		return goOn, true
+	case boarded && o.kind == oUnknown:
+		// A release may have queued it, or handed it the lock: after it was sent.
+		a.first, a.queuedAt = false, o.since
+	}
+	return goOn, false
 }
 
 // carried records that a release of this Client carried the call's join (oJoined): that
@@ -197,16 +208,8 @@ func (a *attempt) round() end {
 // hold's release (see local.go), and is not queued.
 func (a *attempt) heldLocally() end {
 	boarded, o, ended := a.boardHeld()
-	switch {
-	case ended != nil:
-		return fin(a.ended(ended))
-	case boarded && o.kind == oHanded:
-		return fin(a.won(o.since, o.lease, 0, true))
-	case boarded && o.kind == oJoined:
-		a.carried(o)
-		return goOn
-	case boarded && o.kind == oUnknown:
-		a.first, a.queuedAt = false, o.since
+	if e, settled := a.alighted(boarded, o, ended); settled {
+		return e
 	}
 	a.sentAt = time.Now()
 	if a.first {

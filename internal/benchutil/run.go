@@ -1,11 +1,15 @@
 package benchutil
 
 import (
+	"context"
 	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
+
+	"github.com/redaqs/aqs"
 )
 
 // Span is how long each measured phase of a throughput benchmark runs: AQS_BENCH_SPAN
@@ -70,4 +74,41 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// Locker is a lock as the Shapes benchmarks take it (aqs.Locker without options).
+type Locker interface {
+	Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error)
+	Unlock(held context.Context) error
+}
+
+// ValuePerCallVsShared runs Shapes for 8 goroutines of one process on one name, Lock/Unlock
+// back to back: through shared, one value of the lock, and through a value that newLock builds
+// for every call (New in a request's handler). It reports the median ratio of the second's
+// acquisitions per second to the first's, and both rates.
+func ValuePerCallVsShared(b *testing.B, shared Locker, newLock func() (Locker, error)) {
+	ctx := context.Background()
+	cycle := func(l Locker) {
+		held, err := l.Lock(ctx)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		if err := l.Unlock(held); err != nil {
+			b.Error(err)
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		ratio, s, p := Shapes(8, 5, Span/2, func(int) { cycle(shared) }, func(int) {
+			l, err := newLock()
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			cycle(l)
+		})
+		b.ReportMetric(ratio, "ratio")
+		b.ReportMetric(s, "shared/s")
+		b.ReportMetric(p, "per-call/s")
+	}
 }
