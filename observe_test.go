@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -53,13 +52,8 @@ func (r *recorder) none(t *testing.T) {
 	}
 }
 
-func newClient(t *testing.T, rdb redis.UniversalClient, opts ...aqs.Option) *aqs.Client {
-	t.Helper()
-	c, err := aqs.New(context.Background(), rdb, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+// newClient returns an aqs Client on rdb, closed at the end of the test.
+var newClient = redistest.NewClient
 
 type ctxKey struct{}
 

@@ -25,13 +25,7 @@ func TestMain(m *testing.M) {
 }
 
 // newClient returns an aqs Client on rdb, closed at the end of the test.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...aqs.Option) *aqs.Client {
-	t.Helper()
-	c, err := aqs.New(context.Background(), rdb, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+var newClient = redistest.NewClient
 
 // newLatch returns a latch with a name unique to the test, not set. Its key expires with the
 // latch's expiry (a minute unless opts say otherwise), so none outlives the test for long.

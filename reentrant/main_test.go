@@ -1,7 +1,6 @@
 package reentrant_test
 
 import (
-	"context"
 	"os"
 	"testing"
 
@@ -22,13 +21,7 @@ func TestMain(m *testing.M) {
 }
 
 // newClient returns an aqs Client on rdb, closed at the end of the test.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...aqs.Option) *aqs.Client {
-	t.Helper()
-	c, err := aqs.New(context.Background(), rdb, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+var newClient = redistest.NewClient
 
 // sameLock returns the lock of l's name through the Client c.
 func sameLock(t testing.TB, c *aqs.Client, l *reentrant.Lock) *reentrant.Lock {

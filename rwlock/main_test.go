@@ -1,7 +1,6 @@
 package rwlock_test
 
 import (
-	"context"
 	"os"
 	"testing"
 
@@ -21,13 +20,7 @@ func TestMain(m *testing.M) {
 }
 
 // newClient returns an aqs Client on rdb, closed at the end of the test.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...aqs.Option) *aqs.Client {
-	t.Helper()
-	c, err := aqs.New(context.Background(), rdb, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+var newClient = redistest.NewClient
 
 // newLock returns a read-write lock with a name unique to the test.
 func newLock(t testing.TB, c *aqs.Client, opts ...rwlock.Option) *rwlock.Lock {

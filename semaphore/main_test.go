@@ -21,13 +21,7 @@ func TestMain(m *testing.M) {
 }
 
 // newClient returns an aqs Client on rdb, closed at the end of the test.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...aqs.Option) *aqs.Client {
-	t.Helper()
-	c, err := aqs.New(context.Background(), rdb, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+var newClient = redistest.NewClient
 
 // newSem returns a counting semaphore with a name unique to the test and k permits set.
 func newSem(t testing.TB, c *aqs.Client, k int, opts ...semaphore.Option) *semaphore.Semaphore {

@@ -29,13 +29,7 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 const waiterTimeout = 5 * time.Second
 
 // newClient returns an aqs Client on rdb, closed at the end of the test.
-func newClient(t testing.TB, rdb redis.UniversalClient) *aqs.Client {
-	t.Helper()
-	c, err := aqs.New(context.Background(), rdb)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+var newClient = redistest.NewClient
 
 // newLock returns the exclusive lock of the given name through c, whose waiters board for
 // board and whose releases hand the lock to a local waiter streak times in a row (0: the fair

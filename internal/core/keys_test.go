@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -289,13 +288,7 @@ func TestLocksNamedWithBracesAreIndependentOnACluster(t *testing.T) {
 }
 
 // newClient returns an aqs Client on rdb, closed at the end of the test.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...aqs.Option) *aqs.Client {
-	t.Helper()
-	c, err := aqs.New(context.Background(), rdb, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+var newClient = redistest.NewClient
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	ctx := context.Background()

@@ -21,13 +21,7 @@ import (
 )
 
 // newClient returns an aqs Client on rdb, closed at the end of the test.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...aqs.Option) *aqs.Client {
-	t.Helper()
-	c, err := aqs.New(context.Background(), rdb, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+var newClient = redistest.NewClient
 
 func TestReplicaSyncRejectsBadOptions(t *testing.T) {
 	t.Parallel()

@@ -190,14 +190,8 @@ func TestHoldIdsScoresAndChannels(t *testing.T) {
 
 const within = 10 * time.Second
 
-// newClient returns an aqs.Client on rdb, closed at the end of the test.
-func newClient(t *testing.T, rdb redis.UniversalClient) *aqs.Client {
-	t.Helper()
-	c, err := aqs.New(t.Context(), rdb)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+// newClient returns an aqs Client on rdb, closed at the end of the test.
+var newClient = redistest.NewClient
 
 // inBackground runs f in the background; the channel gets its error.
 func inBackground(f func() error) <-chan error {
