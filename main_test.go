@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // TestMain starts the test binary's shared redis-server and hands its address to the

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redaqs/aqs"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/reentrant"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redaqs/aqs"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // The test's side of the actors (actor_test.go): a cast of child processes on one primitive,

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/lintest"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/lintest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // The Condition's histories (lintest.RunConds: Lock, Wait, Signal, SignalAll and Unlock on a

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // Fault 1: kill -9 of holders and of waiters.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/lintest"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/lintest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/latch"
 	"github.com/redaqs/aqs/reentrant"
 	"github.com/redaqs/aqs/rwlock"
@@ -24,7 +24,7 @@ import (
 // Linearizability under the faults that make no call fail.
 //
 // The witness of the loads (load_test.go) sees overlaps only; here the same faults meet the
-// histories of internal/lintest, checked with porcupine against each primitive's
+// histories of internal/testkit/lintest, checked with porcupine against each primitive's
 // specification with its queue: calls that wait (a wait bound, a context that reaches its
 // deadline or is cancelled mid-wait) are their join and their end, and a waiter whose wait ran
 // out may have been granted in that instant and gives the grant back as it leaves. The faults:

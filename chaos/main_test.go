@@ -4,7 +4,7 @@
 // pub/sub connections, delays and cuts the connections to Redis, and flushes the script cache.
 // Every test checks mutual exclusion with a witness that does not ask Redis (witness_test.go),
 // or, for the faults that make no call fail, the linearizability of the histories that
-// internal/lintest records (lin_test.go), and logs one summary line with its figures.
+// internal/testkit/lintest records (lin_test.go), and logs one summary line with its figures.
 //
 // go test runs the short version (about a minute on two cores); AQS_CHAOS=full (make chaos)
 // runs more rounds and longer loads.
@@ -16,7 +16,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // TestMain runs the tests, or, in a child process, the actor's role (actor_test.go) before

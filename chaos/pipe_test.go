@@ -15,7 +15,7 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/core"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/reentrant"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/benchutil"
-	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/internal/scripts"
+	"github.com/redaqs/aqs/internal/testkit/benchutil"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // BenchmarkFairVsFloor interleaves a floor cycle and an uncontended fair Lock+Unlock in every

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redaqs/aqs/internal/benchutil"
-	"github.com/redaqs/aqs/internal/condtest"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/benchutil"
+	"github.com/redaqs/aqs/internal/testkit/condtest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // BenchmarkConditionVsHandOff compares a Condition's exchange with the fair lock's hand-off,

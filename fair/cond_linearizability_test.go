@@ -8,8 +8,8 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/lintest"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/lintest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // Linearizability of the Condition.

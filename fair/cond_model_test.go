@@ -11,8 +11,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/lintest"
 	"github.com/redaqs/aqs/internal/scripts"
+	"github.com/redaqs/aqs/internal/testkit/lintest"
 	"github.com/redaqs/aqs/model"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // kill -9 of a Condition's waiter and of its signaller, in child processes (cond_helper_test.go

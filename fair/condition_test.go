@@ -5,7 +5,7 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/condtest"
+	"github.com/redaqs/aqs/internal/testkit/condtest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/lintest"
+	"github.com/redaqs/aqs/internal/testkit/lintest"
 )
 
 // The fair lock is linearizable against its specification with the queue and the hand-off

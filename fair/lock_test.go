@@ -13,8 +13,8 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/internal/scripts"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 func TestGrantsFollowJoinOrder(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redaqs/aqs/internal/core"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/latch"
 )
 

@@ -11,8 +11,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/redaqs/aqs"
-	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/internal/scripts"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/latch"
 	"github.com/redaqs/aqs/model"
 )

@@ -22,7 +22,7 @@ import (
 
 // redisServer starts a redis-server of the test's own on a free loopback port and returns a
 // client of it; both end with the test. This module cannot use the main module's
-// internal/redistest.
+// internal/testkit/redistest.
 func redisServer(t *testing.T) *redis.Client {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")

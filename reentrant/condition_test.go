@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redaqs/aqs"
-	"github.com/redaqs/aqs/internal/condtest"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/condtest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/reentrant"
 )
 

@@ -6,7 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs"
-	"github.com/redaqs/aqs/internal/lintest"
+	"github.com/redaqs/aqs/internal/testkit/lintest"
 	"github.com/redaqs/aqs/reentrant"
 )
 

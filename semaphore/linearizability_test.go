@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redaqs/aqs"
-	"github.com/redaqs/aqs/internal/lintest"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/lintest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/semaphore"
 )
 
@@ -30,7 +30,7 @@ import (
 // is now always a script.)
 
 // linSems is how many semaphores a run works on, and linTotal the permits of each; the other
-// sizes of a run are the locks' (see internal/lintest), so that each semaphore's history has a
+// sizes of a run are the locks' (see internal/testkit/lintest), so that each semaphore's history has a
 // few hundred operations.
 const (
 	linSems  = lintest.Locks

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/internal/scripts"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // go-redis re-sends a command whose reply a broken connection lost (MaxRetries), so a script

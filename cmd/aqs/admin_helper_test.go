@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redaqs/aqs"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // What the inspect and unlock tests share. Each test builds its primitives' states with the

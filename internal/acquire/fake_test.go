@@ -15,8 +15,8 @@ import (
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/acquire"
 	"github.com/redaqs/aqs/internal/core"
-	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/internal/scripts"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // The engine against a rule set of its own: mutex is an exclusive lock whose state lives in

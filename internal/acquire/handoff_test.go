@@ -12,7 +12,7 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/excl"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // The hand-off within a Client with a streak (local.go): the reentrant lock's configuration,

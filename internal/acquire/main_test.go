@@ -14,7 +14,7 @@ import (
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/core"
 	"github.com/redaqs/aqs/internal/excl"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // Most of the engine's tests drive it through the exclusive lock (internal/excl), the rule

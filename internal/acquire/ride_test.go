@@ -15,8 +15,8 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/core"
-	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/internal/scripts"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // Riders (local.go): waiters of the Client that holds the lock board, and the hold's release

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redaqs/aqs/internal/benchutil"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/benchutil"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // setPX is the call the pipe's benchmark makes: a script that writes one key, as an

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/core"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // gate is a go-redis hook that holds every command "ECHO gate:..." until it is opened, so that

@@ -98,7 +98,7 @@ func (rt *Runtime) Defer() { rt.deferred.Add(1) }
 // left. Until that clean-up runs, what such a call queued, took or was granted stays in Redis
 // although the call reported failure. Every call counts before it returns, so a failed call
 // during which the count did not change left nothing behind: the linearizability tests
-// (internal/lintest) rely on that.
+// (internal/testkit/lintest) rely on that.
 func (rt *Runtime) Deferred() int64 { return rt.deferred.Load() }
 
 // Go runs f in the background with the runtime's context (cancelled by Close, which waits for

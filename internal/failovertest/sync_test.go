@@ -14,7 +14,7 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
-	"github.com/redaqs/aqs/internal/redistest"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/reentrant"
 	"github.com/redaqs/aqs/rwlock"
 	"github.com/redaqs/aqs/semaphore"

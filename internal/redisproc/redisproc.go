@@ -1,5 +1,5 @@
 // Package redisproc holds the small pieces shared by everything that runs a redis-server
-// process of its own: the test harness (internal/redistest) and the aqs command's throwaway
+// process of its own: the test harness (internal/testkit/redistest) and the aqs command's throwaway
 // server.
 package redisproc
 

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redaqs/aqs/internal/redistest"
 	"github.com/redaqs/aqs/internal/scripts"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
 // A release whose reply was lost may run twice. A leased semaphore's partial release leaves

@@ -104,7 +104,7 @@ const (
 const capacityBatch = 16
 
 // floorDel is the floor's release: delete the key only if it still holds our token. It is the
-// script of internal/benchutil's floor, whose FloorCycle wants a testing.TB.
+// script of internal/testkit/benchutil's floor, whose FloorCycle wants a testing.TB.
 var floorDel = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
 // trivial is the EVALSHA floor's script.

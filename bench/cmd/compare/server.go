@@ -19,7 +19,7 @@ import (
 //
 // Every implementation talks to one server that this program starts on a free loopback port,
 // with no persistence, and kills at the end: the figures must not depend on whatever a system
-// Redis holds or does. internal/redistest starts servers too, but its API is built around
+// Redis holds or does. internal/testkit/redistest starts servers too, but its API is built around
 // testing.TB and its shared server is stopped only from a TestMain, so a command would leave
 // its directory behind; the few lines below do what a command needs.
 

@@ -107,7 +107,7 @@ func checkLeaks(before goleak.Option) error {
 		before,
 		// The server starter holds its OS thread for the life of the
 		// binary (proc_linux.go).
-		goleak.IgnoreTopFunction("github.com/redaqs/aqs/internal/redistest.starter"),
+		goleak.IgnoreTopFunction("github.com/redaqs/aqs/internal/testkit/redistest.starter"),
 	}
 	deadline := time.Now().Add(leakTimeout)
 	for {
