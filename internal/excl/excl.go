@@ -44,6 +44,7 @@ type Lock struct {
 	keys    []string // the lock value, the queue list, the queue's deadlines
 	timeout string   // cfg.WaiterTimeout in ms, as the scripts take it
 	q       *acquire.Queue
+	send    acquire.Sender[scripts.Release] // l.release, made once: Unlock allocates no method value
 }
 
 // New returns the exclusive lock of the given name on rt (a Client's runtime: nil for a nil
@@ -59,6 +60,7 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 	l := &Lock{rt: rt, cfg: cfg, name: name, key: key,
 		keys:    layout.LockKeys(key),
 		timeout: strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10)}
+	l.send = l.release
 	// Every value of this name and configuration on rt shares one Queue (see
 	// internal/acquire/shared.go).
 	l.q = acquire.Shared(rt, cfg.Kind, acquire.Config{
@@ -260,7 +262,7 @@ func (l *Lock) reenter(ctx context.Context, hold string, lease time.Duration) (b
 // acquisition of this lock. When the hold was lost, the error matches both aqs.ErrNotOwner
 // and aqs.ErrLockLost. Either way this acquisition's held context ends.
 func (l *Lock) Unlock(ctx context.Context) error {
-	return acquire.Unlock(l.q, ctx, l.key, acquire.Op{Kind: l.cfg.Kind, Verb: "unlock", Name: l.name}, l.release)
+	return acquire.Unlock(l.q, ctx, l.key, acquire.Op{Kind: l.cfg.Kind, Verb: "unlock", Name: l.name}, l.send)
 }
 
 // release is the lock's release script, lock_release.lua: it counts the hold down, or ends it
