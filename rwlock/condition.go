@@ -83,9 +83,7 @@ func (s condSide) CondRules(lease string) acquire.Rules {
 }
 
 func (s condSide) CondHold(lease time.Duration) *acquire.HoldSpec {
-	l := s.l
-	return &acquire.HoldSpec{Key: l.kw, Lease: lease, Watchdog: true, Renew: scripts.LockRenew,
-		FetchToken: l.fetchToken, Release: l.Unlock}
+	return s.l.w.Hold(lease, true, false)
 }
 
 func (s condSide) CondBeatArgs(hold, lease string) []any {
@@ -100,15 +98,7 @@ func (s condSide) ReleaseToCond(ctx context.Context, h *core.Hold, trusted time.
 // through the engine's release, as Unlock's last release.
 func (l *Lock) releaseToCond(ctx context.Context, h *core.Hold, trusted time.Time, cq []string, member string) (bool, error) {
 	keys := append(append([]string{}, l.keys...), cq...)
-	r, err := acquire.End(l.q, ctx, h, true, false, trusted, func(ctx context.Context, _ acquire.Ending) (scripts.Release, error) {
-		v, err := scripts.RWCondWait.RunOnce(ctx, l.rt.Pipe, keys, h.ID, l.rt.PublishCommand(), member, l.timeout).Result()
-		if err != nil {
-			return scripts.Release{}, core.RedisError(l.kw, err)
-		}
-		return scripts.DecodeRelease(v)
+	return l.w.ReleaseToCond(ctx, h, trusted, func(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
+		return l.w.Run(ctx, scripts.RWCondWait, e.Once, keys, h.ID, l.rt.PublishCommand(), member, l.timeout)
 	})
-	if err != nil {
-		return false, err
-	}
-	return !r.Gone(), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/acquire"
 	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/excl"
 	"github.com/redaqs/aqs/internal/layout"
 	"github.com/redaqs/aqs/internal/scripts"
 )
@@ -35,6 +36,11 @@ type Lock struct {
 	keys                []string
 	grants              string
 	q                   *acquire.Queue
+	// w is the write side's hold machinery, the exclusive locks' own (internal/excl).
+	w excl.Side
+	// sendWrite and sendRead are the sides' release scripts, made once: an Unlock allocates
+	// no func value.
+	sendWrite, sendRead acquire.Sender[scripts.Release]
 
 	// queueSeen is set when this Lock's last release of a read hold found the queue not
 	// empty: releases then go through the script, which serves the queue in the same round
@@ -111,6 +117,8 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 	}
 	l.q = acquire.Shared(rt, kind, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout, Name: name, Key: key,
 		Orphans: &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}})
+	l.w = excl.Side{RT: rt, Key: l.kw, Kind: "rwlock", Name: name, Primitive: "rwlock-write", Queue: l.q, Unlock: l.Unlock}
+	l.sendWrite, l.sendRead = l.releaseWrite, l.releaseRead
 	return l, nil
 }
 
@@ -155,20 +163,6 @@ func (l *Lock) Keys() []string { return l.keys }
 // Fair reports whether a new reader waits behind queued waiters (the fair mode).
 func (l *Lock) Fair() bool { return l.fair }
 
-func (l *Lock) lease(cfg core.LockConfig) time.Duration {
-	if cfg.Lease == 0 {
-		return l.rt.Cfg.WatchdogTimeout
-	}
-	return cfg.Lease
-}
-
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
 // ---- the write side ----
 
 // Lock blocks until the write side is granted or ctx is done, and returns the held context.
@@ -209,10 +203,13 @@ func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.
 // that the release did not reach is handed on or freed when its lease ends. After Client.Close
 // it fails with aqs.ErrClosed.
 func (l *Lock) Unlock(ctx context.Context) error {
-	return acquire.Unlock(l.q, ctx, l.kw, acquire.Op{Kind: "rwlock", Verb: "unlock", Name: l.name},
-		func(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
-			return l.run(ctx, scripts.RWWriteRelease, e.Once, e.Hold.ID, flag(e.Last), l.rt.PublishCommand())
-		})
+	return l.w.Release(ctx, l.sendWrite)
+}
+
+// releaseWrite is the write side's release, rw_write_release.lua: it counts the hold down,
+// or ends it and serves the queue.
+func (l *Lock) releaseWrite(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
+	return l.w.Run(ctx, scripts.RWWriteRelease, e.Once, l.keys, e.Hold.ID, excl.Flag(e.Last), l.rt.PublishCommand())
 }
 
 // Token returns the fencing token of ctx's write hold (see aqs.FencingToken). It fails with an
@@ -234,15 +231,6 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	return n == 1, nil
 }
 
-// fetchToken asks Redis for the write hold's fencing token (lock_token.lua).
-func (l *Lock) fetchToken(ctx context.Context, h *core.Hold) (int64, error) {
-	t, err := scripts.LockToken.Run(ctx, l.rt.Pipe, []string{l.kw}, h.ID).Int64()
-	if err != nil {
-		return 0, core.RedisError(l.kw, err)
-	}
-	return t, nil
-}
-
 func (l *Lock) acquireWrite(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
 	if err := l.rt.Check(); err != nil {
 		return nil, false, err
@@ -251,35 +239,20 @@ func (l *Lock) acquireWrite(ctx context.Context, cfg core.LockConfig, block bool
 		return nil, false, context.Cause(ctx)
 	}
 	if held := l.rt.Held(ctx, l.kw); held != nil {
-		return l.reenterWrite(ctx, held.Hold(), cfg)
+		return l.w.Reenter(ctx, held.Hold(), cfg)
 	}
 	if l.rt.Held(ctx, l.kr) != nil {
 		return nil, false, fmt.Errorf("rwlock: lock %q: %w", l.name, ErrUpgrade)
 	}
-	lease := l.lease(cfg)
+	lease := l.w.Lease(cfg)
 	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
 		Rules:     &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), mode: "x", token: cfg.Token},
 		Block:     block,
 		Wait:      cfg.Wait,
 		Primitive: "rwlock-write",
-		Hold: &acquire.HoldSpec{Key: l.kw, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LockRenew,
-			FetchToken: l.fetchToken, Token: cfg.Token, Release: l.Unlock},
+		Hold:      l.w.Hold(lease, cfg.Lease == 0, cfg.Token),
 	})
 	return won.Held, ok, err
-}
-
-// reenterWrite takes the write side again for a context that holds it (lock_reenter.lua).
-func (l *Lock) reenterWrite(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
-	return l.q.Reenter(ctx, h, cfg.Lease, acquire.Reentry{
-		Send: func(ctx context.Context, hold string, lease time.Duration) (bool, error) {
-			ok, err := scripts.Reenter(ctx, l.rt.Pipe, l.kw, hold, lease)
-			return ok, core.RedisError(l.kw, err)
-		},
-		Grant:     core.Grant{Key: l.kw, Renew: scripts.LockRenew, FetchToken: l.fetchToken},
-		Token:     cfg.Token,
-		Primitive: "rwlock-write",
-		What:      acquire.Op{Kind: "rwlock", Verb: "re-enter", Name: l.name},
-	})
 }
 
 // rules is the read-write lock's rule set for the acquire engine, for one call of either side.
@@ -293,25 +266,18 @@ type rules struct {
 
 func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	l := r.l
-	s, args := scripts.RWWriteAcquire, []any{hold, r.lease, l.timeout, flag(t.Join), flag(r.token),
-		l.rt.PublishCommand(), flag(t.First)}
+	s, args := scripts.RWWriteAcquire, []any{hold, r.lease, l.timeout, excl.Flag(t.Join), excl.Flag(r.token),
+		l.rt.PublishCommand(), excl.Flag(t.First)}
 	if r.mode == "s" {
-		s, args = scripts.RWReadAcquire, []any{hold, r.lease, r.writer, flag(l.fair), l.timeout, flag(t.Join),
-			l.rt.PublishCommand(), flag(t.First)}
+		s, args = scripts.RWReadAcquire, []any{hold, r.lease, r.writer, excl.Flag(l.fair), l.timeout, excl.Flag(t.Join),
+			l.rt.PublishCommand(), excl.Flag(t.First)}
 	}
-	v, err := l.rt.RunAcquire(ctx, s, l.keys, args, tookIt,
+	v, err := l.rt.RunAcquire(ctx, s, l.keys, args, excl.TookIt,
 		func(ctx context.Context) error { return r.GiveUp(ctx, hold) }).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(l.kw, err)
 	}
 	return scripts.DecodeAttempt(v)
-}
-
-// tookIt reports whether an attempt's reply means that the attempt itself took the lock: the
-// replies the replica-sync policy waits for and undoes.
-func tookIt(v any) bool {
-	a, err := scripts.DecodeAttempt(v)
-	return err == nil && a.Status == scripts.Acquired
 }
 
 func (r *rules) GiveUp(ctx context.Context, hold string) error {
@@ -333,13 +299,12 @@ func (r *rules) Beat(hold string) *core.Beat {
 // of its hold to the full lease.
 func (r *rules) Confirm(ctx context.Context, hold string) error {
 	l := r.l
-	s, keys := scripts.LockRenew, []string{l.kw}
-	if r.mode == "s" {
-		s, keys = scripts.RWReadRenew, []string{l.kr, l.krn}
+	giveUp := func(ctx context.Context) error { return r.GiveUp(ctx, hold) }
+	if r.mode == "x" {
+		return l.w.Confirm(ctx, hold, r.lease, giveUp)
 	}
-	v, err := l.rt.ConfirmGrant(ctx, s, keys, []any{hold, r.lease},
-		func(reply any) bool { return reply == int64(1) },
-		func(ctx context.Context) error { return r.GiveUp(ctx, hold) })
+	v, err := l.rt.ConfirmGrant(ctx, scripts.RWReadRenew, []string{l.kr, l.krn}, []any{hold, r.lease},
+		func(reply any) bool { return reply == int64(1) }, giveUp)
 	if err != nil {
 		return core.RedisError(l.kw, err)
 	}
@@ -389,7 +354,7 @@ func (l *Lock) TryRLock(ctx context.Context, opts ...aqs.TryOption) (context.Con
 // renewed, and a read hold that the release did not reach ends with its lease. After
 // Client.Close it fails with aqs.ErrClosed.
 func (l *Lock) RUnlock(ctx context.Context) error {
-	return acquire.Unlock(l.q, ctx, l.kr, acquire.Op{Kind: "rwlock", Verb: "read-unlock", Name: l.name}, l.releaseRead)
+	return acquire.Unlock(l.q, ctx, l.kr, acquire.Op{Kind: "rwlock", Verb: "read-unlock", Name: l.name}, l.sendRead)
 }
 
 // releaseRead is the read side's release: rw_read_release.lua, or, for the last release of a
@@ -401,28 +366,12 @@ func (l *Lock) releaseRead(ctx context.Context, e acquire.Ending) (scripts.Relea
 	if e.Last && trusted && !reentered && !l.queueSeen.Load() {
 		return l.releasePlain(ctx, e.Hold)
 	}
-	r, err := l.run(ctx, scripts.RWReadRelease, e.Once,
-		e.Hold.ID, flag(e.Last), l.rt.PublishCommand(), flag(reentered), flag(trusted))
+	r, err := l.w.Run(ctx, scripts.RWReadRelease, e.Once, l.keys,
+		e.Hold.ID, excl.Flag(e.Last), l.rt.PublishCommand(), excl.Flag(reentered), excl.Flag(trusted))
 	if err == nil && e.Last {
 		l.queueSeen.Store(false) // the next release looks again, with plain commands
 	}
 	return r, err
-}
-
-// run runs a release script of either side, once (see acquire.Ending) or as go-redis sends
-// any call, and decodes its reply.
-func (l *Lock) run(ctx context.Context, s *scripts.Script, once bool, args ...any) (scripts.Release, error) {
-	var cmd *redis.Cmd
-	if once {
-		cmd = s.RunOnce(ctx, l.rt.Pipe, l.keys, args...)
-	} else {
-		cmd = s.Run(ctx, l.rt.Pipe, l.keys, args...)
-	}
-	v, err := cmd.Result()
-	if err != nil {
-		return scripts.Release{}, core.RedisError(l.kw, err)
-	}
-	return scripts.DecodeRelease(v)
 }
 
 // releasePlain ends read hold h with two plain commands in one round trip (ZREM of the hold,
@@ -482,7 +431,7 @@ func (l *Lock) acquireRead(ctx context.Context, cfg core.LockConfig, block bool)
 	if held := l.rt.Held(ctx, l.kw); held != nil {
 		writer = held.Hold().ID // a downgrade: the writer takes the read side too
 	}
-	lease := l.lease(cfg)
+	lease := l.w.Lease(cfg)
 	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
 		Rules:     &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), mode: "s", writer: writer},
 		Block:     block,

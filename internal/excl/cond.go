@@ -28,9 +28,7 @@ func (condSide) CondMember(hold, lease string) string { return layout.LockMember
 func (s condSide) CondRules(lease string) acquire.Rules { return &rules{l: s.l, lease: lease} }
 
 func (s condSide) CondHold(lease time.Duration) *acquire.HoldSpec {
-	l := s.l
-	return &acquire.HoldSpec{Key: l.key, Lease: lease, Watchdog: true, Renew: scripts.LockRenew,
-		FetchToken: l.fetchToken, Release: l.Unlock}
+	return s.l.side.Hold(lease, true, false)
 }
 
 func (s condSide) CondBeatArgs(hold, lease string) []any { return []any{hold, lease, s.l.timeout} }
@@ -43,16 +41,12 @@ func (s condSide) ReleaseToCond(ctx context.Context, h *core.Hold, trusted time.
 // engine's release, which settles this Client's other waiters of the lock as at an Unlock.
 func (l *Lock) releaseToCond(ctx context.Context, h *core.Hold, trusted time.Time, cq []string, member string) (bool, error) {
 	keys := append(append([]string{}, l.keys...), cq...)
-	r, err := acquire.End(l.q, ctx, h, true, false, trusted, func(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
+	return l.side.ReleaseToCond(ctx, h, trusted, func(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
 		args := make([]any, 0, 7+len(e.Riders))
-		args = append(args, h.ID, "1", l.rt.PublishCommand(), l.timeout, e.Pick, flag(e.Over), member)
+		args = append(args, h.ID, "1", l.rt.PublishCommand(), l.timeout, e.Pick, Flag(e.Over), member)
 		for _, m := range e.Riders {
 			args = append(args, m)
 		}
-		return l.run(ctx, scripts.CondWait, e.Once, keys, args...)
+		return l.side.Run(ctx, scripts.CondWait, e.Once, keys, args...)
 	})
-	if err != nil {
-		return false, err
-	}
-	return !r.Gone(), nil
 }

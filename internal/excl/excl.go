@@ -10,7 +10,6 @@ package excl
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -44,6 +43,7 @@ type Lock struct {
 	keys    []string // the lock value, the queue list, the queue's deadlines
 	timeout string   // cfg.WaiterTimeout in ms, as the scripts take it
 	q       *acquire.Queue
+	side    Side                            // the hold's machinery once it exists
 	send    acquire.Sender[scripts.Release] // l.release, made once: Unlock allocates no method value
 }
 
@@ -68,6 +68,7 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak, Name: name, Key: key,
 		Orphans: &core.Orphans{GiveBack: l.giveBack, Holders: l.holders},
 	})
+	l.side = Side{RT: rt, Key: key, Kind: cfg.Kind, Name: name, Primitive: cfg.Kind, Queue: l.q, Unlock: l.Unlock}
 	return l, nil
 }
 
@@ -103,12 +104,7 @@ func (l *Lock) Key() string { return l.key }
 func (l *Lock) Keys() []string { return l.keys }
 
 // Lease returns the lease a new hold gets: the fixed lease, or the watchdog timeout.
-func (l *Lock) Lease(cfg core.LockConfig) time.Duration {
-	if cfg.Lease == 0 {
-		return l.rt.Cfg.WatchdogTimeout
-	}
-	return cfg.Lease
-}
+func (l *Lock) Lease(cfg core.LockConfig) time.Duration { return l.side.Lease(cfg) }
 
 // Acquire takes the lock for ctx: a re-entry when ctx holds it already, otherwise a new hold
 // through the acquire engine, waiting until ctx is done when block is set, else up to
@@ -122,7 +118,7 @@ func (l *Lock) Acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		return nil, false, context.Cause(ctx)
 	}
 	if held := l.rt.Held(ctx, l.key); held != nil {
-		return l.Reenter(ctx, held.Hold(), cfg)
+		return l.side.Reenter(ctx, held.Hold(), cfg)
 	}
 	lease := l.Lease(cfg)
 	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
@@ -132,10 +128,7 @@ func (l *Lock) Acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 		Member:    func(hold string) string { return layout.LockMemberOf(hold, lease.Milliseconds()) },
 		Local:     !cfg.Token,
 		Primitive: l.cfg.Kind,
-		Hold: &acquire.HoldSpec{
-			Key: l.key, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LockRenew,
-			FetchToken: l.fetchToken, Token: cfg.Token, Release: l.Unlock,
-		},
+		Hold:      l.side.Hold(lease, cfg.Lease == 0, cfg.Token),
 	})
 	return won.Held, ok, err
 }
@@ -174,20 +167,12 @@ func (r *rules) Fast(ctx context.Context, hold string) (bool, error) {
 func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	l := r.l
 	v, err := l.rt.RunAcquire(ctx, scripts.LockAcquire, l.keys,
-		[]any{hold, r.lease, l.timeout, flag(t.Join), flag(r.token), flag(t.First), flag(t.Local), l.rt.PublishCommand()}, tookIt,
+		[]any{hold, r.lease, l.timeout, Flag(t.Join), Flag(r.token), Flag(t.First), Flag(t.Local), l.rt.PublishCommand()}, TookIt,
 		func(ctx context.Context) error { return r.GiveUp(ctx, hold) }).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(l.key, err)
 	}
 	return scripts.DecodeAttempt(v)
-}
-
-// tookIt reports whether an attempt's reply means that the attempt itself took the lock: the
-// replies the replica-sync policy waits for and undoes. A grant made earlier and found by the
-// attempt is confirmed by Confirm instead.
-func tookIt(v any) bool {
-	a, err := scripts.DecodeAttempt(v)
-	return err == nil && a.Status == scripts.Acquired
 }
 
 func (r *rules) GiveUp(ctx context.Context, hold string) error {
@@ -207,50 +192,7 @@ func (r *rules) Beat(hold string) *core.Beat {
 // Confirm confirms a grant under the replica-sync policy: the grantee's write is the renewal
 // of its hold to the full lease, which also replaces the short first lease of a grant.
 func (r *rules) Confirm(ctx context.Context, hold string) error {
-	l := r.l
-	v, err := l.rt.ConfirmGrant(ctx, scripts.LockRenew, []string{l.key}, []any{hold, r.lease},
-		func(reply any) bool { return reply == int64(1) },
-		func(ctx context.Context) error { return r.GiveUp(ctx, hold) })
-	if err != nil {
-		return core.RedisError(l.key, err)
-	}
-	if v != int64(1) {
-		return fmt.Errorf("%s: lock %q: the grant was gone when confirmed: %w", l.cfg.Kind, l.name, core.ErrLockLost)
-	}
-	return nil
-}
-
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
-// fetchToken asks Redis for a hold's fencing token (lock_token.lua).
-func (l *Lock) fetchToken(ctx context.Context, h *core.Hold) (int64, error) {
-	t, err := scripts.LockToken.Run(ctx, l.rt.Pipe, []string{l.key}, h.ID).Int64()
-	if err != nil {
-		return 0, core.RedisError(l.key, err)
-	}
-	return t, nil
-}
-
-// Reenter takes the lock again for a context that holds it (lock_reenter.lua).
-func (l *Lock) Reenter(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
-	return l.q.Reenter(ctx, h, cfg.Lease, acquire.Reentry{
-		Send:      l.reenter,
-		Grant:     core.Grant{Key: l.key, Renew: scripts.LockRenew, FetchToken: l.fetchToken},
-		Token:     cfg.Token,
-		Primitive: l.cfg.Kind,
-		What:      acquire.Op{Kind: l.cfg.Kind, Verb: "re-enter", Name: l.name},
-	})
-}
-
-// reenter runs lock_reenter.lua for hold.
-func (l *Lock) reenter(ctx context.Context, hold string, lease time.Duration) (bool, error) {
-	ok, err := scripts.Reenter(ctx, l.rt.Pipe, l.key, hold, lease)
-	return ok, core.RedisError(l.key, err)
+	return r.l.side.Confirm(ctx, hold, r.lease, func(ctx context.Context) error { return r.GiveUp(ctx, hold) })
 }
 
 // Unlock releases the acquisition held by ctx: the innermost Lock of this lock in ctx's chain
@@ -262,7 +204,7 @@ func (l *Lock) reenter(ctx context.Context, hold string, lease time.Duration) (b
 // acquisition of this lock. When the hold was lost, the error matches both aqs.ErrNotOwner
 // and aqs.ErrLockLost. Either way this acquisition's held context ends.
 func (l *Lock) Unlock(ctx context.Context) error {
-	return acquire.Unlock(l.q, ctx, l.key, acquire.Op{Kind: l.cfg.Kind, Verb: "unlock", Name: l.name}, l.send)
+	return l.side.Release(ctx, l.send)
 }
 
 // release is the lock's release script, lock_release.lua: it counts the hold down, or ends it
@@ -273,27 +215,11 @@ func (l *Lock) release(ctx context.Context, e acquire.Ending) (scripts.Release, 
 		end = "1"
 	}
 	args := make([]any, 0, 6+len(e.Riders))
-	args = append(args, e.Hold.ID, end, l.rt.PublishCommand(), l.timeout, e.Pick, flag(e.Over))
+	args = append(args, e.Hold.ID, end, l.rt.PublishCommand(), l.timeout, e.Pick, Flag(e.Over))
 	for _, m := range e.Riders {
 		args = append(args, m)
 	}
-	return l.run(ctx, scripts.LockRelease, e.Once, l.keys, args...)
-}
-
-// run runs a release script, once (see acquire.Ending) or as go-redis sends any call, and
-// decodes its reply.
-func (l *Lock) run(ctx context.Context, s *scripts.Script, once bool, keys []string, args ...any) (scripts.Release, error) {
-	var cmd *redis.Cmd
-	if once {
-		cmd = s.RunOnce(ctx, l.rt.Pipe, keys, args...)
-	} else {
-		cmd = s.Run(ctx, l.rt.Pipe, keys, args...)
-	}
-	v, err := cmd.Result()
-	if err != nil {
-		return scripts.Release{}, core.RedisError(l.key, err)
-	}
-	return scripts.DecodeRelease(v)
+	return l.side.Run(ctx, scripts.LockRelease, e.Once, l.keys, args...)
 }
 
 // ForceUnlock frees the lock whoever holds it and hands it to the live head of its queue. It
