@@ -209,4 +209,10 @@
 // does not compile. A bad value (WithLease(0), WithWait(-1s), the zero LeaseOption or
 // WaitOption, a nil option) fails the call with an error matching ErrInvalidArgument before it
 // changes anything.
+//
+// A primitive's New takes its package's Option, made by that package's With functions, so
+// that an option of another primitive does not compile either. Every primitive package has
+// WithWaiterTimeout, with one meaning and one bound: how long a waiter may go unheard of
+// before it is dropped (at least 30ms; 5s by default). A bad value, or a zero Option, fails New
+// with an error matching ErrInvalidArgument.
 package aqs

@@ -42,15 +42,15 @@ func assertForeignString(t *testing.T, rdb redis.UniversalClient, key, value str
 	assert.Equal(t, time.Duration(-1), pttl, "no expiry was set on %s", key)
 }
 
-func TestFairNilOptionIsAnInvalidArgument(t *testing.T) {
+func TestFairZeroOptionIsAnInvalidArgument(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	c := newClient(t, rdb)
 	name := redistest.Name(t)
-	l, err := fair.New(c, name, nil)
-	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "New(nil)")
+	l, err := fair.New(c, name, fair.Option{})
+	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "New(Option{})")
 	assert.Nil(t, l)
-	l, err = fair.New(c, name, fair.WithWaiterTimeout(time.Second), nil)
-	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "New(WithWaiterTimeout, nil)")
+	l, err = fair.New(c, name, fair.WithWaiterTimeout(time.Second), fair.Option{})
+	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "New(WithWaiterTimeout, Option{})")
 	assert.Nil(t, l)
 }
 

@@ -20,11 +20,6 @@ type Lock struct {
 // microseconds; a hold that lasts longer lets its riders join on their own after this.
 const rideWindow = 2 * time.Millisecond
 
-// config is what New's options set.
-type config struct {
-	waiterTimeout time.Duration
-}
-
 // Info is a snapshot of the lock's holder in Redis.
 type Info struct {
 	// Locked reports whether anyone held the lock.
@@ -39,37 +34,26 @@ type Info struct {
 	RemainingLease time.Duration
 }
 
-// Option configures a fair Lock.
-type Option func(*config) error
+// Option configures a fair Lock at New; this package's With functions make them. Every primitive
+// package's WithWaiterTimeout means the same. A zero Option is an invalid argument.
+type Option struct{ s *core.Setting }
 
-// WithWaiterTimeout sets how long a waiter may go unheard of before it is dropped from the
-// queue: a waiter whose process died stalls those behind it at most this long. Live waiters
-// are kept alive by their Client's heartbeats, three per timeout. It must be at least 30ms.
-// The default is 5s.
-func WithWaiterTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 30*time.Millisecond {
-			return core.Invalid("waiter timeout %v is below 30ms", d)
-		}
-		c.waiterTimeout = d
-		return nil
-	}
-}
+// WithWaiterTimeout sets how long a queued waiter may go unheard of before it is dropped from
+// the queue: a waiter whose process died stalls those behind it at most this long. Live
+// waiters are kept alive by their Client's heartbeats, three per timeout. It must be at least
+// 30ms. The default is 5s. Every primitive package has this option, with this meaning and
+// these bounds.
+func WithWaiterTimeout(d time.Duration) Option { return Option{core.WaiterTimeout(d)} }
 
 // New returns the fair lock of the given name. Any bytes make a valid name, but it must not
 // be empty. Creating a Lock touches no key.
 func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
-	cfg := config{waiterTimeout: 5 * time.Second}
-	for _, o := range opts {
-		if o == nil {
-			return nil, core.Invalid("nil option")
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	timeout, err := core.Settings(opts, func(o Option) *core.Setting { return o.s }, &struct{}{})
+	if err != nil {
+		return nil, err
 	}
 	x, err := excl.New(core.RuntimeOf(c), name, excl.Config{
-		Kind: "fair", WaiterTimeout: cfg.waiterTimeout, Board: rideWindow,
+		Kind: "fair", WaiterTimeout: timeout, Board: rideWindow,
 	})
 	if err != nil {
 		return nil, err

@@ -38,37 +38,30 @@ type Latch struct {
 	rules         *awaiting
 }
 
-// Option configures a Latch.
-type Option func(*Latch) error
+// Option configures a Latch at New; this package's With functions make them. Every primitive
+// package's WithWaiterTimeout has the same bounds. A zero Option is an invalid argument.
+type Option struct{ s *core.Setting }
 
 // WithExpiry sets how long the latch's count lives after TrySetCount set it or a CountDown
 // last changed it: a latch that everyone abandoned is deleted then, and its waiters fail with
 // ErrNotSet. Each CountDown starts the expiry over; a count that reached 0 stays 0 for this
 // long. It must be at least 1s. The default is 24h.
 func WithExpiry(d time.Duration) Option {
-	return func(l *Latch) error {
+	return Option{core.Set(func(l *Latch) error {
 		if d < time.Second {
 			return core.Invalid("latch expiry %v is below 1s", d)
 		}
 		l.expiry = d
 		return nil
-	}
+	})}
 }
 
 // WithWaiterTimeout sets how often a waiter looks at the count when no message came: three
 // times per timeout, by a heartbeat its Client batches with those of its other waiters. It is
 // the fallback for a lost wake message (a Client reconnecting when the count reached 0): such
-// a waiter returns at most about a third of the timeout late. It must be at least 30ms. The
-// default is 5s.
-func WithWaiterTimeout(d time.Duration) Option {
-	return func(l *Latch) error {
-		if d < 30*time.Millisecond {
-			return core.Invalid("waiter timeout %v is below 30ms", d)
-		}
-		l.waiterTimeout = d
-		return nil
-	}
-}
+// a waiter returns at most about a third of the timeout late. It must be at least 30ms, and
+// the default is 5s, as for every primitive package's WithWaiterTimeout.
+func WithWaiterTimeout(d time.Duration) Option { return Option{core.WaiterTimeout(d)} }
 
 // New returns the latch of the given name. Any bytes make a valid name, but it must not be
 // empty. Creating a Latch touches no key: set its count with TrySetCount.
@@ -81,15 +74,10 @@ func New(c *aqs.Client, name string, opts ...Option) (*Latch, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Latch{rt: rt, name: name, key: key, channel: layout.LatchChannel(key), expiry: 24 * time.Hour,
-		waiterTimeout: 5 * time.Second}
-	for _, o := range opts {
-		if o == nil {
-			return nil, core.Invalid("nil option")
-		}
-		if err := o(l); err != nil {
-			return nil, err
-		}
+	l := &Latch{rt: rt, name: name, key: key, channel: layout.LatchChannel(key), expiry: 24 * time.Hour}
+	l.waiterTimeout, err = core.Settings(opts, func(o Option) *core.Setting { return o.s }, l)
+	if err != nil {
+		return nil, err
 	}
 	// The latch's channel is shared by every Client (one message must reach all of them), not
 	// a grant channel of this Client's: nothing is ever granted to one waiter.

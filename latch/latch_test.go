@@ -273,8 +273,8 @@ func TestInvalidArgumentsAreRejected(t *testing.T) {
 	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "expiry below 1s")
 	_, err = latch.New(c, "x", latch.WithWaiterTimeout(29*time.Millisecond))
 	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "waiter timeout below 30ms")
-	_, err = latch.New(c, "x", nil)
-	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "nil option")
+	_, err = latch.New(c, "x", latch.Option{})
+	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "zero option")
 	assert.Zero(t, redistest.Single(t).Client(t).Exists(ctx, l.Key()).Val())
 }
 

@@ -17,8 +17,8 @@ func TestOptionsAreCheckedAtNew(t *testing.T) {
 	c := newClient(t, redistest.Single(t).Client(t))
 	name := redistest.Name(t)
 	for what, opts := range map[string][]reentrant.Option{
-		"nil":                     {nil},
-		"WithWaiterTimeout, nil":  {reentrant.WithWaiterTimeout(time.Second), nil},
+		"zero":                    {{}},
+		"WithWaiterTimeout, zero": {reentrant.WithWaiterTimeout(time.Second), {}},
 		"WithWaiterTimeout(29ms)": {reentrant.WithWaiterTimeout(29 * time.Millisecond)},
 		"WithWaiterTimeout(-1s)":  {reentrant.WithWaiterTimeout(-time.Second)},
 	} {

@@ -48,38 +48,31 @@ type Lock struct {
 	queueSeen atomic.Bool
 }
 
-// config is what New's options set.
+// config is what New's options of this package's own set.
 type config struct {
-	fair          bool
-	waiterTimeout time.Duration
+	fair bool
 }
 
-// Option configures a Lock.
-type Option func(*config) error
+// Option configures a Lock at New; this package's With functions make them. Every primitive
+// package's WithWaiterTimeout means the same. A zero Option is an invalid argument.
+type Option struct{ s *core.Setting }
 
 // WithNonFair lets new readers in whenever no writer holds, even while writers wait: the
 // highest read throughput, at the price of writers waiting for a gap between readers. The
 // default is the fair mode.
 func WithNonFair() Option {
-	return func(c *config) error {
+	return Option{core.Set(func(c *config) error {
 		c.fair = false
 		return nil
-	}
+	})}
 }
 
 // WithWaiterTimeout sets how long a queued waiter (reader or writer) may go unheard of before
 // it is dropped from the queue: those queued behind a waiter whose process died wait at most
 // this long for it. Live waiters are kept alive by their Client's heartbeats, three per
-// timeout. It must be at least 30ms; the default is 5s.
-func WithWaiterTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 30*time.Millisecond {
-			return core.Invalid("waiter timeout %v is below 30ms", d)
-		}
-		c.waiterTimeout = d
-		return nil
-	}
-}
+// timeout. It must be at least 30ms; the default is 5s. Every primitive package has this
+// option, with this meaning and these bounds.
+func WithWaiterTimeout(d time.Duration) Option { return Option{core.WaiterTimeout(d)} }
 
 // WithWriterTimeout is WithWaiterTimeout, kept for existing callers: the timeout applies to
 // every waiter, reader or writer.
@@ -90,14 +83,10 @@ func WithWriterTimeout(d time.Duration) Option { return WithWaiterTimeout(d) }
 // New returns the read-write lock of the given name. Any bytes make a valid name, but it must
 // not be empty. Creating a Lock touches no key.
 func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
-	cfg := config{fair: true, waiterTimeout: 5 * time.Second}
-	for _, o := range opts {
-		if o == nil {
-			return nil, core.Invalid("nil option")
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	cfg := config{fair: true}
+	timeout, err := core.Settings(opts, func(o Option) *core.Setting { return o.s }, &cfg)
+	if err != nil {
+		return nil, err
 	}
 	rt := core.RuntimeOf(c)
 	if rt == nil {
@@ -107,15 +96,15 @@ func New(c *aqs.Client, name string, opts ...Option) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Lock{rt: rt, name: name, fair: cfg.fair, waiterTimeout: cfg.waiterTimeout,
-		timeout: strconv.FormatInt(cfg.waiterTimeout.Milliseconds(), 10),
+	l := &Lock{rt: rt, name: name, fair: cfg.fair, waiterTimeout: timeout,
+		timeout: strconv.FormatInt(timeout.Milliseconds(), 10),
 		keys:    layout.RWKeys(key), grants: layout.GrantChannel(key, rt.ID)}
 	l.kw, l.kr, l.krn, l.kq, l.kd = l.keys[0], l.keys[1], l.keys[2], l.keys[3], l.keys[4]
 	kind := "rwlock" // the fair rwlock's queue rules differ: its own Queue (see internal/acquire/shared.go)
 	if cfg.fair {
 		kind = "rwlock-fair"
 	}
-	l.q = acquire.Shared(rt, kind, acquire.Config{Grants: l.grants, WaiterTimeout: cfg.waiterTimeout, Name: name, Key: key,
+	l.q = acquire.Shared(rt, kind, acquire.Config{Grants: l.grants, WaiterTimeout: timeout, Name: name, Key: key,
 		Orphans: &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}})
 	l.w = excl.Side{RT: rt, Key: l.kw, Kind: "rwlock", Name: name, Primitive: "rwlock-write", Queue: l.q, Unlock: l.Unlock}
 	l.sendWrite, l.sendRead = l.releaseWrite, l.releaseRead

@@ -261,7 +261,7 @@ func TestBadInput(t *testing.T) {
 	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
 	_, err = rwlock.New(c, "x", rwlock.WithWriterTimeout(time.Millisecond))
 	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
-	_, err = rwlock.New(c, "x", nil)
+	_, err = rwlock.New(c, "x", rwlock.Option{})
 	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
 	l := newLock(t, c)
 	_, err = l.RLock(ctx, aqs.WithLease(-time.Second))

@@ -620,9 +620,9 @@ func TestInputBadOptions(t *testing.T) {
 				cases := []inCase{
 					{k.kind + "/empty name", func(context.Context) error { return newF(c, "") }, invalid},
 					{k.kind + "/nil client", func(context.Context) error { return newF(nil, name) }, invalid},
-					{k.kind + "/nil option", func(context.Context) error { return newF(c, name, nil) }, invalid},
-					{k.kind + "/nil option after a good one", func(context.Context) error {
-						return newF(c, name, semaphore.WithWaiterTimeout(time.Second), nil)
+					{k.kind + "/zero option", func(context.Context) error { return newF(c, name, semaphore.Option{}) }, invalid},
+					{k.kind + "/zero option after a good one", func(context.Context) error {
+						return newF(c, name, semaphore.WithWaiterTimeout(time.Second), semaphore.Option{})
 					}, invalid},
 				}
 				for _, d := range []time.Duration{0, -time.Second, time.Millisecond, 30*time.Millisecond - 1} {

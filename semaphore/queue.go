@@ -39,22 +39,17 @@ type base struct {
 	q             *acquire.Queue
 }
 
-// Option configures a Semaphore or a Leased.
-type Option func(*base) error
+// Option configures a Semaphore or a Leased at New or NewLeased; this package's With functions
+// make them. Every primitive package's WithWaiterTimeout means the same. A zero Option is an
+// invalid argument.
+type Option struct{ s *core.Setting }
 
 // WithWaiterTimeout sets how long a waiter may go unheard of before it is dropped from the
 // queue: a waiter whose process died holds up those behind it at most this long. Live waiters
 // are kept alive by their Client's heartbeats, three per timeout. It must be at least 30ms.
-// The default is 5s.
-func WithWaiterTimeout(d time.Duration) Option {
-	return func(b *base) error {
-		if d < 30*time.Millisecond {
-			return core.Invalid("waiter timeout %v is below 30ms", d)
-		}
-		b.waiterTimeout = d
-		return nil
-	}
-}
+// The default is 5s. Every
+// primitive package has this option, with this meaning and these bounds.
+func WithWaiterTimeout(d time.Duration) Option { return Option{core.WaiterTimeout(d)} }
 
 // WithSize gives the semaphore its size: n permits in all, set when a call finds the permits
 // not set (the first use, or after a Redis restart without persistence lost the key), so that
@@ -69,13 +64,13 @@ func WithWaiterTimeout(d time.Duration) Option {
 // total). A leased permit held at the restart is lost: its renewal fails, its held context is
 // cancelled with aqs.ErrLockLost, and its Release reports it gone.
 func WithSize(n int) Option {
-	return func(b *base) error {
+	return Option{core.Set(func(b *base) error {
 		if n < 0 {
 			return core.Invalid("size %d is negative", n)
 		}
 		b.size, b.sized = n, true
 		return nil
-	}
+	})}
 }
 
 // seed sets the permits to the size given with WithSize if they are not set; kind is "c" or
@@ -95,14 +90,10 @@ func newBase(rt *core.Runtime, name string, opts []Option) (base, error) {
 	if err != nil {
 		return base{}, err
 	}
-	b := base{rt: rt, name: name, key: key, grants: layout.GrantChannel(key, rt.ID), waiterTimeout: 5 * time.Second}
-	for _, o := range opts {
-		if o == nil {
-			return base{}, core.Invalid("nil option")
-		}
-		if err := o(&b); err != nil {
-			return base{}, err
-		}
+	b := base{rt: rt, name: name, key: key, grants: layout.GrantChannel(key, rt.ID)}
+	b.waiterTimeout, err = core.Settings(opts, func(o Option) *core.Setting { return o.s }, &b)
+	if err != nil {
+		return base{}, err
 	}
 	return b, nil
 }
