@@ -42,9 +42,6 @@ func NewCond(lock *Fair) *Cond {
 	return &Cond{lock: lock}
 }
 
-// Lock returns the lock the condition belongs to.
-func (c *Cond) Lock() *Fair { return c.lock }
-
 // at observes now on the lock and drops the condition's dead waiters.
 func (c *Cond) at(op string, now Time) {
 	c.lock.at(op, now)

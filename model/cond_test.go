@@ -114,7 +114,7 @@ func (s *condMachine) granted(t *rapid.T, how, hold string, head *condCaller) {
 		// The grant's lease runs only to the waiter's liveness deadline until the waiter,
 		// told of it, renews it to its own, as the real one does at once.
 		head.place = condHolding
-		if !s.c.Lock().Renew(s.now, hold, condLease) {
+		if !s.c.lock.Renew(s.now, hold, condLease) {
 			t.Fatalf("%s, granted, cannot renew", hold)
 		}
 	}
@@ -134,7 +134,7 @@ func (s *condMachine) advance(t *rapid.T) {
 func (s *condMachine) lock(t *rapid.T) {
 	c := s.caller(t, condIdle)
 	c.hold = s.fresh()
-	r := s.c.Lock().Attempt(s.now, c.hold, condLease, true)
+	r := s.c.lock.Attempt(s.now, c.hold, condLease, true)
 	busy := len(s.in(condHolding)) > 0 || len(s.in(condQueued)) > 0
 	switch {
 	case r.Acquired && busy:
@@ -151,7 +151,7 @@ func (s *condMachine) lock(t *rapid.T) {
 
 func (s *condMachine) again(t *rapid.T) {
 	c := s.caller(t, condQueued)
-	r := s.c.Lock().AttemptAgain(s.now, c.hold, condLease, true)
+	r := s.c.lock.AttemptAgain(s.now, c.hold, condLease, true)
 	if r.Acquired || r.Dropped || !r.Queued {
 		t.Fatalf("later attempt of %s, queued behind a holder: %+v", c.hold, r)
 	}
@@ -160,7 +160,7 @@ func (s *condMachine) again(t *rapid.T) {
 
 func (s *condMachine) unlock(t *rapid.T) {
 	c := s.caller(t, condHolding)
-	r, err := s.c.Lock().Release(s.now, c.hold, true)
+	r, err := s.c.lock.Release(s.now, c.hold, true)
 	if err != nil {
 		t.Fatalf("release by the holder %s: %v", c.hold, err)
 	}
@@ -181,7 +181,7 @@ func (s *condMachine) wait(t *rapid.T) {
 	if w := s.c.Waiting(s.now); len(w) == 0 || w[len(w)-1] != next {
 		t.Fatalf("after its wait, %s is not the condition's last waiter: %v", next, w)
 	}
-	if h, _, _ := s.c.Lock().Holder(s.now); h == old {
+	if h, _, _ := s.c.lock.Holder(s.now); h == old {
 		t.Fatalf("%s still holds after its wait", old)
 	}
 }
@@ -242,7 +242,7 @@ func (s *condMachine) giveUp(t *rapid.T) {
 		if !s.c.Leave(s.now, c.hold) {
 			t.Fatalf("%s was not on the condition", c.hold)
 		}
-	} else if r := s.c.Lock().GiveUp(s.now, c.hold); !r.WasQueued || r.Granted != "" {
+	} else if r := s.c.lock.GiveUp(s.now, c.hold); !r.WasQueued || r.Granted != "" {
 		t.Fatalf("give up of %s, queued behind a holder: %+v", c.hold, r)
 	}
 	c.place, c.hold = condIdle, ""
@@ -254,7 +254,7 @@ func (s *condMachine) check(t *rapid.T) {
 	if len(holders) > 1 {
 		t.Fatalf("%d holders", len(holders))
 	}
-	holder, _, held := s.c.Lock().Holder(s.now)
+	holder, _, held := s.c.lock.Holder(s.now)
 	switch {
 	case len(holders) == 1 && holder != holders[0].hold, len(holders) == 0 && held:
 		t.Fatalf("holder: model %q, shadow %v", holder, holders)
@@ -266,7 +266,7 @@ func (s *condMachine) check(t *rapid.T) {
 		}
 		return out
 	}
-	q, w := s.c.Lock().Queue(s.now), s.c.Waiting(s.now)
+	q, w := s.c.lock.Queue(s.now), s.c.Waiting(s.now)
 	if want := holds(s.in(condQueued)); !slices.Equal(q, want) {
 		t.Fatalf("lock's queue: model %v, shadow %v", q, want)
 	}

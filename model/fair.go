@@ -98,8 +98,8 @@ import (
 //
 // # Time and misuse
 //
-// Every method but WaiterTimeout takes the current logical time and panics
-// if it is earlier than a time already passed to this model. Queries drop
+// Every method takes the current logical time and panics if it is earlier
+// than a time already passed to this model. Queries drop
 // expired holds and dead waiters as every other call does; that never
 // changes a later reply, since expiry and death depend on time alone. Misuse
 // that only a buggy caller commits panics, and a call that panics changes
@@ -135,11 +135,6 @@ func NewFair(waiterTimeout int64) *Fair {
 		panic(fmt.Sprintf("model: NewFair with non-positive waiter timeout %d ms", waiterTimeout))
 	}
 	return &Fair{waiterTimeout: waiterTimeout}
-}
-
-// WaiterTimeout returns the waiter timeout given to NewFair, in milliseconds.
-func (m *Fair) WaiterTimeout() int64 {
-	return m.waiterTimeout
 }
 
 // FairResult is the reply of Attempt.

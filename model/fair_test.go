@@ -1375,7 +1375,7 @@ func TestFairQueriesOnFreeLock(t *testing.T) {
 	if p := m.Position(0, "a"); p != -1 {
 		t.Fatalf("Position = %d", p)
 	}
-	if m.HoldCount(0, "") != 0 || m.IsLocked(0) || m.WaiterTimeout() != 50 {
+	if m.HoldCount(0, "") != 0 || m.IsLocked(0) || m.waiterTimeout != 50 {
 		t.Fatal("free lock reports a hold or the wrong waiter timeout")
 	}
 }

@@ -46,8 +46,8 @@ import (
 //
 // # Time and misuse
 //
-// Every method but WaiterTimeout takes the current logical time and panics
-// if it is earlier than a time already passed to this model. Every method
+// Every method takes the current logical time and panics if it is earlier
+// than a time already passed to this model. Every method
 // first drops dead waiters and expired permits, which depend on time alone,
 // so queries may do it too without changing a later reply. Misuse that only
 // a buggy caller commits (an empty hold or id, a non-positive n or lease, a
@@ -81,12 +81,6 @@ func NewLeased(waiterTimeout int64) *Leased {
 		panic(fmt.Sprintf("model: NewLeased with non-positive waiter timeout %d ms", waiterTimeout))
 	}
 	return &Leased{waiterTimeout: waiterTimeout, permits: map[string]leasedPermit{}}
-}
-
-// WaiterTimeout returns the waiter timeout given to NewLeased, in
-// milliseconds.
-func (m *Leased) WaiterTimeout() int64 {
-	return m.waiterTimeout
 }
 
 // at moves the model to time now and applies expiry: dead waiters leave the

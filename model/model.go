@@ -3,8 +3,12 @@
 //
 // A model is the specification of its primitive (DESIGN.md, decision 9): the
 // Redis implementation must give the same reply as the model for every
-// operation, and state-machine tests drive both with the same operations and
-// compare every reply. To make that possible a model
+// operation. Each model is checked twice, by rapid state machines: this
+// package's tests hold its invariants over random sequences of calls, and
+// the primitive's own package (its model_test.go) drives the model and the
+// scripts on Redis with the same operations and compares every reply (and,
+// for the primitives with a queue, the state after each step). To make that
+// possible a model
 //
 //   - never reads a real clock: every operation takes the current logical
 //     time, a [Time], and the caller decides how time moves;
@@ -22,6 +26,17 @@
 // Models are not safe for concurrent use; a test that drives one from several
 // goroutines must serialize the calls, exactly as the Redis server serializes
 // scripts.
+//
+// The package exports what a reader of the specification needs, and nothing
+// else: for each primitive, its type, whose doc states the state and the
+// rules; its constructor; one method for each script run a user's call makes
+// (an attempt, a heartbeat, a release, a give-up, a renewal…); the queries
+// that read the state the type's doc describes, which the model-versus-Redis
+// tests compare with the keys in Redis and a user's queries (IsLocked,
+// HoldCount, Available…) must match; and the replies, statuses and errors of
+// those methods. What was given to a constructor is not read back, and
+// bookkeeping that only this package's invariant checks look at, such as the
+// highest fencing token issued, stays unexported.
 package model
 
 import (

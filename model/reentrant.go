@@ -20,9 +20,9 @@ package model
 // There is no waiting: Acquire is one non-blocking attempt, which is what one
 // run of the acquire script does on the server.
 //
-// Every method but LastToken takes the current logical time and panics if it
-// is earlier than a time already passed to this model. The zero value is a
-// free lock that has issued no token and accepts any first time.
+// Every method takes the current logical time and panics if it is earlier
+// than a time already passed to this model. The zero value is a free lock
+// that has issued no token and accepts any first time.
 type Reentrant struct {
 	clock
 	owner     string // "" when free
@@ -271,11 +271,4 @@ func (m *Reentrant) RemainingLease(now Time) (ms int64, ok bool) {
 func (m *Reentrant) Token(now Time) (token int64, ok bool) {
 	m.at("Reentrant.Token", now)
 	return m.token, m.owner != ""
-}
-
-// LastToken returns the highest fencing token issued so far, 0 if none. It
-// does not depend on time: issued tokens are never taken back, and the next
-// new hold gets LastToken()+1.
-func (m *Reentrant) LastToken() int64 {
-	return m.lastToken
 }

@@ -91,7 +91,7 @@ func (s *reentrantMachine) snapshot() snapshot {
 	holder, count, _ := s.m.Holder(s.now)
 	token, _ := s.m.Token(s.now)
 	remaining, _ := s.m.RemainingLease(s.now)
-	return snapshot{holder, count, s.m.IsLocked(s.now), token, remaining, s.m.LastToken()}
+	return snapshot{holder, count, s.m.IsLocked(s.now), token, remaining, s.m.lastToken}
 }
 
 // unchanged fails the run if the observable state differs from before, for
@@ -332,7 +332,7 @@ func (s *reentrantMachine) check(t *rapid.T) {
 	if tok != ok || token != s.token {
 		t.Fatalf("token: got (%d, %v), want (%d, %v)", token, tok, s.token, ok)
 	}
-	if last := s.m.LastToken(); last != s.lastIssued() {
+	if last := s.m.lastToken; last != s.lastIssued() {
 		t.Fatalf("fencing tokens: LastToken %d, want %d", last, s.lastIssued())
 	}
 	for i := 1; i < len(s.issued); i++ {
@@ -438,7 +438,7 @@ func TestAcquireExpectNeverStartsANewHold(t *testing.T) {
 	if r := m.AcquireExpect(0, "a", 10, 0); r != (AcquireResult{Lost: true}) {
 		t.Fatalf("expected re-entry on a free lock: %+v", r)
 	}
-	if m.IsLocked(0) || m.LastToken() != 0 {
+	if m.IsLocked(0) || m.lastToken != 0 {
 		t.Fatal("a lost expected re-entry took the lock or issued a token")
 	}
 }
@@ -558,7 +558,7 @@ func TestFailedOperationsIssueNoToken(t *testing.T) {
 	m.AcquireExpect(1, "b", 10, 1)
 	m.Release(1, "b")
 	m.Renew(1, "b", 1, 10)
-	if got := m.LastToken(); got != 1 {
+	if got := m.lastToken; got != 1 {
 		t.Fatalf("LastToken = %d after failed operations, want 1", got)
 	}
 }

@@ -190,8 +190,8 @@ import (
 //
 // # Time and misuse
 //
-// Every method but WaiterTimeout and Fair takes the current logical time
-// and panics if it is earlier than a time already passed to this model.
+// Every method takes the current logical time and panics if it is earlier
+// than a time already passed to this model.
 // Expired holds are dropped at the first call that observes them, queries
 // included, which never changes a later reply since expiry depends on time
 // alone. Misuse that only a buggy caller commits (an empty hold, a
@@ -296,16 +296,6 @@ func NewRW(waiterTimeout int64, fair bool) *RW {
 		readers:       map[string]rwReader{},
 		deadlines:     map[rwMember]Time{},
 	}
-}
-
-// WaiterTimeout returns the waiter timeout given to NewRW, in milliseconds.
-func (m *RW) WaiterTimeout() int64 {
-	return m.waiterTimeout
-}
-
-// Fair reports whether the lock was made fair by NewRW.
-func (m *RW) Fair() bool {
-	return m.fair
 }
 
 // made panics on an RW not made by NewRW, whose waiters would die the

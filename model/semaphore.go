@@ -149,8 +149,8 @@ type SemAttempt struct {
 //
 // # Time and misuse
 //
-// Every method but WaiterTimeout takes the current logical time and panics
-// if it is earlier than a time already passed to this model. Every method
+// Every method takes the current logical time and panics if it is earlier
+// than a time already passed to this model. Every method
 // first drops dead waiters and expired grant records, which depend on time
 // alone, so queries may do it too without changing a later reply. Misuse
 // that only a buggy caller commits (an empty hold, a non-positive n, a
@@ -186,11 +186,6 @@ func NewSem(waiterTimeout int64) *Sem {
 		panic(fmt.Sprintf("model: NewSem with non-positive waiter timeout %d ms", waiterTimeout))
 	}
 	return &Sem{waiterTimeout: waiterTimeout, grants: map[string]semGrant{}}
-}
-
-// WaiterTimeout returns the waiter timeout given to NewSem, in milliseconds.
-func (m *Sem) WaiterTimeout() int64 {
-	return m.waiterTimeout
 }
 
 // at moves the model to time now and applies expiry: dead waiters leave the

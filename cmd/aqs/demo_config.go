@@ -51,10 +51,10 @@ const (
 // configKeyOf returns the key of the configuration hash.
 func configKeyOf(lock *rwlock.Lock) string { return demoKeyStem(lock.Key()) + "config" }
 
-// runConfig is the parent side of the shared configuration.
+// runConfig is the parent side of the shared configuration: it sets the hash up, runs the
+// readers and the writer to the end, and checks what they saw.
 func runConfig(ctx context.Context, d *demoRun) ([]summaryRow, error) {
-	cfg := d.cfg
-	name := cfg.name + "-config"
+	name := d.cfg.name + "-config"
 	lock, err := rwlock.New(d.client, name)
 	if err != nil {
 		return nil, err
@@ -65,106 +65,147 @@ func runConfig(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 		return nil, err
 	}
 	defer d.deleteKeys(ctx, keys)
-	if err := d.rdb.HSet(ctx, key, "a", 0, "b", 0, "version", 0).Err(); err != nil {
+	if err := setUpConfig(ctx, d, lock, name, key); err != nil {
 		return nil, err
+	}
+	f, err := d.startFleet(ctx, configSpecs(d, name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.stop()
+	t, err := watchConfig(ctx, d, f)
+	if err != nil {
+		return nil, err
+	}
+	version, err := d.rdb.HGet(ctx, key, "version").Int()
+	if err != nil {
+		return nil, err
+	}
+	return t.verdict(d.cfg, version), nil
+}
+
+// setUpConfig writes the configuration's first version and says what the run will do.
+func setUpConfig(ctx context.Context, d *demoRun, lock *rwlock.Lock, name, key string) error {
+	cfg := d.cfg
+	if err := d.rdb.HSet(ctx, key, "a", 0, "b", 0, "version", 0).Err(); err != nil {
+		return err
 	}
 	d.printf("  configuration hash %s (fields a and b, always equal, and version); read-write lock %q (key %s)\n",
 		key, name, lock.Key())
 	d.printf("  %d processes x %d readers read it under the read lock; 1 writer process updates it under the\n"+
 		"  write lock every %v (a, then b %v later), %d times\n", cfg.processes, cfg.readers, writeEvery, writeWork,
 		cfg.writes)
+	return nil
+}
 
+// configSpecs returns the configuration's worker processes: the reader processes, then the
+// writer, last.
+func configSpecs(d *demoRun, name string) []workerSpec {
+	cfg := d.cfg
 	specs := make([]workerSpec, cfg.processes+1)
 	for i := range cfg.processes {
 		specs[i] = d.spec(roleReaders, name, i+1, cfg.readers)
 	}
 	specs[cfg.processes] = d.spec(roleWriter, name, cfg.processes+1, 1)
 	specs[cfg.processes].Writes = cfg.writes
-	f, err := d.startFleet(ctx, specs)
-	if err != nil {
-		return nil, err
-	}
-	defer f.stop()
-	writer := f.procs[cfg.processes]
+	return specs
+}
 
-	readsSoFar := map[*workerProc]int64{}
-	sum := func() (n int64) {
-		for _, r := range readsSoFar {
-			n += r
-		}
-		return n
-	}
-	var (
-		writes                 int
-		longestWait, totalWait time.Duration
-		reads, torn            int64
-		longestRead            time.Duration
-		readTime               time.Duration // from the start to the stop
-	)
+// configTally is what the configuration's workers reported.
+type configTally struct {
+	readsSoFar             map[*workerProc]int64
+	writes                 int
+	longestWait, totalWait time.Duration
+	reads, torn            int64
+	longestRead            time.Duration
+	readTime               time.Duration // from the start to the stop
+}
+
+// watchConfig reads the workers' events until every process has exited, stopping the readers
+// when the writer is done, and returns their tally.
+func watchConfig(ctx context.Context, d *demoRun, f *fleet) (*configTally, error) {
+	t := &configTally{readsSoFar: map[*workerProc]int64{}}
+	writer := f.procs[d.cfg.processes]
 	for f.live > 0 {
 		ev, _, err := f.next(ctx, nil)
 		if err != nil {
 			return nil, err
 		}
-		w := ev.words
-		switch {
-		case w == nil:
-			if err := f.exited(ev.p); err != nil {
-				return nil, err
-			}
-			if ev.p == writer {
-				readTime = time.Since(d.start)
-				f.broadcast(lineStop)
-			}
-		case w[0] == "reads" && len(w) == 2:
-			readsSoFar[ev.p], _ = strconv.ParseInt(w[1], 10, 64)
-		case w[0] == "torn" && len(w) == 4:
-			d.progress("TORN READ by reader %s: a=%s b=%s", w[1], w[2], w[3])
-		case w[0] == "write" && len(w) == 5:
-			writes++
-			wait := micros(w[3])
-			totalWait += wait
-			longestWait = max(longestWait, wait)
-			d.progress("write %2s/%d  version %-2s  waited %v for the write lock, behind %s readers  reads so far %d",
-				w[1], cfg.writes, w[2], wait.Round(10*time.Microsecond), w[4], sum())
-		case w[0] == lineDone && ev.p == writer && len(w) == 2:
-			ev.p.done = true
-			d.progress("the writer is done: stopping the readers")
-		case w[0] == lineDone && len(w) == 4:
-			ev.p.done = true
-			n, _ := strconv.ParseInt(w[1], 10, 64)
-			t, _ := strconv.ParseInt(w[2], 10, 64)
-			reads += n
-			torn += t
-			readsSoFar[ev.p] = n
-			longestRead = max(longestRead, micros(w[3]))
-		default:
-			return nil, fmt.Errorf("worker %s printed %q", ev.p, strings.Join(w, " "))
+		if err := t.take(d, f, writer, ev); err != nil {
+			return nil, err
 		}
 	}
+	return t, nil
+}
 
-	version, err := d.rdb.HGet(ctx, key, "version").Int()
-	if err != nil {
-		return nil, err
+// take counts one event of the configuration's workers, reporting progress.
+func (t *configTally) take(d *demoRun, f *fleet, writer *workerProc, ev workerEvent) error {
+	w := ev.words
+	switch {
+	case w == nil:
+		if err := f.exited(ev.p); err != nil {
+			return err
+		}
+		if ev.p == writer {
+			t.readTime = time.Since(d.start)
+			f.broadcast(lineStop)
+		}
+	case w[0] == "reads" && len(w) == 2:
+		t.readsSoFar[ev.p], _ = strconv.ParseInt(w[1], 10, 64)
+	case w[0] == "torn" && len(w) == 4:
+		d.progress("TORN READ by reader %s: a=%s b=%s", w[1], w[2], w[3])
+	case w[0] == "write" && len(w) == 5:
+		t.writes++
+		wait := micros(w[3])
+		t.totalWait += wait
+		t.longestWait = max(t.longestWait, wait)
+		d.progress("write %2s/%d  version %-2s  waited %v for the write lock, behind %s readers  reads so far %d",
+			w[1], d.cfg.writes, w[2], wait.Round(10*time.Microsecond), w[4], t.readsNow())
+	case w[0] == lineDone && ev.p == writer && len(w) == 2:
+		ev.p.done = true
+		d.progress("the writer is done: stopping the readers")
+	case w[0] == lineDone && len(w) == 4:
+		ev.p.done = true
+		n, _ := strconv.ParseInt(w[1], 10, 64)
+		torn, _ := strconv.ParseInt(w[2], 10, 64)
+		t.reads += n
+		t.torn += torn
+		t.readsSoFar[ev.p] = n
+		t.longestRead = max(t.longestRead, micros(w[3]))
+	default:
+		return fmt.Errorf("worker %s printed %q", ev.p, strings.Join(w, " "))
 	}
+	return nil
+}
+
+// readsNow returns the reads the reader processes reported so far.
+func (t *configTally) readsNow() (n int64) {
+	for _, r := range t.readsSoFar {
+		n += r
+	}
+	return n
+}
+
+// verdict returns the configuration's summary rows, given the version the hash ended at.
+func (t *configTally) verdict(cfg demoConfig, version int) []summaryRow {
 	meanWait := time.Duration(0)
-	if writes > 0 {
-		meanWait = totalWait / time.Duration(writes)
+	if t.writes > 0 {
+		meanWait = t.totalWait / time.Duration(t.writes)
 	}
 	return []summaryRow{
-		figureRow("reads", "%d in %v (%.0f/s), %d readers in %d processes", reads, readTime.Round(time.Millisecond),
-			perSecond(reads, readTime), cfg.processes*cfg.readers, cfg.processes),
-		checkedRow("writes", writes == cfg.writes && version == cfg.writes, "%d of %d, configuration version %d",
-			writes, cfg.writes, version),
-		checkedRow("torn reads", torn == 0, "%d", torn).withNote(fmt.Sprintf("a read (under the read lock) that found "+
+		figureRow("reads", "%d in %v (%.0f/s), %d readers in %d processes", t.reads, t.readTime.Round(time.Millisecond),
+			perSecond(t.reads, t.readTime), cfg.processes*cfg.readers, cfg.processes),
+		checkedRow("writes", t.writes == cfg.writes && version == cfg.writes, "%d of %d, configuration version %d",
+			t.writes, cfg.writes, version),
+		checkedRow("torn reads", t.torn == 0, "%d", t.torn).withNote(fmt.Sprintf("a read (under the read lock) that found "+
 			"the fields a and b unequal: the writer sets them one after the other, %v apart, under the write lock, "+
 			"so a reader that got in during a write would see half of it.", writeWork)),
-		figureRow("writer's longest wait", "%v for the write lock (mean %v)", longestWait.Round(10*time.Microsecond),
+		figureRow("writer's longest wait", "%v for the write lock (mean %v)", t.longestWait.Round(10*time.Microsecond),
 			meanWait.Round(10*time.Microsecond)),
-		figureRow("readers' longest wait", "%v for the read lock", longestRead.Round(10*time.Microsecond)).
+		figureRow("readers' longest wait", "%v for the read lock", t.longestRead.Round(10*time.Microsecond)).
 			withNote("new readers queue behind a waiting writer, so a reader may wait for the readers before it " +
 				"and the writer."),
-	}, nil
+	}
 }
 
 // micros parses a count of microseconds.
@@ -188,12 +229,44 @@ func runReaders(ctx context.Context, w *worker) error {
 		return err
 	}
 	key := configKeyOf(lock)
-	var (
-		reads, torn atomic.Int64
-		longest     atomic.Int64 // ns
-	)
-	reported := make(chan struct{})
+	var t readerTally
 	finished := make(chan struct{})
+	reported := reportReads(w, &t.reads, finished)
+	var wg sync.WaitGroup
+	for g := 1; g <= w.spec.Goroutines; g++ {
+		label := goroutineLabel(w.spec.Proc, "r", g)
+		wg.Go(func() { readConfig(w, lock, key, label, &t) })
+	}
+	wg.Wait()
+	close(finished)
+	<-reported
+	if t.first != nil {
+		return t.first
+	}
+	w.out.println(lineDone, t.reads.Load(), t.torn.Load(), time.Duration(t.longest.Load()).Microseconds())
+	return nil
+}
+
+// readerTally is what the readers of one process count, together.
+type readerTally struct {
+	reads, torn atomic.Int64
+	longest     atomic.Int64 // ns
+
+	mu    sync.Mutex
+	first error // the first reader's failure
+}
+
+// fail records a reader's failure; the first one is the process's.
+func (t *readerTally) fail(err error) {
+	t.mu.Lock()
+	t.first = cmp.Or(t.first, err)
+	t.mu.Unlock()
+}
+
+// reportReads prints the process's reads every progressEvery until finished is closed, and
+// closes the channel it returns when it has stopped.
+func reportReads(w *worker, reads *atomic.Int64, finished <-chan struct{}) <-chan struct{} {
+	reported := make(chan struct{})
 	go func() {
 		defer close(reported)
 		tick := time.NewTicker(progressEvery)
@@ -207,64 +280,47 @@ func runReaders(ctx context.Context, w *worker) error {
 			}
 		}
 	}()
+	return reported
+}
 
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for g := 1; g <= w.spec.Goroutines; g++ {
-		label := goroutineLabel(w.spec.Proc, "r", g)
-		wg.Go(func() {
-			for w.stop.Err() == nil {
-				asked := time.Now()
-				held, err := lock.RLock(w.stop)
-				if err != nil {
-					if w.stop.Err() == nil {
-						mu.Lock()
-						first = cmp.Or(first, err)
-						mu.Unlock()
-					}
-					return
-				}
-				wait := time.Since(asked)
-				for old := longest.Load(); int64(wait) > old && !longest.CompareAndSwap(old, int64(wait)); old = longest.Load() {
-				}
-				v, err := w.rdb.HMGet(held, key, "a", "b").Result()
-				if err == nil {
-					time.Sleep(readWork) // the reader uses the configuration
-				}
-				// The read runs under the held context, which the stop cancels: a read cut
-				// short by it is the end, not a failure.
-				cut := err != nil && w.stop.Err() != nil
-				if uerr := lock.RUnlock(held); err == nil || cut {
-					err = uerr
-				}
-				if err == nil && cut {
-					return
-				}
-				if err != nil {
-					mu.Lock()
-					first = cmp.Or(first, err)
-					mu.Unlock()
-					return
-				}
-				reads.Add(1)
-				if a, b := fmt.Sprint(v[0]), fmt.Sprint(v[1]); a != b {
-					torn.Add(1)
-					w.out.println("torn", label, a, b)
-				}
+// readConfig is one reader: it reads the configuration under the read lock, again and again,
+// until the stop, counting its reads and torn reads in t.
+func readConfig(w *worker, lock *rwlock.Lock, key, label string, t *readerTally) {
+	for w.stop.Err() == nil {
+		asked := time.Now()
+		held, err := lock.RLock(w.stop)
+		if err != nil {
+			if w.stop.Err() == nil {
+				t.fail(err)
 			}
-		})
+			return
+		}
+		wait := time.Since(asked)
+		for old := t.longest.Load(); int64(wait) > old && !t.longest.CompareAndSwap(old, int64(wait)); old = t.longest.Load() {
+		}
+		v, err := w.rdb.HMGet(held, key, "a", "b").Result()
+		if err == nil {
+			time.Sleep(readWork) // the reader uses the configuration
+		}
+		// The read runs under the held context, which the stop cancels: a read cut
+		// short by it is the end, not a failure.
+		cut := err != nil && w.stop.Err() != nil
+		if uerr := lock.RUnlock(held); err == nil || cut {
+			err = uerr
+		}
+		if err == nil && cut {
+			return
+		}
+		if err != nil {
+			t.fail(err)
+			return
+		}
+		t.reads.Add(1)
+		if a, b := fmt.Sprint(v[0]), fmt.Sprint(v[1]); a != b {
+			t.torn.Add(1)
+			w.out.println("torn", label, a, b)
+		}
 	}
-	wg.Wait()
-	close(finished)
-	<-reported
-	if first != nil {
-		return first
-	}
-	w.out.println(lineDone, reads.Load(), torn.Load(), time.Duration(longest.Load()).Microseconds())
-	return nil
 }
 
 // runWriter is the worker side of the writer.

@@ -191,10 +191,11 @@ const (
 		"take it would wait forever; it then stops the buyers and counts them."
 )
 
-// runInventory is the parent side of the inventory reservation.
+// runInventory is the parent side of the inventory reservation: it sets the stock up, runs the
+// buyers and the restocker to the end, probing for buyers left waiting once restocking is
+// over, and judges the run.
 func runInventory(ctx context.Context, d *demoRun) ([]summaryRow, error) {
-	cfg := d.cfg
-	name := cfg.name + "-inventory"
+	name := d.cfg.name + "-inventory"
 	lock, err := fair.New(d.client, name)
 	if err != nil {
 		return nil, err
@@ -209,121 +210,166 @@ func runInventory(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 		return nil, err
 	}
 	defer d.deleteKeys(ctx, keys)
-	if err := d.rdb.MSet(ctx, k.stock, 0, k.restocked, 0).Err(); err != nil {
+	if err := setUpInventory(ctx, d, lock, name, k); err != nil {
 		return nil, err
 	}
-	buyers := cfg.processes * cfg.buyers
-	total := buyers * cfg.items
+	f, err := d.startFleet(ctx, inventorySpecs(d, name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.stop()
+	buyers := d.cfg.processes * d.cfg.buyers
+	iw := newInventoryWatch(d, f, lock, cond, k, inventoryTally{total: buyers * d.cfg.items, buyers: buyers})
+	if err := iw.run(ctx); err != nil {
+		return nil, err
+	}
+	return inventoryVerdict(ctx, d, k, iw.t)
+}
+
+// setUpInventory sets the stock and the restocked witness to 0, and says what the run will do.
+func setUpInventory(ctx context.Context, d *demoRun, lock *fair.Lock, name string, k inventoryKeys) error {
+	cfg := d.cfg
+	if err := d.rdb.MSet(ctx, k.stock, 0, k.restocked, 0).Err(); err != nil {
+		return err
+	}
+	total := cfg.processes * cfg.buyers * cfg.items
 	d.printf("  stock 0 (key %s); fair lock %q (key %s), its condition %q\n", k.stock, name, lock.Key(), stockCondition)
 	d.printf("  %d processes x %d buyers, %s each, one a hold: while the stock is 0, wait on the condition\n",
 		cfg.processes, cfg.buyers, plural(cfg.items, "item"))
 	d.printf("  a restocker (one more process) adds %d items in batches of 1 to %d, every %v, with a Signal per item\n",
 		total, cfg.batch, restockEvery)
+	return nil
+}
 
+// inventorySpecs returns the inventory's worker processes: the buyers' processes, then the
+// restocker, last, which adds what the buyers want in all.
+func inventorySpecs(d *demoRun, name string) []workerSpec {
+	cfg := d.cfg
 	specs := make([]workerSpec, cfg.processes+1)
 	for i := range cfg.processes {
 		specs[i] = d.spec(roleShoppers, name, i+1, cfg.buyers)
 		specs[i].Items = cfg.items
 	}
 	specs[cfg.processes] = d.spec(roleRestocker, name, cfg.processes+1, 1)
-	specs[cfg.processes].Items, specs[cfg.processes].Batch = total, cfg.batch
-	f, err := d.startFleet(ctx, specs)
-	if err != nil {
-		return nil, err
-	}
-	defer f.stop()
+	specs[cfg.processes].Items, specs[cfg.processes].Batch = cfg.processes*cfg.buyers*cfg.items, cfg.batch
+	return specs
+}
 
-	step := max(total/10, 1)
-	width := len(strconv.Itoa(total))
-	var (
-		reserved, wakes, rewaits, late int
-		restocks, empty                int
-		restocked                      bool
-		leftWaiting, stockLeft         int // found by the probe
-		probes                         int
-		stopped                        bool
-		last                           time.Duration
-		tick                           <-chan time.Time
-	)
-	// look probes for buyers left waiting with stock left, and stops the buyers when it finds
-	// some: they would wait forever.
-	look := func() error {
-		if stopped {
-			return nil // found already
+// inventoryWatch is the parent reading the inventory's events: it tallies them, reports
+// progress, and, once restocking is over, probes for buyers left waiting.
+type inventoryWatch struct {
+	d    *demoRun
+	f    *fleet
+	lock *fair.Lock
+	cond *fair.Condition
+	k    inventoryKeys
+	t    inventoryTally
+
+	step, width int          // reservations between two progress lines; the digits of the total
+	restocked   bool         // the restocker's done line came
+	stopped     bool         // the probe found buyers left waiting, and stopped the buyers
+	ticker      *time.Ticker // the probe's, from the restocker's done line
+}
+
+func newInventoryWatch(d *demoRun, f *fleet, lock *fair.Lock, cond *fair.Condition, k inventoryKeys,
+	t inventoryTally) *inventoryWatch {
+	return &inventoryWatch{d: d, f: f, lock: lock, cond: cond, k: k, t: t,
+		step: max(t.total/10, 1), width: len(strconv.Itoa(t.total))}
+}
+
+// run reads the events until every process has exited.
+func (iw *inventoryWatch) run(ctx context.Context) error {
+	defer func() {
+		if iw.ticker != nil {
+			iw.ticker.Stop()
 		}
-		n, left, err := probeStuck(ctx, d.rdb, lock, cond, k)
+	}()
+	for iw.f.live > 0 {
+		var tick <-chan time.Time
+		if iw.ticker != nil {
+			tick = iw.ticker.C
+		}
+		ev, ticked, err := iw.f.next(ctx, tick)
 		if err != nil {
 			return err
 		}
-		probes++
-		if n > 0 {
-			leftWaiting, stockLeft, stopped = n, left, true
-			d.progress("STUCK: %d buyers wait on the condition with %d items in stock and nobody in line: stopping them",
-				n, left)
-			f.broadcast(lineStop)
-		}
-		return nil
-	}
-	for f.live > 0 {
-		ev, ticked, err := f.next(ctx, tick)
-		if err != nil {
-			return nil, err
-		}
 		if ticked {
-			if err := look(); err != nil {
-				return nil, err
-			}
-			continue
+			err = iw.look(ctx)
+		} else {
+			err = iw.take(ctx, ev)
 		}
-		w := ev.words
-		switch {
-		case w == nil:
-			if err := f.exited(ev.p); err != nil {
-				return nil, err
-			}
-		case w[0] == "restock" && len(w) == 5:
-			restocks++
-			m, _ := strconv.Atoi(w[3])
-			d.progress("restock +%s -> stock %s, %s signalled, %s still waiting", w[1], w[2], plural(m, "waiter"), w[4])
-		case w[0] == "woke" && len(w) == 5:
-			wakes++
-			if w[4] == "0" {
-				rewaits++
-			}
-			if n, _ := strconv.Atoi(w[3]); n > 0 {
-				late += n
-				d.progress("FIFO VIOLATION: %s (wait %s) woke while %d buyers that began to wait before it still wait",
-					w[1], w[2], n)
-			}
-		case w[0] == "reserved" && len(w) == 4:
-			reserved++
-			last = time.Since(d.start)
-			if reserved%step == 0 || reserved == total {
-				d.progress("reserved %*d/%d  item %s by buyer %s, stock %s", width, reserved, total, w[2], w[1], w[3])
-			}
-		case w[0] == "left" && len(w) == 3:
-			d.progress("buyer %s left waiting with %s of %s", w[1], w[2], plural(cfg.items, "item"))
-		case w[0] == lineDone && ev.p.role == roleRestocker && len(w) == 4:
-			ev.p.done, restocked = true, true
-			empty, _ = strconv.Atoi(w[3])
-			t := time.NewTicker(probeEvery)
-			defer t.Stop()
-			tick = t.C
-			if err := look(); err != nil { // once at once: the buyers may all be done by the first tick
-				return nil, err
-			}
-		case w[0] == lineDone:
-			ev.p.done = true
-		default:
-			return nil, fmt.Errorf("worker %s printed %q", ev.p, strings.Join(w, " "))
+		if err != nil {
+			return err
 		}
 	}
-	if !restocked {
-		return nil, errors.New("the restocker ended without its done line")
+	if !iw.restocked {
+		return errors.New("the restocker ended without its done line")
 	}
-	return inventoryVerdict(ctx, d, k, inventoryTally{total: total, buyers: buyers, reserved: reserved, wakes: wakes,
-		rewaits: rewaits, late: late, restocks: restocks, empty: empty, leftWaiting: leftWaiting,
-		stockLeft: stockLeft, probes: probes, last: last})
+	return nil
+}
+
+// take counts one event of the inventory's workers, reporting progress.
+func (iw *inventoryWatch) take(ctx context.Context, ev workerEvent) error {
+	d, t, w := iw.d, &iw.t, ev.words
+	switch {
+	case w == nil:
+		return iw.f.exited(ev.p)
+	case w[0] == "restock" && len(w) == 5:
+		t.restocks++
+		m, _ := strconv.Atoi(w[3])
+		d.progress("restock +%s -> stock %s, %s signalled, %s still waiting", w[1], w[2], plural(m, "waiter"), w[4])
+	case w[0] == "woke" && len(w) == 5:
+		t.wakes++
+		if w[4] == "0" {
+			t.rewaits++
+		}
+		if n, _ := strconv.Atoi(w[3]); n > 0 {
+			t.late += n
+			d.progress("FIFO VIOLATION: %s (wait %s) woke while %d buyers that began to wait before it still wait",
+				w[1], w[2], n)
+		}
+	case w[0] == "reserved" && len(w) == 4:
+		t.reserved++
+		t.last = time.Since(d.start)
+		if t.reserved%iw.step == 0 || t.reserved == t.total {
+			d.progress("reserved %*d/%d  item %s by buyer %s, stock %s", iw.width, t.reserved, t.total, w[2], w[1], w[3])
+		}
+	case w[0] == "left" && len(w) == 3:
+		d.progress("buyer %s left waiting with %s of %s", w[1], w[2], plural(d.cfg.items, "item"))
+	case w[0] == lineDone && ev.p.role == roleRestocker && len(w) == 4:
+		ev.p.done, iw.restocked = true, true
+		t.empty, _ = strconv.Atoi(w[3])
+		if iw.ticker != nil {
+			iw.ticker.Stop()
+		}
+		iw.ticker = time.NewTicker(probeEvery)
+		return iw.look(ctx) // once at once: the buyers may all be done by the first tick
+	case w[0] == lineDone:
+		ev.p.done = true
+	default:
+		return fmt.Errorf("worker %s printed %q", ev.p, strings.Join(w, " "))
+	}
+	return nil
+}
+
+// look probes for buyers left waiting with stock left, and stops the buyers when it finds
+// some: they would wait forever.
+func (iw *inventoryWatch) look(ctx context.Context) error {
+	if iw.stopped {
+		return nil // found already
+	}
+	n, left, err := probeStuck(ctx, iw.d.rdb, iw.lock, iw.cond, iw.k)
+	if err != nil {
+		return err
+	}
+	iw.t.probes++
+	if n > 0 {
+		iw.t.leftWaiting, iw.t.stockLeft, iw.stopped = n, left, true
+		iw.d.progress("STUCK: %d buyers wait on the condition with %d items in stock and nobody in line: stopping them",
+			n, left)
+		iw.f.broadcast(lineStop)
+	}
+	return nil
 }
 
 // probeStuck takes the lock and looks whether buyers wait on the condition while stock is left
@@ -358,65 +404,14 @@ type inventoryTally struct {
 // inventoryVerdict judges the run from what is in Redis, and the tally of the events.
 func inventoryVerdict(ctx context.Context, d *demoRun, k inventoryKeys, t inventoryTally) ([]summaryRow, error) {
 	cfg := d.cfg
-	counters := map[string]int{}
-	for _, key := range []string{k.stock, k.restocked, k.reserved, k.oversells, k.waits, k.violations, k.unsignalled} {
-		n, err := d.rdb.Get(ctx, key).Int()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, err
-		}
-		counters[key] = n
+	counters, records, signals, err := readInventory(ctx, d.rdb, k)
+	if err != nil {
+		return nil, err
 	}
 	stock, restocked, reserved := counters[k.stock], counters[k.restocked], counters[k.reserved]
-	records, err := d.rdb.LRange(ctx, k.reservations, 0, -1).Result()
+	rs, err := judgeReservations(records)
 	if err != nil {
 		return nil, err
-	}
-	signals, err := d.rdb.LLen(ctx, k.signals).Result()
-	if err != nil {
-		return nil, err
-	}
-
-	// Each record: "<buyer> <item> <first wait ms or -1> <first wait number or 0> <wait number
-	// or 0> <signal ms or -1> <reservation ms>", in the order of the reservations. A reservation
-	// is overtaken, by the numbers of the first or of the last Wait for its item, when one
-	// made before it had a higher number.
-	var waited, afterSignal []time.Duration
-	var longestBy string
-	var byFirst, byLast overtaking
-	for _, rec := range records {
-		w := lineWords(rec)
-		if len(w) != 7 {
-			return nil, fmt.Errorf("bad reservation record %q", rec)
-		}
-		var v [5]int64
-		for i, s := range w[2:] {
-			if v[i], err = strconv.ParseInt(s, 10, 64); err != nil {
-				return nil, fmt.Errorf("bad reservation record %q", rec)
-			}
-		}
-		first, signal, at := v[0], v[3], v[4]
-		byFirst.see(v[1])
-		byLast.see(v[2])
-		if first >= 0 {
-			dur := time.Duration(at-first) * time.Millisecond
-			if len(waited) == 0 || dur > slices.Max(waited) {
-				longestBy = w[0]
-			}
-			waited = append(waited, dur)
-		}
-		if signal >= 0 {
-			afterSignal = append(afterSignal, time.Duration(at-signal)*time.Millisecond)
-		}
-	}
-	longest := "none waited"
-	if len(waited) > 0 {
-		longest = fmt.Sprintf("%v (buyer %s); %d of %d reservations waited, p50 %v", slices.Max(waited), longestBy,
-			len(waited), len(records), quantileOf(waited, 0.5))
-	}
-	latency := "no reservation followed a Signal"
-	if len(afterSignal) > 0 {
-		latency = fmt.Sprintf("p50 %v, p99 %v, max %v (%d reservations)", quantileOf(afterSignal, 0.5),
-			quantileOf(afterSignal, 0.99), slices.Max(afterSignal), len(afterSignal))
 	}
 	violations := counters[k.violations]
 	inStock := t.stockLeft // when the probe found buyers stuck; else at the end
@@ -430,20 +425,103 @@ func inventoryVerdict(ctx context.Context, d *demoRun, k inventoryKeys, t invent
 		checkedRow("oversold", counters[k.oversells] == 0 && reserved+stock == restocked,
 			"%d (beyond the restocked); %d reserved + %d in stock = %d restocked",
 			counters[k.oversells], reserved, stock, restocked),
-		checkedRow("FIFO violations among waiters", violations == 0 && violations == t.late && byLast.overtaken == 0,
+		checkedRow("FIFO violations among waiters", violations == 0 && violations == t.late && rs.byLast.overtaken == 0,
 			"%d in %d wakes; %d of %d reservations out of the order of their Waits",
-			violations, t.wakes, byLast.overtaken, byLast.seen).withNote(inventoryFIFONote),
+			violations, t.wakes, rs.byLast.overtaken, rs.byLast.seen).withNote(inventoryFIFONote),
 		checkedRow("left waiting with stock", t.leftWaiting == 0,
 			"%d buyers, %d items in stock; %s after the last restock", t.leftWaiting, inStock, plural(t.probes, "look")).withNote(fmt.Sprintf(leftWaitingNote, probeEvery)),
 		figureRow("waits on the condition", "%d, of which %d re-waits; %d woke without a Signal", counters[k.waits],
 			t.rewaits, counters[k.unsignalled]).withNote(rewaitNote),
 		figureRow("reserved in wait order", "%s; by the first Wait for the item, %d of %d overtaken",
-			yesNo(byFirst.overtaken == 0), byFirst.overtaken, byFirst.seen).withNote(firstWaitNote),
+			yesNo(rs.byFirst.overtaken == 0), rs.byFirst.overtaken, rs.byFirst.seen).withNote(firstWaitNote),
 		figureRow("signals", "%d moved a waiter, %d found none, in %d restocks (Signal per item)", signals, t.empty,
 			t.restocks),
-		figureRow("longest wait for stock", "%s", longest),
-		figureRow("Signal to reservation", "%s", latency),
+		figureRow("longest wait for stock", "%s", rs.longest(len(records))),
+		figureRow("Signal to reservation", "%s", rs.latency()),
 	}, nil
+}
+
+// readInventory reads the inventory's counters (0 for a missing one), its reservation records
+// and the number of Signals that moved a waiter.
+func readInventory(ctx context.Context, rdb *redis.Client, k inventoryKeys) (counters map[string]int, records []string,
+	signals int64, err error) {
+	counters = map[string]int{}
+	for _, key := range []string{k.stock, k.restocked, k.reserved, k.oversells, k.waits, k.violations, k.unsignalled} {
+		n, err := rdb.Get(ctx, key).Int()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, nil, 0, err
+		}
+		counters[key] = n
+	}
+	if records, err = rdb.LRange(ctx, k.reservations, 0, -1).Result(); err != nil {
+		return nil, nil, 0, err
+	}
+	if signals, err = rdb.LLen(ctx, k.signals).Result(); err != nil {
+		return nil, nil, 0, err
+	}
+	return counters, records, signals, nil
+}
+
+// reservationStats is what the reservation records show about the waits.
+type reservationStats struct {
+	waited      []time.Duration // from a reservation's first Wait for its item, for those that waited
+	afterSignal []time.Duration // from the Signal that moved a reservation's Wait, for those it did
+	longestBy   string          // the buyer of the longest wait
+	byFirst     overtaking      // by the numbers of the first Wait for the item
+	byLast      overtaking      // by the numbers of the last
+}
+
+// judgeReservations reads the reservation records. Each record: "<buyer> <item> <first wait
+// ms or -1> <first wait number or 0> <wait number or 0> <signal ms or -1> <reservation ms>",
+// in the order of the reservations. A reservation is overtaken, by the numbers of the first or
+// of the last Wait for its item, when one made before it had a higher number.
+func judgeReservations(records []string) (reservationStats, error) {
+	var rs reservationStats
+	for _, rec := range records {
+		w := lineWords(rec)
+		if len(w) != 7 {
+			return rs, fmt.Errorf("bad reservation record %q", rec)
+		}
+		var v [5]int64
+		for i, s := range w[2:] {
+			var err error
+			if v[i], err = strconv.ParseInt(s, 10, 64); err != nil {
+				return rs, fmt.Errorf("bad reservation record %q", rec)
+			}
+		}
+		first, signal, at := v[0], v[3], v[4]
+		rs.byFirst.see(v[1])
+		rs.byLast.see(v[2])
+		if first >= 0 {
+			dur := time.Duration(at-first) * time.Millisecond
+			if len(rs.waited) == 0 || dur > slices.Max(rs.waited) {
+				rs.longestBy = w[0]
+			}
+			rs.waited = append(rs.waited, dur)
+		}
+		if signal >= 0 {
+			rs.afterSignal = append(rs.afterSignal, time.Duration(at-signal)*time.Millisecond)
+		}
+	}
+	return rs, nil
+}
+
+// longest describes the longest wait for stock, out of the given number of reservations.
+func (rs reservationStats) longest(records int) string {
+	if len(rs.waited) == 0 {
+		return "none waited"
+	}
+	return fmt.Sprintf("%v (buyer %s); %d of %d reservations waited, p50 %v", slices.Max(rs.waited), rs.longestBy,
+		len(rs.waited), records, quantileOf(rs.waited, 0.5))
+}
+
+// latency describes the time from a Signal to the reservation it led to.
+func (rs reservationStats) latency() string {
+	if len(rs.afterSignal) == 0 {
+		return "no reservation followed a Signal"
+	}
+	return fmt.Sprintf("p50 %v, p99 %v, max %v (%d reservations)", quantileOf(rs.afterSignal, 0.5),
+		quantileOf(rs.afterSignal, 0.99), slices.Max(rs.afterSignal), len(rs.afterSignal))
 }
 
 // overtaking counts, in a sequence of wait numbers (0 for none), those that come after a higher

@@ -126,11 +126,11 @@ end
 return {left, queued}
 `)
 
-// runPool is the parent side of the worker pool.
+// runPool is the parent side of the worker pool: it sets the semaphore up, runs the workers,
+// kills one process in the middle of a job, waits for its permit to come back and for the jobs
+// to be done, and judges the run.
 func runPool(ctx context.Context, d *demoRun) ([]summaryRow, error) {
-	cfg := d.cfg
-	k := cfg.permits
-	name := cfg.name + "-pool"
+	name := d.cfg.name + "-pool"
 	sem, err := semaphore.NewLeased(d.client, name)
 	if err != nil {
 		return nil, err
@@ -141,140 +141,217 @@ func runPool(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 		return nil, err
 	}
 	defer d.deleteKeys(ctx, keys)
-	if ok, err := sem.TrySetPermits(ctx, k); err != nil || !ok {
-		return nil, cmp.Or(err, fmt.Errorf("the permits of %q were set already", name))
+	if err := setUpPool(ctx, d, sem, name); err != nil {
+		return nil, err
 	}
-	killAfter := max(cfg.jobs/3, 1)
-	// recoveryLimit bounds the wait for the dead worker's permit: its lease ends at most
-	// cfg.lease after the kill; the rest is for a loaded machine.
-	recoveryLimit := 2*cfg.lease + 3*time.Second
-	d.printf("  leased semaphore %q with K=%d permits (key %s)\n", name, k, sem.Key())
-	d.printf("  %d processes x %d workers run jobs of about %v, each under a permit; the workers' Clients\n"+
-		"  have a %v watchdog timeout, the lease of a permit whose process dies\n", cfg.processes, cfg.workers,
-		cfg.jobTime, cfg.lease)
-	d.printf("  after %d jobs, process %d is killed with SIGKILL in the middle of a job; the pool runs on until\n"+
-		"  its permit is back and %d jobs are done\n", killAfter, cfg.processes, cfg.jobs)
-
-	specs := make([]workerSpec, cfg.processes)
-	for i := range specs {
-		specs[i] = d.spec(rolePool, name, i+1, cfg.workers)
-		specs[i].JobTime = cfg.jobTime
-	}
-	f, err := d.startFleet(ctx, specs)
+	f, err := d.startFleet(ctx, poolSpecs(d, name))
 	if err != nil {
 		return nil, err
 	}
 	defer f.stop()
-	victim := f.procs[len(f.procs)-1]
+	pw := &poolWatch{d: d, f: f, sem: sem, pk: pk, victim: f.procs[len(f.procs)-1],
+		leaseLeft: time.Duration(-1), inProgress: -1}
+	if err := pw.run(ctx); err != nil {
+		return nil, err
+	}
+	return pw.verdict(ctx, time.Since(d.start))
+}
+
+// poolKillAfter returns the jobs done before the last worker process is killed.
+func poolKillAfter(cfg demoConfig) int { return max(cfg.jobs/3, 1) }
+
+// poolRecoveryLimit bounds the wait for the dead worker's permit: its lease ends at most
+// cfg.lease after the kill; the rest is for a loaded machine.
+func poolRecoveryLimit(cfg demoConfig) time.Duration { return 2*cfg.lease + 3*time.Second }
+
+// setUpPool sets the semaphore's permits and says what the run will do.
+func setUpPool(ctx context.Context, d *demoRun, sem *semaphore.Leased, name string) error {
+	cfg := d.cfg
+	if ok, err := sem.TrySetPermits(ctx, cfg.permits); err != nil || !ok {
+		return cmp.Or(err, fmt.Errorf("the permits of %q were set already", name))
+	}
+	d.printf("  leased semaphore %q with K=%d permits (key %s)\n", name, cfg.permits, sem.Key())
+	d.printf("  %d processes x %d workers run jobs of about %v, each under a permit; the workers' Clients\n"+
+		"  have a %v watchdog timeout, the lease of a permit whose process dies\n", cfg.processes, cfg.workers,
+		cfg.jobTime, cfg.lease)
+	d.printf("  after %d jobs, process %d is killed with SIGKILL in the middle of a job; the pool runs on until\n"+
+		"  its permit is back and %d jobs are done\n", poolKillAfter(cfg), cfg.processes, cfg.jobs)
+	return nil
+}
+
+// poolSpecs returns the pool's worker processes.
+func poolSpecs(d *demoRun, name string) []workerSpec {
+	specs := make([]workerSpec, d.cfg.processes)
+	for i := range specs {
+		specs[i] = d.spec(rolePool, name, i+1, d.cfg.workers)
+		specs[i].JobTime = d.cfg.jobTime
+	}
+	return specs
+}
+
+// poolWatch is the parent reading the pool's events: it tallies them, reports the pool's
+// state, kills the victim, and stops the workers when the run is over.
+type poolWatch struct {
+	d      *demoRun
+	f      *fleet
+	sem    *semaphore.Leased
+	pk     poolKeys
+	victim *workerProc // the process killed, the last
+
+	jobsDone, running   int
+	killedAt, backAfter time.Duration // since the start; backAfter since the kill
+	leaseLeft           time.Duration // of the victim's permit at the kill, -1 before
+	inProgress          int           // the victim's jobs at its death, once known; -1 before
+	stopping, gaveUp    bool
+}
+
+// run reads the events until every process has exited.
+func (pw *poolWatch) run(ctx context.Context) error {
 	status := time.NewTicker(poolStatusEvery)
 	defer status.Stop()
-
-	var (
-		jobsDone, running   int
-		killedAt, backAfter time.Duration // since the start; backAfter since the kill
-		leaseLeft           = time.Duration(-1)
-		inProgress          = -1 // the victim's jobs at its death, once known
-		stopping, gaveUp    bool
-	)
-	stop := func(why string) {
-		d.progress("%s: stopping the workers", why)
-		f.broadcast(lineStop)
-		stopping = true
-	}
-	for f.live > 0 {
-		ev, ticked, err := f.next(ctx, status.C)
+	for pw.f.live > 0 {
+		ev, ticked, err := pw.f.next(ctx, status.C)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		w := ev.words
-		switch {
-		case ticked:
-			state := ""
-			if killedAt > 0 && backAfter == 0 {
-				state = ", the killed process's permits still leased"
-			}
-			d.progress("jobs done %d, running %d of %d%s", jobsDone, running, k, state)
-			if killedAt > 0 && backAfter == 0 && !stopping && time.Since(d.start)-killedAt > recoveryLimit {
-				gaveUp = true
-				stop(fmt.Sprintf("the killed worker's permit is not back %v after the kill", recoveryLimit))
-			}
-		case w == nil:
-			if ev.p == victim && ev.p.killed {
-				n, err := forgetScript.Run(ctx, d.rdb, []string{pk.running, pk.byProcess, pk.forgotten}, victim.n).Int()
-				if err != nil {
-					return nil, err
-				}
-				inProgress = n
-				d.progress("%s is dead (%v) with %s in progress: nobody releases its permits", victim, victim.err,
-					plural(n, "job"))
-			} else if err := f.exited(ev.p); err != nil {
-				return nil, err
-			}
-		case w[0] == "enter" && len(w) == 5:
-			running, _ = strconv.Atoi(w[1])
-			if ev.p == victim && !victim.killed && jobsDone >= killAfter {
-				// The job has just started: the worker is in the middle of it. What the dead process
-				// had at the semaphore stays there, to be read after the kill.
-				killedAt = time.Since(d.start)
-				if err := f.kill(victim); err != nil {
-					return nil, err
-				}
-				client := w[3][:strings.LastIndexByte(w[3], ':')+1] // a permit id is "<client id>:<n>"
-				r, err := atKillScript.Run(ctx, d.rdb, []string{sem.Keys()[1], sem.Keys()[3]}, w[3], client).Int64Slice()
-				if err != nil {
-					return nil, err
-				}
-				leaseLeft = time.Duration(r[0]) * time.Millisecond
-				d.progress("SIGKILL to %s, in the middle of a job of worker %s on permit %s (lease left %v)",
-					victim, w[4], w[3], leaseLeft)
-				if r[1] > 0 {
-					d.progress("  %s waited in the queue: a permit granted to it stays held until its waiter timeout",
-						plural(int(r[1]), "more of its workers"))
-				}
-			}
-			if w[2] == "1" && running == k && backAfter == 0 {
-				backAfter = time.Since(d.start) - killedAt
-				d.progress("%d jobs running again, all outside the killed process: its permit is back, %v after the kill",
-					k, backAfter.Round(time.Millisecond))
-			}
-		case w[0] == "leave" && len(w) == 3:
-			running, _ = strconv.Atoi(w[1])
-			jobsDone++
-		case w[0] == lineDone && len(w) == 2:
-			ev.p.done = true
-		default:
-			return nil, fmt.Errorf("worker %s printed %q", ev.p, strings.Join(w, " "))
+		if err := pw.take(ctx, ev, ticked); err != nil {
+			return err
 		}
-		if !stopping && backAfter > 0 && jobsDone >= cfg.jobs {
-			stop(fmt.Sprintf("%d jobs done", jobsDone))
+		if !pw.stopping && pw.backAfter > 0 && pw.jobsDone >= pw.d.cfg.jobs {
+			pw.stop(fmt.Sprintf("%d jobs done", pw.jobsDone))
 		}
 	}
-	elapsed := time.Since(d.start)
+	return nil
+}
 
-	most, err := d.rdb.Get(ctx, pk.most).Int()
+// stop tells the workers to stop, saying why.
+func (pw *poolWatch) stop(why string) {
+	pw.d.progress("%s: stopping the workers", why)
+	pw.f.broadcast(lineStop)
+	pw.stopping = true
+}
+
+// take handles one event of the pool's workers, or a tick of the status ticker.
+func (pw *poolWatch) take(ctx context.Context, ev workerEvent, ticked bool) error {
+	w := ev.words
+	switch {
+	case ticked:
+		pw.status()
+	case w == nil:
+		if ev.p == pw.victim && ev.p.killed {
+			return pw.forget(ctx)
+		}
+		return pw.f.exited(ev.p)
+	case w[0] == "enter" && len(w) == 5:
+		return pw.entered(ctx, ev.p, w)
+	case w[0] == "leave" && len(w) == 3:
+		pw.running, _ = strconv.Atoi(w[1])
+		pw.jobsDone++
+	case w[0] == lineDone && len(w) == 2:
+		ev.p.done = true
+	default:
+		return fmt.Errorf("worker %s printed %q", ev.p, strings.Join(w, " "))
+	}
+	return nil
+}
+
+// status prints the pool's state, and gives up on the killed worker's permit when it is not
+// back within the recovery limit.
+func (pw *poolWatch) status() {
+	state := ""
+	if pw.killedAt > 0 && pw.backAfter == 0 {
+		state = ", the killed process's permits still leased"
+	}
+	pw.d.progress("jobs done %d, running %d of %d%s", pw.jobsDone, pw.running, pw.d.cfg.permits, state)
+	limit := poolRecoveryLimit(pw.d.cfg)
+	if pw.killedAt > 0 && pw.backAfter == 0 && !pw.stopping && time.Since(pw.d.start)-pw.killedAt > limit {
+		pw.gaveUp = true
+		pw.stop(fmt.Sprintf("the killed worker's permit is not back %v after the kill", limit))
+	}
+}
+
+// forget takes the dead victim's jobs off the running count.
+func (pw *poolWatch) forget(ctx context.Context) error {
+	pk := pw.pk
+	n, err := forgetScript.Run(ctx, pw.d.rdb, []string{pk.running, pk.byProcess, pk.forgotten}, pw.victim.n).Int()
+	if err != nil {
+		return err
+	}
+	pw.inProgress = n
+	pw.d.progress("%s is dead (%v) with %s in progress: nobody releases its permits", pw.victim, pw.victim.err,
+		plural(n, "job"))
+	return nil
+}
+
+// entered handles a job's start: the victim's, once enough jobs are done, is the moment of the
+// kill; one that finds K jobs running, all outside the dead process, shows its permit is back.
+func (pw *poolWatch) entered(ctx context.Context, p *workerProc, w []string) error {
+	k := pw.d.cfg.permits
+	pw.running, _ = strconv.Atoi(w[1])
+	if p == pw.victim && !pw.victim.killed && pw.jobsDone >= poolKillAfter(pw.d.cfg) {
+		if err := pw.kill(ctx, w[3], w[4]); err != nil {
+			return err
+		}
+	}
+	if w[2] == "1" && pw.running == k && pw.backAfter == 0 {
+		pw.backAfter = time.Since(pw.d.start) - pw.killedAt
+		pw.d.progress("%d jobs running again, all outside the killed process: its permit is back, %v after the kill",
+			k, pw.backAfter.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// kill kills the victim, whose worker has just started a job on permit, and reads what the
+// dead process had at the semaphore.
+func (pw *poolWatch) kill(ctx context.Context, permit, worker string) error {
+	// The job has just started: the worker is in the middle of it. What the dead process
+	// had at the semaphore stays there, to be read after the kill.
+	pw.killedAt = time.Since(pw.d.start)
+	if err := pw.f.kill(pw.victim); err != nil {
+		return err
+	}
+	client := permit[:strings.LastIndexByte(permit, ':')+1] // a permit id is "<client id>:<n>"
+	r, err := atKillScript.Run(ctx, pw.d.rdb, []string{pw.sem.Keys()[1], pw.sem.Keys()[3]}, permit, client).Int64Slice()
+	if err != nil {
+		return err
+	}
+	pw.leaseLeft = time.Duration(r[0]) * time.Millisecond
+	pw.d.progress("SIGKILL to %s, in the middle of a job of worker %s on permit %s (lease left %v)",
+		pw.victim, worker, permit, pw.leaseLeft)
+	if r[1] > 0 {
+		pw.d.progress("  %s waited in the queue: a permit granted to it stays held until its waiter timeout",
+			plural(int(r[1]), "more of its workers"))
+	}
+	return nil
+}
+
+// verdict judges the run, which took elapsed, from what is in Redis and what the watch saw.
+func (pw *poolWatch) verdict(ctx context.Context, elapsed time.Duration) ([]summaryRow, error) {
+	cfg, k := pw.d.cfg, pw.d.cfg.permits
+	most, err := pw.d.rdb.Get(ctx, pw.pk.most).Int()
 	if err != nil {
 		return nil, err
 	}
-	done, err := d.rdb.Get(ctx, pk.done).Int()
+	done, err := pw.d.rdb.Get(ctx, pw.pk.done).Int()
 	if err != nil {
 		return nil, err
 	}
-	available, err := sem.Available(ctx)
+	available, err := pw.sem.Available(ctx)
 	if err != nil {
 		return nil, err
 	}
-	back := checkedRow("permit back", backAfter > 0, "%v after the kill (lease %v; %v left at the kill)",
-		backAfter.Round(time.Millisecond), cfg.lease, leaseLeft.Round(time.Millisecond))
-	if gaveUp || backAfter == 0 {
-		back = checkedRow("permit back", false, "not within %v of the kill (lease %v)", recoveryLimit, cfg.lease)
+	back := checkedRow("permit back", pw.backAfter > 0, "%v after the kill (lease %v; %v left at the kill)",
+		pw.backAfter.Round(time.Millisecond), cfg.lease, pw.leaseLeft.Round(time.Millisecond))
+	if pw.gaveUp || pw.backAfter == 0 {
+		back = checkedRow("permit back", false, "not within %v of the kill (lease %v)", poolRecoveryLimit(cfg), cfg.lease)
 	}
 	return []summaryRow{
 		figureRow("jobs done", "%d in %v by %d workers in %d processes", done, elapsed.Round(time.Millisecond),
 			cfg.processes*cfg.workers, cfg.processes),
 		checkedRow("highest concurrency", most <= k, "%d jobs at once (K=%d)", most, k).withNote("the most jobs found " +
 			"running at once by a job as it started, counted in Redis by a script (INCR on start, DECR on end)."),
-		checkedRow("killed mid-job", inProgress > 0, "%s, by SIGKILL with %s in progress", victim,
-			plural(max(inProgress, 0), "job")),
+		checkedRow("killed mid-job", pw.inProgress > 0, "%s, by SIGKILL with %s in progress", pw.victim,
+			plural(max(pw.inProgress, 0), "job")),
 		back.withNote("the time from the kill to the first job start that found K jobs running, all of them " +
 			"outside the killed process: the dead worker's permit, leased until its lease ran out, is in use " +
 			"again (as is any permit granted to a dead worker's place in the queue, held until its waiter " +

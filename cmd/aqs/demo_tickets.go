@@ -128,10 +128,10 @@ const fifoNote = "a buyer served (given the lock) while a buyer that was already
 	"when the first took its queue number (just before its Lock) still waits. The queue is read in Redis, " +
 	"the lock's list %s and its liveness zset; the numbers alone cannot judge, see the next note."
 
-// runTickets is the parent side of the ticket sales.
+// runTickets is the parent side of the ticket sales: it puts the tickets on sale, runs the
+// buyers until they are sold out, and judges the sales from Redis.
 func runTickets(ctx context.Context, d *demoRun) ([]summaryRow, error) {
-	cfg := d.cfg
-	name := cfg.name + "-tickets"
+	name := d.cfg.name + "-tickets"
 	lock, err := fair.New(d.client, name)
 	if err != nil {
 		return nil, err
@@ -142,111 +142,167 @@ func runTickets(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 		return nil, err
 	}
 	defer d.deleteKeys(ctx, keys)
-	if err := d.rdb.Set(ctx, k.left, cfg.tickets, 0).Err(); err != nil {
+	if err := setUpTickets(ctx, d, lock, name, k); err != nil {
 		return nil, err
 	}
-	d.printf("  %d tickets (key %s); fair lock %q (key %s)\n", cfg.tickets, k.left, name, lock.Key())
-	d.printf("  %d processes x %d buyers: each visit takes a queue number, waits for the lock, sells one ticket\n",
-		cfg.processes, cfg.buyers)
-
-	specs := make([]workerSpec, cfg.processes)
-	for i := range specs {
-		specs[i] = d.spec(roleBuyers, name, i+1, cfg.buyers)
-		specs[i].Tickets = cfg.tickets
-	}
-	f, err := d.startFleet(ctx, specs)
+	f, err := d.startFleet(ctx, ticketSpecs(d, name))
 	if err != nil {
 		return nil, err
 	}
 	defer f.stop()
+	t, err := watchTickets(ctx, d, f)
+	if err != nil {
+		return nil, err
+	}
+	return ticketsVerdict(ctx, d, lock, k, t)
+}
 
-	step := max(cfg.tickets/10, 1)
-	width := len(strconv.Itoa(cfg.tickets))
-	var sold, away, late int
-	var lastSale time.Duration // since the start
+// setUpTickets puts the tickets on sale and says what the run will do.
+func setUpTickets(ctx context.Context, d *demoRun, lock *fair.Lock, name string, k ticketKeys) error {
+	cfg := d.cfg
+	if err := d.rdb.Set(ctx, k.left, cfg.tickets, 0).Err(); err != nil {
+		return err
+	}
+	d.printf("  %d tickets (key %s); fair lock %q (key %s)\n", cfg.tickets, k.left, name, lock.Key())
+	d.printf("  %d processes x %d buyers: each visit takes a queue number, waits for the lock, sells one ticket\n",
+		cfg.processes, cfg.buyers)
+	return nil
+}
+
+// ticketSpecs returns the buyers' processes.
+func ticketSpecs(d *demoRun, name string) []workerSpec {
+	specs := make([]workerSpec, d.cfg.processes)
+	for i := range specs {
+		specs[i] = d.spec(roleBuyers, name, i+1, d.cfg.buyers)
+		specs[i].Tickets = d.cfg.tickets
+	}
+	return specs
+}
+
+// ticketTally is what the buyers reported.
+type ticketTally struct {
+	sold, away, late int
+	lastSale         time.Duration // since the start
+
+	step, width int // sales between two progress lines; the digits of the tickets
+}
+
+// watchTickets reads the buyers' events until every process has exited, and returns their
+// tally.
+func watchTickets(ctx context.Context, d *demoRun, f *fleet) (*ticketTally, error) {
+	t := &ticketTally{step: max(d.cfg.tickets/10, 1), width: len(strconv.Itoa(d.cfg.tickets))}
 	for f.live > 0 {
 		ev, _, err := f.next(ctx, nil)
 		if err != nil {
 			return nil, err
 		}
-		w := ev.words
-		switch {
-		case w == nil:
-			if err := f.exited(ev.p); err != nil {
-				return nil, err
-			}
-		case w[0] == "sold" && len(w) == 6:
-			sold++
-			lastSale = time.Since(d.start)
-			if n, _ := strconv.Atoi(w[4]); n > 0 {
-				late += n
-				d.progress("FIFO VIOLATION: %s served while %d buyers queued before it still wait", w[3], n)
-			}
-			if sold%step == 0 || sold == cfg.tickets {
-				d.progress("sold %*d/%d  ticket %s to buyer %s (queue number %s), %s waiting",
-					width, sold, cfg.tickets, w[1], w[3], w[2], w[5])
-			}
-		case w[0] == "soldout" && len(w) == 3:
-			if away == 0 {
-				d.progress("sold out: the buyers still queued find no ticket left and go home")
-			}
-			away++
-			if n, _ := strconv.Atoi(w[2]); n > 0 {
-				late += n
-				d.progress("FIFO VIOLATION: %s served while %d buyers queued before it still wait", w[1], n)
-			}
-		case w[0] == lineDone:
-			ev.p.done = true
-		default:
-			return nil, fmt.Errorf("worker %s printed %q", ev.p, strings.Join(w, " "))
-		}
-	}
-
-	// The verdict comes from Redis, not from the workers' word.
-	sales, err := d.rdb.LRange(ctx, k.sales, 0, -1).Result()
-	if err != nil {
-		return nil, err
-	}
-	left, err := d.rdb.Get(ctx, k.left).Int()
-	if err != nil {
-		return nil, err
-	}
-	var violations, pairs int64
-	for key, v := range map[string]*int64{k.violations: &violations, k.pairs: &pairs} {
-		if *v, err = d.rdb.Get(ctx, key).Int64(); err != nil && !errors.Is(err, redis.Nil) {
+		if err := t.take(d, f, ev); err != nil {
 			return nil, err
 		}
 	}
-	distinct := map[string]bool{}
-	overtaken, highest := 0, int64(0)
+	return t, nil
+}
+
+// take counts one event of the buyers, reporting progress.
+func (t *ticketTally) take(d *demoRun, f *fleet, ev workerEvent) error {
+	w := ev.words
+	switch {
+	case w == nil:
+		return f.exited(ev.p)
+	case w[0] == "sold" && len(w) == 6:
+		t.sold++
+		t.lastSale = time.Since(d.start)
+		if n, _ := strconv.Atoi(w[4]); n > 0 {
+			t.late += n
+			d.progress("FIFO VIOLATION: %s served while %d buyers queued before it still wait", w[3], n)
+		}
+		if t.sold%t.step == 0 || t.sold == d.cfg.tickets {
+			d.progress("sold %*d/%d  ticket %s to buyer %s (queue number %s), %s waiting",
+				t.width, t.sold, d.cfg.tickets, w[1], w[3], w[2], w[5])
+		}
+	case w[0] == "soldout" && len(w) == 3:
+		if t.away == 0 {
+			d.progress("sold out: the buyers still queued find no ticket left and go home")
+		}
+		t.away++
+		if n, _ := strconv.Atoi(w[2]); n > 0 {
+			t.late += n
+			d.progress("FIFO VIOLATION: %s served while %d buyers queued before it still wait", w[1], n)
+		}
+	case w[0] == lineDone:
+		ev.p.done = true
+	default:
+		return fmt.Errorf("worker %s printed %q", ev.p, strings.Join(w, " "))
+	}
+	return nil
+}
+
+// ticketsVerdict judges the sales. The verdict comes from Redis, not from the workers' word.
+func ticketsVerdict(ctx context.Context, d *demoRun, lock *fair.Lock, k ticketKeys, t *ticketTally) ([]summaryRow, error) {
+	cfg := d.cfg
+	sales, left, violations, pairs, err := readTicketSales(ctx, d.rdb, k)
+	if err != nil {
+		return nil, err
+	}
+	distinct, overtaken, err := judgeSales(sales)
+	if err != nil {
+		return nil, err
+	}
+	oversold := max(0, len(sales)-cfg.tickets)
+	twice := len(sales) - distinct
+	buyers := cfg.processes * cfg.buyers
+	return []summaryRow{
+		checkedRow("tickets sold", len(sales) == cfg.tickets && left == 0,
+			"%d of %d, %d left, in %v (%.0f/s), %d buyers in %d processes", len(sales), cfg.tickets, left,
+			t.lastSale.Round(time.Millisecond), perSecond(int64(len(sales)), t.lastSale), buyers, cfg.processes),
+		checkedRow("oversold", oversold == 0 && twice == 0, "%d (sales beyond the tickets), %d tickets sold twice",
+			oversold, twice),
+		checkedRow("FIFO violations", violations == 0 && int(violations) == t.late,
+			"%d in %d visits, %d (served, queued before) pairs checked", violations, len(sales)+t.away, pairs).withNote(fmt.Sprintf(fifoNote, lock.Keys()[1])),
+		figureRow("sold in arrival order", "%s; by queue number, %d of %d sales overtaken", yesNo(violations == 0),
+			overtaken, len(sales)).withNote("a buyer takes its number, then calls Lock; a buyer with a later " +
+			"number may reach the queue first, and is then rightly served first: an overtaken sale is one made " +
+			"after a sale with a later number."),
+	}, nil
+}
+
+// readTicketSales reads the sale records, the tickets left, and the FIFO violations and the
+// pairs checked (0 for a missing counter).
+func readTicketSales(ctx context.Context, rdb *redis.Client, k ticketKeys) (sales []string, left int,
+	violations, pairs int64, err error) {
+	if sales, err = rdb.LRange(ctx, k.sales, 0, -1).Result(); err != nil {
+		return nil, 0, 0, 0, err
+	}
+	if left, err = rdb.Get(ctx, k.left).Int(); err != nil {
+		return nil, 0, 0, 0, err
+	}
+	for key, v := range map[string]*int64{k.violations: &violations, k.pairs: &pairs} {
+		if *v, err = rdb.Get(ctx, key).Int64(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, 0, 0, 0, err
+		}
+	}
+	return sales, left, violations, pairs, nil
+}
+
+// judgeSales reads the sale records, "<ticket> <queue number> <buyer>" in the order of the
+// sales: it returns the distinct tickets sold, and the sales overtaken, made after a sale with a
+// later number.
+func judgeSales(sales []string) (distinct, overtaken int, err error) {
+	tickets := map[string]bool{}
+	highest := int64(0)
 	for _, s := range sales {
 		w := lineWords(s)
 		if len(w) != 3 {
-			return nil, fmt.Errorf("bad sale record %q", s)
+			return 0, 0, fmt.Errorf("bad sale record %q", s)
 		}
-		distinct[w[0]] = true
+		tickets[w[0]] = true
 		n, _ := strconv.ParseInt(w[1], 10, 64)
 		if n < highest {
 			overtaken++
 		}
 		highest = max(highest, n)
 	}
-	oversold := max(0, len(sales)-cfg.tickets)
-	twice := len(sales) - len(distinct)
-	buyers := cfg.processes * cfg.buyers
-	return []summaryRow{
-		checkedRow("tickets sold", len(sales) == cfg.tickets && left == 0,
-			"%d of %d, %d left, in %v (%.0f/s), %d buyers in %d processes", len(sales), cfg.tickets, left,
-			lastSale.Round(time.Millisecond), perSecond(int64(len(sales)), lastSale), buyers, cfg.processes),
-		checkedRow("oversold", oversold == 0 && twice == 0, "%d (sales beyond the tickets), %d tickets sold twice",
-			oversold, twice),
-		checkedRow("FIFO violations", violations == 0 && int(violations) == late,
-			"%d in %d visits, %d (served, queued before) pairs checked", violations, len(sales)+away, pairs).withNote(fmt.Sprintf(fifoNote, lock.Keys()[1])),
-		figureRow("sold in arrival order", "%s; by queue number, %d of %d sales overtaken", yesNo(violations == 0),
-			overtaken, len(sales)).withNote("a buyer takes its number, then calls Lock; a buyer with a later " +
-			"number may reach the queue first, and is then rightly served first: an overtaken sale is one made " +
-			"after a sale with a later number."),
-	}, nil
+	return len(tickets), overtaken, nil
 }
 
 func yesNo(b bool) string {
