@@ -213,7 +213,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := l.rt.Check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.RWForceRelease.Run(ctx, l.rt.Pipe, l.keys, l.rt.PublishCommand(), "").Int64()
+	n, err := scripts.RWForceRelease.RunInt(ctx, l.rt.Pipe, l.keys, l.rt.PublishCommand(), "")
 	if err != nil {
 		return false, core.RedisError(l.kw, err)
 	}
@@ -397,7 +397,7 @@ func noToken(context.Context, *core.Hold) (int64, error) {
 func (l *Lock) reenterRead(ctx context.Context, h *core.Hold, cfg core.LockConfig) (context.Context, bool, error) {
 	return l.q.Reenter(ctx, h, cfg.Lease, acquire.Reentry{
 		Send: func(ctx context.Context, hold string, lease time.Duration) (bool, error) {
-			n, err := scripts.RWReadReenter.Run(ctx, l.rt.Pipe, []string{l.kr, l.krn}, hold, lease.Milliseconds()).Int64()
+			n, err := scripts.RWReadReenter.RunInt(ctx, l.rt.Pipe, []string{l.kr, l.krn}, hold, lease.Milliseconds())
 			return n != 0, core.RedisError(l.kw, err)
 		},
 		Grant:     core.Grant{Key: l.kr, Renew: scripts.RWReadRenew, RenewKeys: []string{l.krn}, FetchToken: noToken},

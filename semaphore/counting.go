@@ -226,11 +226,11 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	if err := s.rt.Check(); err != nil {
 		return 0, err
 	}
-	n, err := scripts.SemDrain.Run(ctx, s.rt.Pipe, s.keys[:1]).Int()
+	n, err := scripts.SemDrain.RunInt(ctx, s.rt.Pipe, s.keys[:1])
 	if err != nil {
 		return 0, core.RedisError(s.key, err)
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // releaseWindow bounds how long a counting release is sent again while its outcome is unknown:
@@ -464,7 +464,7 @@ func add(ctx context.Context, b *base, keys []string, delta int, kind string) er
 // (the engine retries it while it fails) neither takes nor gives back anything twice.
 func (c *counting) settle(ctx context.Context, once string) error {
 	s := c.s
-	n, err := scripts.SemUnsure.Run(ctx, s.rt.Pipe, []string{once}).Int64()
+	n, err := scripts.SemUnsure.RunInt(ctx, s.rt.Pipe, []string{once})
 	if err != nil || n != 1 {
 		return err // it took nothing, and now never will
 	}

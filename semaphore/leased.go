@@ -97,11 +97,12 @@ func (l *Leased) Available(ctx context.Context) (int, error) {
 	if err := l.rt.Check(); err != nil {
 		return 0, err
 	}
-	r, err := scripts.LSemAvailable.Run(ctx, l.rt.Pipe, []string{l.key, l.kp, l.kpn}).Int64Slice()
+	v, err := scripts.LSemAvailable.Run(ctx, l.rt.Pipe, []string{l.key, l.kp, l.kpn}).Result()
 	if err != nil {
 		return 0, core.RedisError(l.key, err)
 	}
-	return int(r[0]), nil
+	n, _, err := scripts.DecodeAvailable(v)
+	return int(n), err
 }
 
 // Permit is one acquisition of a Leased: n permits under one lease. Its methods are safe for
@@ -381,7 +382,7 @@ func (l *Leased) SetLease(ctx context.Context, p *Permit, d time.Duration) error
 		lease = l.rt.Cfg.WatchdogTimeout
 	}
 	sentAt := time.Now()
-	ok, err := scripts.LSemRenew.Run(ctx, l.rt.Pipe, []string{l.kp, l.kpn}, p.id, lease.Milliseconds()).Int()
+	ok, err := scripts.LSemRenew.RunInt(ctx, l.rt.Pipe, []string{l.kp, l.kpn}, p.id, lease.Milliseconds())
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}

@@ -208,7 +208,7 @@ func (r *rules) GiveUp(ctx context.Context, hold string) error {
 	if !r.waited || r.released != nil {
 		return nil
 	}
-	left, err := scripts.CondLeave.Run(ctx, s.RT.Pipe, c.cq, r.member(hold)).Int()
+	left, err := scripts.CondLeave.RunInt(ctx, s.RT.Pipe, c.cq, r.member(hold))
 	if err != nil {
 		return core.RedisError(s.Key, err)
 	}

@@ -228,7 +228,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := l.rt.Check(); err != nil {
 		return false, err
 	}
-	n, err := scripts.LockForceRelease.Run(ctx, l.rt.Pipe, l.keys, l.rt.PublishCommand(), "").Int64()
+	n, err := scripts.LockForceRelease.RunInt(ctx, l.rt.Pipe, l.keys, l.rt.PublishCommand(), "")
 	if err != nil {
 		return false, core.RedisError(l.key, err)
 	}

@@ -50,7 +50,7 @@ func (s *Side) Hold(lease time.Duration, watchdog, token bool) *acquire.HoldSpec
 
 // FetchToken asks Redis for a hold's fencing token (lock_token.lua).
 func (s *Side) FetchToken(ctx context.Context, h *core.Hold) (int64, error) {
-	t, err := scripts.LockToken.Run(ctx, s.RT.Pipe, []string{s.Key}, h.ID).Int64()
+	t, err := scripts.LockToken.RunInt(ctx, s.RT.Pipe, []string{s.Key}, h.ID)
 	if err != nil {
 		return 0, core.RedisError(s.Key, err)
 	}

@@ -393,6 +393,30 @@ func DecodeRWInfo(v any) (RWState, error) {
 	return RWState{LockState: w, Readers: int(toInt(a[4])), Waiters: int(toInt(a[5]))}, nil
 }
 
+// DecodeInt decodes a script's integer reply: lock_token's token, the force releases' and
+// lsem_renew's 1 or 0, rw_read_reenter's count, sem_drain's and cond_leave's numbers,
+// sem_unsure's 1 or 0.
+func DecodeInt(v any) (int64, error) {
+	if n, ok := v.(int64); ok {
+		return n, nil
+	}
+	return 0, fmt.Errorf("aqs: unexpected reply %v", v)
+}
+
+// DecodeAvailable decodes lsem_available's reply {available, total}: the available permits,
+// and whether the permits are set (total -1: never set).
+func DecodeAvailable(v any) (available int64, set bool, err error) {
+	a, ok := v.([]any)
+	if ok && len(a) == 2 {
+		n, ok1 := a[0].(int64)
+		t, ok2 := a[1].(int64)
+		if ok1 && ok2 {
+			return n, t >= 0, nil
+		}
+	}
+	return 0, false, fmt.Errorf("aqs: unexpected reply %v", v)
+}
+
 // DecodeNumber decodes a one-number list reply {n} (the latch's scripts).
 func DecodeNumber(v any) (int64, error) {
 	a, ok := v.([]any)

@@ -91,3 +91,24 @@ func TestInfoPollSignalAndNumberRepliesDecode(t *testing.T) {
 		assert.Error(t, err, "%v", bad)
 	}
 }
+
+func TestScalarRepliesDecode(t *testing.T) {
+	n, err := scripts.DecodeInt(int64(7))
+	require.NoError(t, err)
+	assert.EqualValues(t, 7, n)
+	for _, bad := range []any{"7", []any{int64(7)}, nil} {
+		_, err := scripts.DecodeInt(bad)
+		assert.Error(t, err, "%v", bad)
+	}
+	avail, set, err := scripts.DecodeAvailable([]any{int64(3), int64(5)})
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, avail)
+	assert.True(t, set)
+	_, set, err = scripts.DecodeAvailable([]any{int64(0), int64(-1)})
+	require.NoError(t, err)
+	assert.False(t, set, "never set")
+	for _, bad := range []any{int64(1), []any{int64(1)}, []any{"x", int64(1)}} {
+		_, _, err := scripts.DecodeAvailable(bad)
+		assert.Error(t, err, "%v", bad)
+	}
+}

@@ -241,6 +241,15 @@ func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args 
 	return cmd
 }
 
+// RunInt runs the script as Run does, and decodes its integer reply (DecodeInt).
+func (s *Script) RunInt(ctx context.Context, c redis.Scripter, keys []string, args ...any) (int64, error) {
+	v, err := s.Run(ctx, c, keys, args...).Result()
+	if err != nil {
+		return 0, err
+	}
+	return DecodeInt(v)
+}
+
 // RunOnce runs the script as Run does, except that go-redis does not send it again when the
 // connection broke after it was sent (Options.MaxRetries): an error that Redis did not reply
 // then means that the outcome is unknown (the script may have run). For calls whose second
