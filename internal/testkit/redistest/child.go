@@ -51,6 +51,13 @@ type Child struct {
 // stderr is logged when the test fails, since that is where a child says why it failed.
 func StartChild(t testing.TB, label string, env ...string) *Child {
 	t.Helper()
+	return startChild(t, label, env...)
+}
+
+// startChild runs this test binary again with the extra environment entries env (see
+// Role.Start).
+func startChild(t testing.TB, label string, env ...string) *Child {
+	t.Helper()
 	c := &Child{label: label, lines: make(chan string, 16), quit: make(chan struct{}), exited: make(chan struct{})}
 	// -test.run=^$: should the role not be dispatched, the child runs no test either.
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
