@@ -37,6 +37,7 @@ import (
 // would.
 
 var (
+	// roleWaiters is the process of waiters above.
 	roleWaiters = redistest.RegisterRole("waiters", runWaiters)
 	// roleContend is the role of the multi-process benchmark (bench_test.go): goroutines
 	// that take and release the lock as fast as they can.
