@@ -17,8 +17,9 @@ import (
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
-// The actor: a child process (redistest.StartChild) with one aqs Client and one primitive,
-// which acquires and releases as the test tells it on stdin and reports on stdout:
+// The actor: a child process in roleActor (see redistest.RegisterRole) with one aqs Client
+// and one primitive, which acquires and releases as the test tells it on stdin and reports on
+// stdout:
 //
 //	child:  "ready <client id> <pid>"        connected, scripts loaded
 //	parent: "hold <k> <op> <lease ms>"       acquire op (prim_test.go) and keep it; lease 0: the
@@ -40,65 +41,51 @@ import (
 // connection is named "chaos-<pid>" (CLIENT LIST), so that the test can see a child waiting
 // on a channel. At EOF on stdin the process exits on the spot, holding whatever it holds.
 
-const (
-	envRole     = "AQS_CHAOS_ROLE" // "actor" in a child
-	envAddr     = "AQS_CHAOS_ADDR"
-	envKind     = "AQS_CHAOS_KIND"
-	envName     = "AQS_CHAOS_NAME"
-	envWaiter   = "AQS_CHAOS_WAITER_TIMEOUT"
-	envWatchdog = "AQS_CHAOS_WATCHDOG"
-	envPermits  = "AQS_CHAOS_PERMITS"
-	envWitness  = "AQS_CHAOS_WITNESS"
-)
+// roleActor is the actor's role.
+var roleActor = redistest.RegisterRole("actor", runActor)
+
+// actorParams are roleActor's parameters: its primitive (see primConfig), its Client's
+// watchdog timeout, and the witness directory.
+type actorParams struct {
+	Kind, Name    string
+	WaiterTimeout time.Duration
+	Permits       int
+	Watchdog      time.Duration
+	Witness       string
+}
 
 // actorTimeout bounds any one acquisition of an actor: only a stuck child lives that long,
 // the tests' own bounds are shorter.
 const actorTimeout = time.Minute
 
-func runActor() int {
-	fail := func(err error) int {
-		fmt.Fprintf(os.Stderr, "actor (pid %d): %v\n", os.Getpid(), err)
-		return redistest.ExitBadEnv
-	}
-	var cfg primConfig
-	cfg.kind, cfg.name = os.Getenv(envKind), os.Getenv(envName)
-	var err error
-	if cfg.waiterTimeout, err = time.ParseDuration(os.Getenv(envWaiter)); err != nil {
-		return fail(err)
-	}
-	watchdog, err := time.ParseDuration(os.Getenv(envWatchdog))
-	if err != nil {
-		return fail(err)
-	}
-	if cfg.permits, err = strconv.Atoi(os.Getenv(envPermits)); err != nil {
-		return fail(err)
-	}
-	w := witness{dir: os.Getenv(envWitness), permits: cfg.permits}
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(envAddr), ClientName: fmt.Sprintf("chaos-%d", os.Getpid())})
+func runActor(env *redistest.ChildEnv, ap actorParams) error {
+	cfg := primConfig{kind: ap.Kind, name: ap.Name, waiterTimeout: ap.WaiterTimeout, permits: ap.Permits}
+	w := witness{dir: ap.Witness, permits: cfg.permits}
+	rdb := redis.NewClient(&redis.Options{Addr: env.Target.Addr, ClientName: fmt.Sprintf("chaos-%d", os.Getpid())})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := aqs.New(ctx, rdb, aqs.WithWatchdogTimeout(watchdog),
+	c, err := aqs.New(ctx, rdb, aqs.WithWatchdogTimeout(ap.Watchdog),
 		aqs.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	p, err := newPrim(ctx, c, cfg)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	a := &player{p: p, w: w, holds: map[int]*actorHold{}}
 	a.println("ready", c.ID(), os.Getpid())
-	for line := range redistest.StdinLines() {
+	for line := range env.Lines() {
 		f := strings.Fields(line)
 		if len(f) == 1 && f[0] == "end" {
 			a.wg.Wait()
-			return redistest.ExitOK
+			return nil
 		}
 		if err := a.do(f); err != nil {
-			return fail(fmt.Errorf("%q: %w", line, err))
+			return fmt.Errorf("%q: %w", line, err)
 		}
 	}
-	panic("unreachable: redistest.StdinLines exits the process at EOF")
+	panic("unreachable: the parent's lines end only with the process")
 }
 
 type player struct {

@@ -83,10 +83,8 @@ func newCast(t *testing.T, addr string, cfg primConfig, watchdog time.Duration) 
 // start starts an actor and waits until it is ready.
 func (c *cast) start(t *testing.T, label string) *actor {
 	t.Helper()
-	ch := redistest.StartChild(t, label, envRole+"=actor", envAddr+"="+c.addr, envKind+"="+c.cfg.kind,
-		envName+"="+c.cfg.name, envWaiter+"="+c.cfg.waiterTimeout.String(),
-		envWatchdog+"="+c.watchdog.String(), envPermits+"="+strconv.Itoa(c.cfg.permits),
-		envWitness+"="+c.witness)
+	ch := roleActor.Start(t, label, redistest.Target{Addr: c.addr}, actorParams{Kind: c.cfg.kind, Name: c.cfg.name,
+		WaiterTimeout: c.cfg.waiterTimeout, Permits: c.cfg.permits, Watchdog: c.watchdog, Witness: c.witness})
 	rest := ch.Expect(t, "ready ", 30*time.Second)
 	f := strings.Fields(rest)
 	require.Len(t, f, 2, "%s: ready %q", label, rest)

@@ -264,9 +264,8 @@ func BenchmarkFairContendedProcesses(b *testing.B) {
 		name := fmt.Sprintf("%s-%d", redistest.Name(b), i)
 		var children []*redistest.Child
 		for p := 0; p < procs; p++ {
-			c := redistest.StartChild(b, fmt.Sprintf("contender %d", p),
-				helperEnv+"="+roleContend, helperAddrEnv+"="+srv.Addr(), helperLockEnv+"="+name,
-				helperTimeoutEnv+"=5s")
+			c := roleContend.Start(b, fmt.Sprintf("contender %d", p), redistest.TargetOf(b, rdb),
+				lockParams{Lock: name, WaiterTimeout: 5 * time.Second})
 			c.Expect(b, lineReady, 10*time.Second)
 			children = append(children, c)
 		}

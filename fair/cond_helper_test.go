@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -13,10 +12,9 @@ import (
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
-// Helper processes of the Condition's kill tests (cond_process_test.go), run as those of
-// helper_test.go are, with helperEnv set to one of two roles, on the single node in
-// helperAddrEnv, the lock in helperLockEnv with the waiter timeout in helperTimeoutEnv, and the
-// watchdog timeout in condWatchdogEnv. One goroutine, one condition "c" of the lock:
+// Roles of the Condition's kill tests (cond_process_test.go), run as those of helper_test.go
+// are, with the same parameters: the lock, its waiter timeout, and the watchdog timeout. One
+// goroutine, one condition "c" of the lock:
 //
 // roleCondWaiter, a consumer:
 //
@@ -33,82 +31,69 @@ import (
 //	parent: "signal"     signal the condition, and unlock
 //	child:  "signalled"
 //
-// Either exits 0 after its last line ("released", "signalled"), 1 on an error (said on stderr);
-// the parent kills it mid-way.
+// Either exits with redistest.ExitOK after its last line ("released", "signalled"), and
+// redistest.ExitFailed on an error (said on stderr); the parent kills it mid-way. Both run
+// runCond, which answers whichever of the lines comes.
 
-const (
-	roleCondWaiter  = "condwaiter"
-	roleSignaller   = "signaller"
-	condWatchdogEnv = "AQS_FAIR_WATCHDOG_TIMEOUT"
+var (
+	roleCondWaiter = redistest.RegisterRole("condwaiter", runCond)
+	roleSignaller  = redistest.RegisterRole("signaller", runCond)
 )
 
 // stockKey is the list of items the producers add and the consumers take, in the lock's slot.
 func stockKey(l *fair.Lock) string { return l.Key() + ":stock" }
 
-func runCondHelper(role string) int {
-	rdb, c, err := redistest.ChildClient(helperAddrEnv, "", condWatchdogEnv)
+// runCond is roleCondWaiter and roleSignaller.
+func runCond(env *redistest.ChildEnv, p lockParams) error {
+	rdb, l, err := childLock(env, p)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s (pid %d): %v\n", role, os.Getpid(), err)
-		return redistest.ExitBadEnv
+		return err
 	}
 	defer rdb.Close()
-	timeout, err := time.ParseDuration(os.Getenv(helperTimeoutEnv))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s (pid %d): %s: %v\n", role, os.Getpid(), helperTimeoutEnv, err)
-		return redistest.ExitBadEnv
-	}
-	l, err := fair.New(c, os.Getenv(helperLockEnv), fair.WithWaiterTimeout(timeout))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s (pid %d): %v\n", role, os.Getpid(), err)
-		return redistest.ExitBadEnv
-	}
 	cond, err := l.NewCondition("c")
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s (pid %d): %v\n", role, os.Getpid(), err)
-		return redistest.ExitBadEnv
+		return err
 	}
-	out := &lineWriter{}
-	out.println(lineReady)
+	env.Println(lineReady)
 	ctx := context.Background()
 	var held context.Context
-	for cmd := range redistest.StdinLines() {
+	for cmd := range env.Lines() {
 		switch cmd {
 		case "wait":
 			if held, err = l.Lock(ctx); err == nil {
 				held, err = consume(rdb, l, cond, held)
 			}
 			if err == nil {
-				out.println("woken")
+				env.Println("woken")
 				err = l.Unlock(held)
 			}
 			if err == nil {
-				out.println("released")
-				return redistest.ExitOK
+				env.Println("released")
+				return nil
 			}
 		case "stock":
 			if held, err = l.Lock(ctx); err == nil {
 				err = rdb.RPush(held, stockKey(l), os.Getpid()).Err()
 			}
 			if err == nil {
-				out.println("holding")
+				env.Println("holding")
 			}
 		case "signal":
 			if _, err = cond.Signal(ctx); err == nil {
 				err = l.Unlock(held)
 			}
 			if err == nil {
-				out.println("signalled")
-				return redistest.ExitOK
+				env.Println("signalled")
+				return nil
 			}
 		default:
 			err = fmt.Errorf("unknown command %q", cmd)
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s (pid %d): %s: %v\n", role, os.Getpid(), cmd, err)
-			return redistest.ExitFailed
+			return fmt.Errorf("%s: %w", cmd, err)
 		}
 	}
-	panic("unreachable: redistest.StdinLines exits the process at EOF")
+	panic("unreachable: the parent's lines end only with the process")
 }
 
 // consume waits on cond, with the hold of held, until the stock has an item, takes it, and

@@ -24,9 +24,8 @@ import (
 const condTolerance = 1500 * time.Millisecond
 
 // condProcess is a fair lock of the test with its condition, on a single node, and the means to
-// start helpers on it.
+// start children on it.
 type condProcess struct {
-	srv           *redistest.Server
 	rdb           *redis.Client
 	l             *fair.Lock
 	c             *fair.Condition
@@ -34,8 +33,7 @@ type condProcess struct {
 }
 
 func newCondProcess(t *testing.T, waiterTimeout time.Duration) *condProcess {
-	srv := redistest.Single(t)
-	p := &condProcess{srv: srv, rdb: srv.Client(t), waiterTimeout: waiterTimeout}
+	p := &condProcess{rdb: redistest.Single(t).Client(t), waiterTimeout: waiterTimeout}
 	var err error
 	p.l, err = fair.New(newClient(t, p.rdb), redistest.Name(t), fair.WithWaiterTimeout(waiterTimeout))
 	require.NoError(t, err)
@@ -44,15 +42,11 @@ func newCondProcess(t *testing.T, waiterTimeout time.Duration) *condProcess {
 	return p
 }
 
-// start starts a helper of role, with the watchdog timeout watchdog (the default when 0), and
+// start starts a child in role, with the watchdog timeout watchdog (the default when 0), and
 // waits until it is ready.
-func (p *condProcess) start(t *testing.T, role, label string, watchdog time.Duration) *redistest.Child {
-	env := []string{helperEnv + "=" + role, helperAddrEnv + "=" + p.srv.Addr(), helperLockEnv + "=" + p.l.Name(),
-		helperTimeoutEnv + "=" + p.waiterTimeout.String()}
-	if watchdog > 0 {
-		env = append(env, condWatchdogEnv+"="+watchdog.String())
-	}
-	c := redistest.StartChild(t, label, env...)
+func (p *condProcess) start(t *testing.T, role redistest.Role[lockParams], label string, watchdog time.Duration) *redistest.Child {
+	c := role.Start(t, label, redistest.TargetOf(t, p.rdb),
+		lockParams{Lock: p.l.Name(), WaiterTimeout: p.waiterTimeout, Watchdog: watchdog})
 	c.Expect(t, lineReady, 30*time.Second)
 	return c
 }

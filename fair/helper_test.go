@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -18,13 +17,11 @@ import (
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
-// Helper processes.
+// Roles of the child processes.
 //
-// The multi-process tests (process_test.go) run this test binary again with
-// redistest.StartChild, helperEnv set. TestMain sees the variable and calls runHelperProcess
-// instead of running tests, so a child never starts a redis-server of its own and never runs a
-// test. A child is a process of waiters on one fair lock, one aqs Client shared by all of
-// them, each waiter a goroutine:
+// The multi-process tests (process_test.go) run this test binary again in roleWaiters, as
+// redistest.RegisterRole describes. A child is a process of waiters on one fair lock, one aqs
+// Client shared by all of them, each waiter a goroutine:
 //
 //	child:  "ready"                    connected, scripts loaded
 //	parent: "start <k>"                start waiter k in a new goroutine
@@ -35,17 +32,28 @@ import (
 //
 // The times are the child's wall clock, comparable between processes on one machine; a release
 // cannot reach Redis before its time, so a delay measured from it is never too short. The
-// exit code is 0 when every waiter succeeded, 1 when one failed, 2 for a bad environment, 3
-// when stdin reached EOF first: the parent went away, or is done with us, and the process
-// exits on the spot, holding whatever it holds, as a crash would (redistest.StartChild relies
-// on that exit so that no child outlives the test binary).
+// child exits with redistest.ExitOK when every waiter succeeded and redistest.ExitFailed when
+// one failed; at EOF on stdin it exits on the spot, holding whatever it holds, as a crash
+// would.
 
-const (
-	helperEnv        = "AQS_FAIR_HELPER"         // set (to "waiters") in a child
-	helperAddrEnv    = "AQS_FAIR_ADDR"           // the single node's "host:port"
-	helperLockEnv    = "AQS_FAIR_LOCK"           // the lock's name
-	helperTimeoutEnv = "AQS_FAIR_WAITER_TIMEOUT" // fair.WithWaiterTimeout (time.ParseDuration)
+var (
+	// roleWaiters is the process of waiters above.
+	roleWaiters = redistest.RegisterRole("waiters", runWaiters)
+	// roleContend is the role of the multi-process benchmark (bench_test.go): goroutines
+	// that take and release the lock as fast as they can.
+	//
+	//	child:  "ready"
+	//	parent: "go <goroutines> <duration in ns>"   (a round; as many as the parent likes)
+	//	child:  "counts <n1> <n2> …"   acquisitions per goroutine, once the duration is over
+	roleContend = redistest.RegisterRole("contend", runContender)
 )
+
+// lockParams are the parameters of every role of this package: the lock its child opens.
+type lockParams struct {
+	Lock          string        // the lock's name
+	WaiterTimeout time.Duration // fair.WithWaiterTimeout
+	Watchdog      time.Duration // the Client's watchdog timeout; 0 for the default
+}
 
 // The protocol's words.
 const (
@@ -61,43 +69,34 @@ const (
 // starts with the lock key, so it lies in the lock's hash slot.
 func orderKey(l *fair.Lock) string { return l.Key() + ":order" }
 
-// runHelperProcess runs a helper process and returns its exit code.
-func runHelperProcess() int {
-	if os.Getenv(helperEnv) == roleContend {
-		return runContender()
-	}
-	if role := os.Getenv(helperEnv); role == roleCondWaiter || role == roleSignaller {
-		return runCondHelper(role) // cond_helper_test.go
-	}
-	rdb, l, err := helperLock()
+// runWaiters is roleWaiters.
+func runWaiters(env *redistest.ChildEnv, p lockParams) error {
+	rdb, l, err := childLock(env, p)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "helper (pid %d): %v\n", os.Getpid(), err)
-		return redistest.ExitBadEnv
+		return err
 	}
 	defer rdb.Close()
-	out := &lineWriter{}
-	out.println(lineReady)
+	env.Println(lineReady)
 
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
 		failed bool
 	)
-	for cmd := range redistest.StdinLines() {
+	for cmd := range env.Lines() {
 		word, arg, _ := strings.Cut(cmd, " ")
 		switch word {
 		case lineStart:
 			k, err := strconv.Atoi(arg)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "helper (pid %d): bad command %q\n", os.Getpid(), cmd)
-				return redistest.ExitFailed
+				return fmt.Errorf("bad command %q", cmd)
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := waiter(rdb, l, k, out); err != nil {
-					fmt.Fprintf(os.Stderr, "helper (pid %d): waiter %d: %v\n", os.Getpid(), k, err)
-					out.println(lineFailed, k, strings.ReplaceAll(err.Error(), "\n", " "))
+				if err := waiter(env, rdb, l, k); err != nil {
+					fmt.Fprintf(os.Stderr, "waiters (pid %d): waiter %d: %v\n", os.Getpid(), k, err)
+					env.Println(lineFailed, k, strings.ReplaceAll(err.Error(), "\n", " "))
 					mu.Lock()
 					failed = true
 					mu.Unlock()
@@ -106,38 +105,27 @@ func runHelperProcess() int {
 		case lineEnd:
 			wg.Wait()
 			if failed {
-				return redistest.ExitFailed
+				return errors.New("a waiter failed")
 			}
-			return redistest.ExitOK
+			return nil
 		default:
-			fmt.Fprintf(os.Stderr, "helper (pid %d): unknown command %q\n", os.Getpid(), cmd)
-			return redistest.ExitFailed
+			return fmt.Errorf("unknown command %q", cmd)
 		}
 	}
-	panic("unreachable: redistest.StdinLines exits the process at EOF")
+	panic("unreachable: the parent's lines end only with the process")
 }
 
-// helperLock connects to the Redis named in the environment and returns the fair lock on it,
-// on a Client that logs to stderr. The Client is never closed: the process ends with it, and
-// a kill must find it running.
-func helperLock() (*redis.Client, *fair.Lock, error) {
-	addr := os.Getenv(helperAddrEnv)
-	if addr == "" {
-		return nil, nil, fmt.Errorf("%s is not set", helperAddrEnv)
+// childLock connects to the parent's Redis and returns the fair lock of p on it.
+func childLock(env *redistest.ChildEnv, p lockParams) (redis.UniversalClient, *fair.Lock, error) {
+	var opts []aqs.Option
+	if p.Watchdog > 0 {
+		opts = append(opts, aqs.WithWatchdogTimeout(p.Watchdog))
 	}
-	timeout, err := time.ParseDuration(os.Getenv(helperTimeoutEnv))
+	rdb, c, err := env.Client(opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", helperTimeoutEnv, err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := aqs.New(ctx, rdb, aqs.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
-	if err != nil {
-		rdb.Close()
 		return nil, nil, err
 	}
-	l, err := fair.New(c, os.Getenv(helperLockEnv), fair.WithWaiterTimeout(timeout))
+	l, err := fair.New(c, p.Lock, fair.WithWaiterTimeout(p.WaiterTimeout))
 	if err != nil {
 		rdb.Close()
 		return nil, nil, err
@@ -147,7 +135,7 @@ func helperLock() (*redis.Client, *fair.Lock, error) {
 
 // waiter is waiter k: it waits for the lock, appends k to orderKey under it, and unlocks. The
 // bound on the wait only keeps a stuck child from living on; the parent's bounds are shorter.
-func waiter(rdb *redis.Client, l *fair.Lock, k int, out *lineWriter) (err error) {
+func waiter(env *redistest.ChildEnv, rdb redis.UniversalClient, l *fair.Lock, k int) (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	held, err := l.Lock(ctx)
@@ -158,60 +146,40 @@ func waiter(rdb *redis.Client, l *fair.Lock, k int, out *lineWriter) (err error)
 	if err := rdb.RPush(held, orderKey(l), k).Err(); err != nil {
 		return errors.Join(fmt.Errorf("rpush: %w", err), l.Unlock(held))
 	}
-	out.println(lineGot, k, got.UnixNano())
+	env.Println(lineGot, k, got.UnixNano())
 	unlocking := time.Now()
 	if err := l.Unlock(held); err != nil {
 		return fmt.Errorf("unlock: %w", err)
 	}
-	out.println(lineReleased, k, unlocking.UnixNano())
+	env.Println(lineReleased, k, unlocking.UnixNano())
 	return nil
 }
 
-// lineWriter writes whole lines to stdout from many goroutines.
-type lineWriter struct{ mu sync.Mutex }
-
-func (w *lineWriter) println(a ...any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	fmt.Println(a...)
-}
-
-// roleContend is the helper role of the multi-process benchmark (bench_test.go): goroutines
-// that take and release the lock as fast as they can.
-//
-//	child:  "ready"
-//	parent: "go <goroutines> <duration in ns>"   (a round; as many as the parent likes)
-//	child:  "counts <n1> <n2> …"   acquisitions per goroutine, once the duration is over
-const roleContend = "contend"
-
-func runContender() int {
-	rdb, l, err := helperLock()
+// runContender is roleContend.
+func runContender(env *redistest.ChildEnv, p lockParams) error {
+	rdb, l, err := childLock(env, p)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "contender (pid %d): %v\n", os.Getpid(), err)
-		return redistest.ExitBadEnv
+		return err
 	}
 	defer rdb.Close()
-	out := &lineWriter{}
-	out.println(lineReady)
-	for cmd := range redistest.StdinLines() {
+	env.Println(lineReady)
+	for cmd := range env.Lines() {
 		var goroutines int
 		var span time.Duration
 		if _, err := fmt.Sscanf(cmd, "go %d %d", &goroutines, &span); err != nil {
-			fmt.Fprintf(os.Stderr, "contender (pid %d): bad command %q: %v\n", os.Getpid(), cmd, err)
-			return redistest.ExitBadEnv
+			return fmt.Errorf("bad command %q: %w", cmd, err)
 		}
 		counts, err := contend(l, goroutines, span)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "contender (pid %d): %v\n", os.Getpid(), err)
-			return redistest.ExitFailed
+			return err
 		}
 		words := []any{"counts"}
 		for _, n := range counts {
 			words = append(words, n)
 		}
-		out.println(words...)
+		env.Println(words...)
 	}
-	panic("unreachable: redistest.StdinLines exits the process at EOF")
+	panic("unreachable: the parent's lines end only with the process")
 }
 
 // contend runs goroutines that take and release l as fast as they can for span, and returns

@@ -116,8 +116,8 @@ func joinInOrder(t *testing.T, processes int, assign []int, waiterTimeout time.D
 	t.Cleanup(func() { q.rdb.Del(ctx, orderKey(q.l)) }) // after the children are gone
 
 	for i := 0; i < processes; i++ {
-		q.children = append(q.children, redistest.StartChild(t, fmt.Sprintf("process %d", i), helperEnv+"=waiters",
-			helperAddrEnv+"="+srv.Addr(), helperLockEnv+"="+name, helperTimeoutEnv+"="+waiterTimeout.String()))
+		q.children = append(q.children, roleWaiters.Start(t, fmt.Sprintf("process %d", i), redistest.TargetOf(t, q.rdb),
+			lockParams{Lock: name, WaiterTimeout: waiterTimeout}))
 	}
 	q.events = redistest.Merge(q.children...)
 	for ready := 0; ready < processes; ready++ {

@@ -2,40 +2,34 @@ package latch_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/internal/core"
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/latch"
 )
 
-// Helper processes.
-//
-// The multi-process tests (process_test.go) run this test binary again with
-// redistest.StartChild, helperEnv set to a role. TestMain sees the variable and calls
-// runHelperProcess instead of running tests. A child talks back with lines on stdout and its
-// exit code (see redistest's Exit codes); the reason of a failure is on stderr. A child exits
-// as soon as its stdin reaches EOF, holding whatever it holds, as a crash would.
+// Roles of the child processes of the multi-process tests (process_test.go), run as
+// redistest.RegisterRole describes: the parameters come from the parent, the lines below go
+// between the two, and the child's exit status and stderr say how its role ended.
 
-const (
-	helperEnv        = "AQS_LATCH_HELPER"  // the role: roleWait or roleCount
-	helperAddrEnv    = "AQS_LATCH_ADDR"    // single node "host:port"
-	helperClusterEnv = "AQS_LATCH_CLUSTER" // cluster masters, comma-separated; instead of the address
-	helperNameEnv    = "AQS_LATCH_NAME"    // the latch's name
-)
-
-// Roles.
-const (
+var (
 	// roleWait awaits the latch: it prints lineWaiting once its Await is registered with its
 	// Client's hub (any CountDown after that reaches it), then "lineDone <error or ok>".
-	roleWait = "wait"
+	roleWait = redistest.RegisterRole("wait", awaitLatch)
 	// roleCount prints lineReady once connected, waits for lineGo on stdin, counts the latch
 	// down once and prints lineCounted.
-	roleCount = "count"
+	roleCount = redistest.RegisterRole("count", countDownOnce)
 )
+
+// latchParams are the parameters of either role.
+type latchParams struct {
+	Name string // the latch's name
+}
 
 // The protocol lines.
 const (
@@ -46,61 +40,65 @@ const (
 	lineDone    = "done"
 )
 
-// runHelperProcess runs the role named by helperEnv and returns the exit code.
-func runHelperProcess() int {
-	role := os.Getenv(helperEnv)
-	start := redistest.WaitForLine(lineGo)
-	rdb, c, err := redistest.ChildClient(helperAddrEnv, helperClusterEnv, "")
+// childLatch connects to the parent's Redis and returns the latch of p's name on it.
+func childLatch(env *redistest.ChildEnv, p latchParams) (redis.UniversalClient, *aqs.Client, *latch.Latch, error) {
+	rdb, c, err := env.Client()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "helper %s: %v\n", role, err)
-		return redistest.ExitBadEnv
+		return nil, nil, nil, err
+	}
+	l, err := latch.New(c, p.Name, latch.WithExpiry(time.Minute))
+	if err != nil {
+		rdb.Close()
+		return nil, nil, nil, err
+	}
+	return rdb, c, l, nil
+}
+
+// awaitLatch is roleWait.
+func awaitLatch(env *redistest.ChildEnv, p latchParams) error {
+	rdb, c, l, err := childLatch(env, p)
+	if err != nil {
+		return err
 	}
 	defer rdb.Close()
-	l, err := latch.New(c, os.Getenv(helperNameEnv), latch.WithExpiry(time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := make(chan error, 1)
+	go func() { out <- l.Await(ctx) }()
+	hub := core.RuntimeOf(c).Hub
+	for hub.Waiters() == 0 {
+		select {
+		case err = <-out:
+			env.Println(lineDone, err)
+			return fmt.Errorf("Await returned before it waited: %w", err)
+		case <-time.After(time.Millisecond): // the hub has no notification of a registration
+		}
+	}
+	env.Println(lineWaiting)
+	if err = <-out; err != nil {
+		env.Println(lineDone, err)
+		return err
+	}
+	env.Println(lineDone, "ok")
+	return nil
+}
+
+// countDownOnce is roleCount.
+func countDownOnce(env *redistest.ChildEnv, p latchParams) error {
+	rdb, _, l, err := childLatch(env, p)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "helper %s: %v\n", role, err)
-		return redistest.ExitBadEnv
+		return err
+	}
+	defer rdb.Close()
+	env.Println(lineReady)
+	if err := env.WaitFor(lineGo, time.Minute); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	switch role {
-	case roleWait:
-		out := make(chan error, 1)
-		go func() { out <- l.Await(ctx) }()
-		hub := core.RuntimeOf(c).Hub
-		for hub.Waiters() == 0 {
-			select {
-			case err = <-out:
-				fmt.Printf("%s %v\n", lineDone, err) // returned before it waited
-				return redistest.ExitFailed
-			case <-time.After(time.Millisecond): // the hub has no notification of a registration
-			}
-		}
-		fmt.Println(lineWaiting)
-		err = <-out
-		if err != nil {
-			fmt.Printf("%s %v\n", lineDone, err)
-			return redistest.ExitFailed
-		}
-		fmt.Printf("%s ok\n", lineDone)
-	case roleCount:
-		fmt.Println(lineReady)
-		select {
-		case <-start:
-		case <-ctx.Done():
-			err = errors.New("no go from the parent")
-		}
-		if err == nil {
-			err = l.CountDown(ctx)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "helper %s (pid %d): %v\n", role, os.Getpid(), err)
-			return redistest.ExitFailed
-		}
-		fmt.Println(lineCounted)
-	default:
-		fmt.Fprintf(os.Stderr, "unknown role %q\n", role)
-		return redistest.ExitBadEnv
+	if err := l.CountDown(ctx); err != nil {
+		return err
 	}
-	return redistest.ExitOK
+	env.Println(lineCounted)
+	return nil
 }

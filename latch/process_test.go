@@ -17,19 +17,6 @@ import (
 // Tests across OS processes. Each child is this test binary run again in a role of
 // helper_test.go; see there for the protocol.
 
-// redisEnv returns the environment entry that tells a child where rdb's Redis is.
-func redisEnv(t *testing.T, rdb redis.UniversalClient) string {
-	t.Helper()
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		return helperClusterEnv + "=" + strings.Join(c.Options().Addrs, ",")
-	case *redis.Client:
-		return helperAddrEnv + "=" + c.Options().Addr
-	}
-	t.Fatalf("unexpected client %T", rdb)
-	return ""
-}
-
 // A waiter killed with SIGKILL in the middle of its Await leaves nothing that matters: the
 // latch works for the waiters of the other processes, which one CountDown wakes.
 func TestAWaiterKilledMidWaitLeavesTheLatchWorking(t *testing.T) {
@@ -37,9 +24,9 @@ func TestAWaiterKilledMidWaitLeavesTheLatchWorking(t *testing.T) {
 		ctx := context.Background()
 		c := newClient(t, rdb)
 		l := setLatch(t, c, 1)
-		env := []string{redisEnv(t, rdb), helperNameEnv + "=" + l.Name(), helperEnv + "=" + roleWait}
-		victim := redistest.StartChild(t, "waiter to kill", env...)
-		survivor := redistest.StartChild(t, "waiter", env...)
+		target, p := redistest.TargetOf(t, rdb), latchParams{Name: l.Name()}
+		victim := roleWait.Start(t, "waiter to kill", target, p)
+		survivor := roleWait.Start(t, "waiter", target, p)
 		victim.Expect(t, lineWaiting, 30*time.Second)
 		survivor.Expect(t, lineWaiting, 30*time.Second)
 		victim.Kill(t, 10*time.Second)
@@ -62,9 +49,9 @@ func TestACounterKilledBeforeItsCountDownLeavesTheCountUnchanged(t *testing.T) {
 	rdb := redistest.Single(t).Client(t)
 	c := newClient(t, rdb)
 	l := setLatch(t, c, 2)
-	env := []string{redisEnv(t, rdb), helperNameEnv + "=" + l.Name(), helperEnv + "=" + roleCount}
-	victim := redistest.StartChild(t, "counter to kill", env...)
-	counter := redistest.StartChild(t, "counter", env...)
+	target, p := redistest.TargetOf(t, rdb), latchParams{Name: l.Name()}
+	victim := roleCount.Start(t, "counter to kill", target, p)
+	counter := roleCount.Start(t, "counter", target, p)
 	victim.Expect(t, lineReady, 30*time.Second)
 	counter.Expect(t, lineReady, 30*time.Second)
 	victim.Kill(t, 10*time.Second)

@@ -16,39 +16,32 @@ import (
 	"github.com/redaqs/aqs/reentrant"
 )
 
-// Helper processes.
-//
-// The multi-process tests (process_test.go) run this test binary again with
-// redistest.StartChild, helperEnv set to a role. TestMain sees the variable and calls
-// runHelperProcess instead of running tests, so a child never starts a redis-server of its own
-// and never runs a test. Everything else a child needs comes in the environment variables
-// below; it talks back with lines on stdout and its exit code: 0 the role is done, 1 the role
-// failed, 2 the environment is bad, 3 the parent went away. The reason of a failure is on
-// stderr, which the parent logs when a test fails.
-//
-// A child exits as soon as its stdin reaches EOF (redistest.WaitForLine), as redistest.StartChild requires
-// so that no child outlives the test binary.
+// Roles of the child processes of the multi-process tests (process_test.go), run as
+// redistest.RegisterRole describes: the parameters come from the parent, the lines below go
+// between the two, and the child's exit status and stderr say how its role ended.
 
-const (
-	helperEnv           = "AQS_REENTRANT_HELPER"     // the role: roleContend or roleHold
-	helperAddrEnv       = "AQS_REENTRANT_ADDR"       // single node "host:port"
-	helperClusterEnv    = "AQS_REENTRANT_CLUSTER"    // cluster masters, comma-separated; instead of the address
-	helperLockEnv       = "AQS_REENTRANT_LOCK"       // the lock's name
-	helperGoroutinesEnv = "AQS_REENTRANT_GOROUTINES" // roleContend: goroutines in the process
-	helperRoundsEnv     = "AQS_REENTRANT_ROUNDS"     // roleContend: critical sections per goroutine
-	helperWatchdogEnv   = "AQS_REENTRANT_WATCHDOG"   // the Client's watchdog timeout (time.ParseDuration); optional
-)
-
-// Roles.
-const (
+var (
 	// roleContend prints lineReady once connected, waits for lineGo on stdin, then runs
 	// goroutines × rounds critical sections (see criticalSection) and prints
 	// "lineDone <sections>".
-	roleContend = "contend"
+	roleContend = redistest.RegisterRole("contend", contend)
 	// roleHold takes the lock and re-enters it (hold count 2), prints "lineHeld <token>" and
 	// then holds it, its watchdog renewing the lease, until it is killed.
-	roleHold = "hold"
+	roleHold = redistest.RegisterRole("hold", holdUntilKilled)
 )
+
+// contendParams are roleContend's parameters.
+type contendParams struct {
+	Lock       string // the lock's name
+	Goroutines int    // goroutines in the process
+	Rounds     int    // critical sections per goroutine
+}
+
+// holdParams are roleHold's parameters.
+type holdParams struct {
+	Lock     string        // the lock's name
+	Watchdog time.Duration // the Client's watchdog timeout
+}
 
 // The protocol lines.
 const (
@@ -87,39 +80,14 @@ func (k sectionKeys) all() []string {
 	return []string{k.inside, k.overlaps, k.completed, k.lastToken, k.regressions, k.lastHolder, k.switches}
 }
 
-// runHelperProcess runs the role named by helperEnv and returns the exit code.
-func runHelperProcess() int {
-	role := os.Getenv(helperEnv)
-	start := redistest.WaitForLine(lineGo)
-	rdb, l, err := helperLock()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "helper %s: %v\n", role, err)
-		return redistest.ExitBadEnv
-	}
-	defer rdb.Close()
-	switch role {
-	case roleContend:
-		err = contend(rdb, l, start)
-	case roleHold:
-		err = holdUntilKilled(l)
-	default:
-		err = fmt.Errorf("unknown role %q", role)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "helper %s (pid %d): %v\n", role, os.Getpid(), err)
-		return redistest.ExitFailed
-	}
-	return redistest.ExitOK
-}
-
-// helperLock connects to the Redis named in the environment and returns the lock on it, on a
-// Client that logs to stderr.
-func helperLock() (redis.UniversalClient, *reentrant.Lock, error) {
-	rdb, c, err := redistest.ChildClient(helperAddrEnv, helperClusterEnv, helperWatchdogEnv)
+// childLock connects to the parent's Redis and returns the lock of that name on it, on a
+// Client made with opts.
+func childLock(env *redistest.ChildEnv, name string, opts ...aqs.Option) (redis.UniversalClient, *reentrant.Lock, error) {
+	rdb, c, err := env.Client(opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := reentrant.New(c, os.Getenv(helperLockEnv))
+	l, err := reentrant.New(c, name)
 	if err != nil {
 		rdb.Close()
 		return nil, nil, err
@@ -128,21 +96,16 @@ func helperLock() (redis.UniversalClient, *reentrant.Lock, error) {
 }
 
 // contend is roleContend.
-func contend(rdb redis.UniversalClient, l *reentrant.Lock, start <-chan struct{}) error {
-	goroutines, err := redistest.EnvInt(helperGoroutinesEnv)
+func contend(env *redistest.ChildEnv, p contendParams) error {
+	rdb, l, err := childLock(env, p.Lock)
 	if err != nil {
 		return err
 	}
-	rounds, err := redistest.EnvInt(helperRoundsEnv)
-	if err != nil {
-		return err
-	}
+	defer rdb.Close()
 	keys := keysOf(l)
-	fmt.Println(lineReady)
-	select {
-	case <-start:
-	case <-time.After(time.Minute):
-		return errors.New("no go from the parent")
+	env.Println(lineReady)
+	if err := env.WaitFor(lineGo, time.Minute); err != nil {
+		return err
 	}
 	var (
 		wg   sync.WaitGroup
@@ -150,11 +113,11 @@ func contend(rdb redis.UniversalClient, l *reentrant.Lock, start <-chan struct{}
 		errs []error
 		done int
 	)
-	for g := 0; g < goroutines; g++ {
+	for g := 0; g < p.Goroutines; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < rounds; i++ {
+			for i := 0; i < p.Rounds; i++ {
 				if err := criticalSection(rdb, l, keys); err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("goroutine %d round %d: %w", g, i, err))
@@ -168,7 +131,7 @@ func contend(rdb redis.UniversalClient, l *reentrant.Lock, start <-chan struct{}
 		}()
 	}
 	wg.Wait()
-	fmt.Printf("%s %d\n", lineDone, done)
+	env.Println(lineDone, done)
 	return errors.Join(errs...)
 }
 
@@ -227,7 +190,12 @@ func criticalSection(rdb redis.UniversalClient, l *reentrant.Lock, keys sectionK
 }
 
 // holdUntilKilled is roleHold. It never returns on success: the parent kills the process.
-func holdUntilKilled(l *reentrant.Lock) error {
+func holdUntilKilled(env *redistest.ChildEnv, p holdParams) error {
+	rdb, l, err := childLock(env, p.Lock, aqs.WithWatchdogTimeout(p.Watchdog))
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
 	held, ok, err := l.TryLock(context.Background(), aqs.WithWait(30*time.Second))
 	if err != nil {
 		return fmt.Errorf("lock: %w", err)
@@ -240,7 +208,7 @@ func holdUntilKilled(l *reentrant.Lock) error {
 		return fmt.Errorf("re-enter: %w", err)
 	}
 	token, _ := l.Token(inner)
-	fmt.Printf("%s %d\n", lineHeld, token)
+	env.Println(lineHeld, token)
 	<-inner.Done() // the kill comes first; this returns only if the lease was lost
 	return fmt.Errorf("hold ended before the kill: %w", context.Cause(inner))
 }

@@ -13,12 +13,9 @@ import (
 	"github.com/redaqs/aqs/reentrant"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(runHelperProcess())
-	}
-	os.Exit(redistest.Main(m))
-}
+// TestMain runs the tests, or, in a child process of the multi-process tests, its role
+// (helper_test.go).
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 // newClient returns an aqs Client on rdb, closed at the end of the test.
 var newClient = redistest.NewClient

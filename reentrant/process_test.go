@@ -24,19 +24,16 @@ import (
 func TestProcessesAndGoroutinesNeverOverlapInTheCriticalSection(t *testing.T) {
 	const processes, goroutines, rounds = 3, 4, 20
 	t.Run("single", func(t *testing.T) {
-		srv := redistest.Single(t)
-		contendAcrossProcesses(t, srv.Client(t), processes, goroutines, rounds, helperAddrEnv+"="+srv.Addr())
+		contendAcrossProcesses(t, redistest.Single(t).Client(t), processes, goroutines, rounds)
 	})
 	t.Run("cluster", func(t *testing.T) {
-		c := redistest.Cluster(t)
-		contendAcrossProcesses(t, c.Client(t), processes, goroutines, rounds,
-			helperClusterEnv+"="+strings.Join(c.Addrs(), ","))
+		contendAcrossProcesses(t, redistest.Cluster(t).Client(t), processes, goroutines, rounds)
 	})
 }
 
 // contendAcrossProcesses starts the contenders, lets them go at once, and checks the books
 // they kept in Redis.
-func contendAcrossProcesses(t *testing.T, rdb redis.UniversalClient, processes, goroutines, rounds int, addrEnv string) {
+func contendAcrossProcesses(t *testing.T, rdb redis.UniversalClient, processes, goroutines, rounds int) {
 	ctx := context.Background()
 	name := redistest.Name(t)
 	l, err := reentrant.New(newClient(t, rdb), name)
@@ -46,10 +43,8 @@ func contendAcrossProcesses(t *testing.T, rdb redis.UniversalClient, processes, 
 
 	children := make([]*redistest.Child, processes)
 	for i := range children {
-		children[i] = redistest.StartChild(t, fmt.Sprintf("contender %d", i), helperEnv+"="+roleContend, addrEnv,
-			helperLockEnv+"="+name,
-			helperGoroutinesEnv+"="+strconv.Itoa(goroutines),
-			helperRoundsEnv+"="+strconv.Itoa(rounds))
+		children[i] = roleContend.Start(t, fmt.Sprintf("contender %d", i), redistest.TargetOf(t, rdb),
+			contendParams{Lock: name, Goroutines: goroutines, Rounds: rounds})
 	}
 	for _, c := range children {
 		c.Expect(t, lineReady, 30*time.Second)
@@ -106,8 +101,7 @@ func TestKillDashNineOfHolderFreesLockWithinWatchdogTimeout(t *testing.T) {
 	srv := redistest.Single(t)
 	rdb := srv.Client(t)
 	name := redistest.Name(t)
-	holder := redistest.StartChild(t, "holder", helperEnv+"="+roleHold, helperAddrEnv+"="+srv.Addr(),
-		helperLockEnv+"="+name, helperWatchdogEnv+"="+timeout.String())
+	holder := roleHold.Start(t, "holder", redistest.TargetOf(t, rdb), holdParams{Lock: name, Watchdog: timeout})
 	holderToken, err := strconv.ParseInt(holder.Expect(t, lineHeld+" ", 30*time.Second), 10, 64)
 	require.NoError(t, err)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -15,41 +14,33 @@ import (
 	"github.com/redaqs/aqs/rwlock"
 )
 
-// Helper processes.
-//
-// The multi-process tests (process_test.go) run this test binary again with
-// redistest.StartChild, helperEnv set to a role. TestMain sees the variable and calls
-// runHelperProcess instead of running tests, so a child never starts a redis-server of its own
-// and never runs a test. Everything else a child needs comes in the environment variables
-// below; it talks back with lines on stdout and its exit code: 0 the role is done, 1 the role
-// failed, 2 the environment is bad, 3 the parent went away. The reason of a failure is on
-// stderr, which the parent logs when a test fails.
-//
-// A child exits as soon as its stdin reaches EOF (redistest.WaitForLine), as redistest.StartChild requires
-// so that no child outlives the test binary: it then exits on the spot, holding whatever it
-// holds, as a crash would.
+// Roles of the child processes of the multi-process tests (process_test.go), run as
+// redistest.RegisterRole describes: the parameters come from the parent, the lines below go
+// between the two, and the child's exit status and stderr say how its role ended.
 
-const (
-	helperEnv           = "AQS_RWLOCK_HELPER"     // the role: roleContend or roleRead
-	helperAddrEnv       = "AQS_RWLOCK_ADDR"       // single node "host:port"
-	helperClusterEnv    = "AQS_RWLOCK_CLUSTER"    // cluster masters, comma-separated; instead of the address
-	helperLockEnv       = "AQS_RWLOCK_LOCK"       // the lock's name
-	helperNonFairEnv    = "AQS_RWLOCK_NONFAIR"    // "1": the lock is made WithNonFair; optional
-	helperGoroutinesEnv = "AQS_RWLOCK_GOROUTINES" // roleContend: goroutines in the process
-	helperRoundsEnv     = "AQS_RWLOCK_ROUNDS"     // roleContend: holds per goroutine
-	helperWatchdogEnv   = "AQS_RWLOCK_WATCHDOG"   // the Client's watchdog timeout (time.ParseDuration); optional
-)
-
-// Roles.
-const (
+var (
 	// roleContend prints lineReady once connected, waits for lineGo on stdin, then runs
 	// goroutines × rounds holds, a mix of reads and writes (see isWrite), each checked in Redis
 	// (see enterScript), and prints "lineDone <reads> <writes> <violations>".
-	roleContend = "contend"
+	roleContend = redistest.RegisterRole("contend", contend)
 	// roleRead takes the read side, prints lineHeld, and then holds it, its watchdog renewing
 	// the lease, until it is killed.
-	roleRead = "read"
+	roleRead = redistest.RegisterRole("read", readUntilKilled)
 )
+
+// contendParams are roleContend's parameters.
+type contendParams struct {
+	Lock       string // the lock's name
+	NonFair    bool   // the lock is made WithNonFair
+	Goroutines int    // goroutines in the process
+	Rounds     int    // holds per goroutine
+}
+
+// readParams are roleRead's parameters.
+type readParams struct {
+	Lock     string        // the lock's name
+	Watchdog time.Duration // the Client's watchdog timeout
+}
 
 // The protocol lines.
 const (
@@ -142,44 +133,14 @@ return 1
 // staggered rounds, so writers and readers of every process are interleaved.
 func isWrite(g, i int) bool { return (g+i)%4 == 0 }
 
-// runHelperProcess runs the role named by helperEnv and returns the exit code.
-func runHelperProcess() int {
-	role := os.Getenv(helperEnv)
-	start := redistest.WaitForLine(lineGo)
-	rdb, l, err := helperLock()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "helper %s: %v\n", role, err)
-		return redistest.ExitBadEnv
-	}
-	defer rdb.Close()
-	switch role {
-	case roleContend:
-		err = contend(rdb, l, start)
-	case roleRead:
-		err = readUntilKilled(l)
-	default:
-		err = fmt.Errorf("unknown role %q", role)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "helper %s (pid %d): %v\n", role, os.Getpid(), err)
-		return redistest.ExitFailed
-	}
-	return redistest.ExitOK
-}
-
-// helperLock connects to the Redis named in the environment and returns the lock on it, on a
-// Client that logs to stderr. The Client is never closed: the process ends with it, and a
-// kill must find it running.
-func helperLock() (redis.UniversalClient, *rwlock.Lock, error) {
-	rdb, c, err := redistest.ChildClient(helperAddrEnv, helperClusterEnv, helperWatchdogEnv)
+// childLock connects to the parent's Redis and returns the lock of that name on it, made
+// with lopts, on a Client made with opts.
+func childLock(env *redistest.ChildEnv, name string, lopts []rwlock.Option, opts ...aqs.Option) (redis.UniversalClient, *rwlock.Lock, error) {
+	rdb, c, err := env.Client(opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	var lopts []rwlock.Option
-	if os.Getenv(helperNonFairEnv) == "1" {
-		lopts = append(lopts, rwlock.WithNonFair())
-	}
-	l, err := rwlock.New(c, os.Getenv(helperLockEnv), lopts...)
+	l, err := rwlock.New(c, name, lopts...)
 	if err != nil {
 		rdb.Close()
 		return nil, nil, err
@@ -188,15 +149,16 @@ func helperLock() (redis.UniversalClient, *rwlock.Lock, error) {
 }
 
 // contend is roleContend.
-func contend(rdb redis.UniversalClient, l *rwlock.Lock, start <-chan struct{}) error {
-	goroutines, err := redistest.EnvInt(helperGoroutinesEnv)
+func contend(env *redistest.ChildEnv, p contendParams) error {
+	var lopts []rwlock.Option
+	if p.NonFair {
+		lopts = append(lopts, rwlock.WithNonFair())
+	}
+	rdb, l, err := childLock(env, p.Lock, lopts)
 	if err != nil {
 		return err
 	}
-	rounds, err := redistest.EnvInt(helperRoundsEnv)
-	if err != nil {
-		return err
-	}
+	defer rdb.Close()
 	b := booksOf(l)
 	// Load the checking scripts before the start, so the first holds are not slower.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -206,11 +168,9 @@ func contend(rdb redis.UniversalClient, l *rwlock.Lock, start <-chan struct{}) e
 			return fmt.Errorf("script load: %w", err)
 		}
 	}
-	fmt.Println(lineReady)
-	select {
-	case <-start:
-	case <-time.After(time.Minute):
-		return errors.New("no go from the parent")
+	env.Println(lineReady)
+	if err := env.WaitFor(lineGo, time.Minute); err != nil {
+		return err
 	}
 	var (
 		wg                        sync.WaitGroup
@@ -218,11 +178,11 @@ func contend(rdb redis.UniversalClient, l *rwlock.Lock, start <-chan struct{}) e
 		errs                      []error
 		reads, writes, violations int
 	)
-	for g := 0; g < goroutines; g++ {
+	for g := 0; g < p.Goroutines; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < rounds; i++ {
+			for i := 0; i < p.Rounds; i++ {
 				write := isWrite(g, i)
 				// Every fifth read re-enters its hold once, so the re-entry counts take part.
 				bad, err := hold(rdb, l, b, write, !write && i%5 == 1)
@@ -244,7 +204,7 @@ func contend(rdb redis.UniversalClient, l *rwlock.Lock, start <-chan struct{}) e
 		}()
 	}
 	wg.Wait()
-	fmt.Printf("%s %d %d %d\n", lineDone, reads, writes, violations)
+	env.Println(lineDone, reads, writes, violations)
 	return errors.Join(errs...)
 }
 
@@ -295,7 +255,12 @@ func hold(rdb redis.UniversalClient, l *rwlock.Lock, b books, write, reenter boo
 }
 
 // readUntilKilled is roleRead. It never returns on success: the parent kills the process.
-func readUntilKilled(l *rwlock.Lock) error {
+func readUntilKilled(env *redistest.ChildEnv, p readParams) error {
+	rdb, l, err := childLock(env, p.Lock, nil, aqs.WithWatchdogTimeout(p.Watchdog))
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
 	held, ok, err := l.TryRLock(context.Background(), aqs.WithWait(30*time.Second))
 	if err != nil {
 		return fmt.Errorf("read-lock: %w", err)
@@ -303,7 +268,7 @@ func readUntilKilled(l *rwlock.Lock) error {
 	if !ok {
 		return errors.New("read-lock: not granted within 30s")
 	}
-	fmt.Println(lineHeld)
+	env.Println(lineHeld)
 	<-held.Done() // the kill comes first; this returns only if the lease was lost
 	return fmt.Errorf("read hold ended before the kill: %w", context.Cause(held))
 }

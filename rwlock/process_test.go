@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,31 +22,24 @@ import (
 func TestReadersAndWritersInThreeProcessesNeverOverlap(t *testing.T) {
 	const processes, goroutines, rounds = 3, 4, 16
 	t.Run("single", func(t *testing.T) {
-		srv := redistest.Single(t)
-		contendAcrossProcesses(t, srv.Client(t), processes, goroutines, rounds, false, helperAddrEnv+"="+srv.Addr())
+		contendAcrossProcesses(t, redistest.Single(t).Client(t), processes, goroutines, rounds, false)
 	})
 	t.Run("single-nonfair", func(t *testing.T) {
-		srv := redistest.Single(t)
-		contendAcrossProcesses(t, srv.Client(t), processes, goroutines, rounds, true, helperAddrEnv+"="+srv.Addr())
+		contendAcrossProcesses(t, redistest.Single(t).Client(t), processes, goroutines, rounds, true)
 	})
 	t.Run("cluster", func(t *testing.T) {
-		c := redistest.Cluster(t)
-		contendAcrossProcesses(t, c.Client(t), processes, goroutines, rounds, false,
-			helperClusterEnv+"="+strings.Join(c.Addrs(), ","))
+		contendAcrossProcesses(t, redistest.Cluster(t).Client(t), processes, goroutines, rounds, false)
 	})
 }
 
 // contendAcrossProcesses starts the contenders, lets them go at once, and checks the books
 // they kept in Redis.
-func contendAcrossProcesses(t *testing.T, rdb redis.UniversalClient, processes, goroutines, rounds int, nonFair bool, addrEnv string) {
+func contendAcrossProcesses(t *testing.T, rdb redis.UniversalClient, processes, goroutines, rounds int, nonFair bool) {
 	ctx := context.Background()
 	name := redistest.Name(t)
 	var opts []rwlock.Option
-	env := []string{helperEnv + "=" + roleContend, addrEnv, helperLockEnv + "=" + name,
-		helperGoroutinesEnv + "=" + strconv.Itoa(goroutines), helperRoundsEnv + "=" + strconv.Itoa(rounds)}
 	if nonFair {
 		opts = append(opts, rwlock.WithNonFair())
-		env = append(env, helperNonFairEnv+"=1")
 	}
 	l, err := rwlock.New(newClient(t, rdb), name, opts...)
 	require.NoError(t, err)
@@ -57,7 +48,8 @@ func contendAcrossProcesses(t *testing.T, rdb redis.UniversalClient, processes, 
 
 	children := make([]*redistest.Child, processes)
 	for i := range children {
-		children[i] = redistest.StartChild(t, fmt.Sprintf("contender %d", i), env...)
+		children[i] = roleContend.Start(t, fmt.Sprintf("contender %d", i), redistest.TargetOf(t, rdb),
+			contendParams{Lock: name, NonFair: nonFair, Goroutines: goroutines, Rounds: rounds})
 	}
 	for _, c := range children {
 		c.Expect(t, lineReady, 30*time.Second)
@@ -129,8 +121,7 @@ func TestKillDashNineOfReaderLetsWaitingWriterInWithinItsLease(t *testing.T) {
 	srv := redistest.Single(t)
 	rdb := srv.Client(t)
 	name := redistest.Name(t)
-	reader := redistest.StartChild(t, "reader", helperEnv+"="+roleRead, helperAddrEnv+"="+srv.Addr(),
-		helperLockEnv+"="+name, helperWatchdogEnv+"="+lease.String())
+	reader := roleRead.Start(t, "reader", redistest.TargetOf(t, rdb), readParams{Lock: name, Watchdog: lease})
 	reader.Expect(t, lineHeld, 30*time.Second)
 
 	l, err := rwlock.New(newClient(t, rdb), name)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -15,43 +14,37 @@ import (
 	"github.com/redaqs/aqs/semaphore"
 )
 
-// Helper processes.
-//
-// The multi-process tests (process_test.go) run this test binary again with
-// redistest.StartChild, helperEnv set to a role. TestMain sees the variable and calls
-// runHelperProcess instead of running tests, so a child never starts a redis-server of its own
-// and never runs a test. Everything else a child needs comes in the environment variables
-// below; it talks back with lines on stdout and its exit code: 0 the role is done, 1 the role
-// failed, 2 the environment is bad, 3 the parent went away. The reason of a failure is on
-// stderr, which the parent logs when a test fails.
-//
-// The parent sets the semaphore's permits before it starts a child: a child only opens the
-// semaphore by its name. A child exits as soon as its stdin reaches EOF
-// (redistest.WaitForLine), as redistest.StartChild requires so that no child outlives the test
-// binary: it then exits on the spot, holding whatever it holds, as a crash would.
+// Roles of the child processes of the multi-process tests (process_test.go), run as
+// redistest.RegisterRole describes: the parameters come from the parent, the lines below go
+// between the two, and the child's exit status and stderr say how its role ended. The parent
+// sets the semaphore's permits before it starts a child: a child only opens the semaphore by
+// its name.
 
-const (
-	helperEnv           = "AQS_SEM_HELPER"     // the role: roleWork or roleHold
-	helperAddrEnv       = "AQS_SEM_ADDR"       // single node "host:port"
-	helperClusterEnv    = "AQS_SEM_CLUSTER"    // cluster masters, comma-separated; instead of the address
-	helperNameEnv       = "AQS_SEM_NAME"       // the semaphore's name
-	helperKindEnv       = "AQS_SEM_KIND"       // kindLeased or kindCounting
-	helperPermitsEnv    = "AQS_SEM_PERMITS"    // roleWork: the semaphore's K; roleHold: the permits to take
-	helperGoroutinesEnv = "AQS_SEM_GOROUTINES" // roleWork: worker goroutines in the process
-	helperJobsEnv       = "AQS_SEM_JOBS"       // roleWork: jobs per goroutine
-	helperWatchdogEnv   = "AQS_SEM_WATCHDOG"   // the Client's watchdog timeout (time.ParseDuration); optional
-)
-
-// Roles.
-const (
+var (
 	// roleWork prints lineReady once connected, waits for lineGo on stdin, then runs
 	// goroutines × jobs jobs, each under one permit and checked in Redis (see enterScript), and
 	// prints "lineDone <jobs> <violations>".
-	roleWork = "work"
+	roleWork = redistest.RegisterRole("work", work)
 	// roleHold takes the leased semaphore's permits, prints lineHeld, and then holds them, its
 	// watchdog renewing the lease, until it is killed.
-	roleHold = "hold"
+	roleHold = redistest.RegisterRole("hold", holdUntilKilled)
 )
+
+// workParams are roleWork's parameters.
+type workParams struct {
+	Name       string // the semaphore's name
+	Kind       string // kindLeased or kindCounting
+	Permits    int    // the semaphore's K
+	Goroutines int    // worker goroutines in the process
+	Jobs       int    // jobs per goroutine
+}
+
+// holdParams are roleHold's parameters.
+type holdParams struct {
+	Name     string        // the leased semaphore's name
+	Permits  int           // the permits to take
+	Watchdog time.Duration // the Client's watchdog timeout
+}
 
 // The semaphore kinds.
 const (
@@ -169,42 +162,9 @@ func (p countingPool) job(ctx context.Context, f func(context.Context) error) (e
 	return f(ctx)
 }
 
-// runHelperProcess runs the role named by helperEnv and returns the exit code.
-func runHelperProcess() int {
-	role := os.Getenv(helperEnv)
-	start := redistest.WaitForLine(lineGo)
-	rdb, c, err := helperClient()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "helper %s: %v\n", role, err)
-		return redistest.ExitBadEnv
-	}
-	defer rdb.Close()
-	switch role {
-	case roleWork:
-		err = work(rdb, c, start)
-	case roleHold:
-		err = holdUntilKilled(c)
-	default:
-		err = fmt.Errorf("unknown role %q", role)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "helper %s (pid %d): %v\n", role, os.Getpid(), err)
-		return redistest.ExitFailed
-	}
-	return redistest.ExitOK
-}
-
-// helperClient connects to the Redis named in the environment and returns an aqs Client on
-// it that logs to stderr. The Client is never closed: the process ends with it, and a kill
-// must find it running.
-func helperClient() (redis.UniversalClient, *aqs.Client, error) {
-	return redistest.ChildClient(helperAddrEnv, helperClusterEnv, helperWatchdogEnv)
-}
-
-// helperPool opens the semaphore of the kind and name in the environment.
-func helperPool(c *aqs.Client) (pool, error) {
-	name := os.Getenv(helperNameEnv)
-	switch kind := os.Getenv(helperKindEnv); kind {
+// openPool opens the semaphore of the kind and name.
+func openPool(c *aqs.Client, kind, name string) (pool, error) {
+	switch kind {
 	case kindLeased:
 		s, err := semaphore.NewLeased(c, name)
 		return leasedPool{s}, err
@@ -212,22 +172,19 @@ func helperPool(c *aqs.Client) (pool, error) {
 		s, err := semaphore.New(c, name)
 		return countingPool{s}, err
 	default:
-		return nil, fmt.Errorf("%s=%q is neither %q nor %q", helperKindEnv, kind, kindLeased, kindCounting)
+		return nil, fmt.Errorf("kind %q is neither %q nor %q", kind, kindLeased, kindCounting)
 	}
 }
 
 // work is roleWork.
-func work(rdb redis.UniversalClient, c *aqs.Client, start <-chan struct{}) error {
-	var ns [3]int
-	for i, env := range []string{helperPermitsEnv, helperGoroutinesEnv, helperJobsEnv} {
-		n, err := redistest.EnvInt(env)
-		if err != nil {
-			return err
-		}
-		ns[i] = n
+func work(env *redistest.ChildEnv, wp workParams) error {
+	rdb, c, err := env.Client()
+	if err != nil {
+		return err
 	}
-	k, goroutines, jobs := ns[0], ns[1], ns[2]
-	p, err := helperPool(c)
+	defer rdb.Close()
+	k, goroutines, jobs := wp.Permits, wp.Goroutines, wp.Jobs
+	p, err := openPool(c, wp.Kind, wp.Name)
 	if err != nil {
 		return err
 	}
@@ -240,11 +197,9 @@ func work(rdb redis.UniversalClient, c *aqs.Client, start <-chan struct{}) error
 			return fmt.Errorf("script load: %w", err)
 		}
 	}
-	fmt.Println(lineReady)
-	select {
-	case <-start:
-	case <-time.After(time.Minute):
-		return errors.New("no go from the parent")
+	env.Println(lineReady)
+	if err := env.WaitFor(lineGo, time.Minute); err != nil {
+		return err
 	}
 	var (
 		wg               sync.WaitGroup
@@ -292,27 +247,29 @@ func work(rdb redis.UniversalClient, c *aqs.Client, start <-chan struct{}) error
 		}()
 	}
 	wg.Wait()
-	fmt.Printf("%s %d %d\n", lineDone, done, violations)
+	env.Println(lineDone, done, violations)
 	return errors.Join(errs...)
 }
 
 // holdUntilKilled is roleHold. It never returns on success: the parent kills the process.
-func holdUntilKilled(c *aqs.Client) error {
-	n, err := redistest.EnvInt(helperPermitsEnv)
+func holdUntilKilled(env *redistest.ChildEnv, hp holdParams) error {
+	rdb, c, err := env.Client(aqs.WithWatchdogTimeout(hp.Watchdog))
 	if err != nil {
 		return err
 	}
-	s, err := semaphore.NewLeased(c, os.Getenv(helperNameEnv))
+	defer rdb.Close()
+	s, err := semaphore.NewLeased(c, hp.Name)
 	if err != nil {
 		return err
 	}
+	n := hp.Permits
 	// No deadline: the permit's context is a child of this one. The permits are free when the
 	// parent starts this child, and the child exits when the parent is gone.
 	p, err := s.Acquire(context.Background(), n)
 	if err != nil {
 		return fmt.Errorf("acquire %d: %w", n, err)
 	}
-	fmt.Println(lineHeld)
+	env.Println(lineHeld)
 	<-p.Context().Done() // the kill comes first; this returns only if the lease was lost
 	return fmt.Errorf("permit ended before the kill: %w", context.Cause(p.Context()))
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,19 +33,6 @@ func TestWorkerPoolAcrossProcesses(t *testing.T) {
 	})
 }
 
-// redisEnv returns the environment entry that tells a child where rdb's Redis is.
-func redisEnv(t *testing.T, rdb redis.UniversalClient) string {
-	t.Helper()
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		return helperClusterEnv + "=" + strings.Join(c.Options().Addrs, ",")
-	case *redis.Client:
-		return helperAddrEnv + "=" + c.Options().Addr
-	}
-	t.Fatalf("unexpected client %T", rdb)
-	return ""
-}
-
 // workAcrossProcesses sets up a pool of k permits, starts the workers, lets them go at once,
 // and checks the books they kept in Redis.
 func workAcrossProcesses(t *testing.T, rdb redis.UniversalClient, kind string, k, processes, goroutines, jobs int) {
@@ -70,12 +55,10 @@ func workAcrossProcesses(t *testing.T, rdb redis.UniversalClient, kind string, k
 	// Registered first, so that it runs after the children are gone.
 	t.Cleanup(func() { rdb.Del(ctx, append(keys, b.all()...)...) })
 
-	env := []string{helperEnv + "=" + roleWork, redisEnv(t, rdb), helperNameEnv + "=" + name,
-		helperKindEnv + "=" + kind, helperPermitsEnv + "=" + strconv.Itoa(k),
-		helperGoroutinesEnv + "=" + strconv.Itoa(goroutines), helperJobsEnv + "=" + strconv.Itoa(jobs)}
+	params := workParams{Name: name, Kind: kind, Permits: k, Goroutines: goroutines, Jobs: jobs}
 	children := make([]*redistest.Child, processes)
 	for i := range children {
-		children[i] = redistest.StartChild(t, fmt.Sprintf("worker %d", i), env...)
+		children[i] = roleWork.Start(t, fmt.Sprintf("worker %d", i), redistest.TargetOf(t, rdb), params)
 	}
 	for _, c := range children {
 		c.Expect(t, lineReady, 30*time.Second)
@@ -142,9 +125,8 @@ func TestKilledWorkerPermitsComeBack(t *testing.T) {
 	s := newLeased(t, newClient(t, rdb), permits)
 	t.Cleanup(func() { rdb.Del(ctx, s.Keys()...) }) // after the child is gone
 
-	worker := redistest.StartChild(t, "worker", helperEnv+"="+roleHold, redisEnv(t, rdb),
-		helperNameEnv+"="+s.Name(), helperPermitsEnv+"="+strconv.Itoa(permits),
-		helperWatchdogEnv+"="+lease.String())
+	worker := roleHold.Start(t, "worker", redistest.TargetOf(t, rdb),
+		holdParams{Name: s.Name(), Permits: permits, Watchdog: lease})
 	worker.Expect(t, lineHeld, 30*time.Second)
 	n, err := s.Available(ctx)
 	require.NoError(t, err)

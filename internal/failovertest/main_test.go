@@ -7,9 +7,6 @@ import (
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(envServeChild) != "" {
-		os.Exit(serveChild()) // a process of TestEveryPrimitiveServesAgainAfterAFailover's load
-	}
-	os.Exit(redistest.Main(m))
-}
+// TestMain runs the tests, or, in a child process, a process of
+// TestEveryPrimitiveServesAgainAfterAFailover's load (serve_child_test.go).
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/testkit/redistest"
@@ -23,18 +21,20 @@ import (
 	"github.com/redaqs/aqs/semaphore"
 )
 
-// The child of TestEveryPrimitiveServesAgainAfterAFailover: one process of the load, with a
-// Client of its own, whose workers use every primitive until the parent says "stop", and
-// print one line per call (see call.line).
+// The child of TestEveryPrimitiveServesAgainAfterAFailover, in roleServe (see
+// redistest.RegisterRole): one process of the load, with a Client of its own, whose workers
+// use every primitive until the parent sends a line, and print one line per call (see
+// call.line) between a first "READY" and a last "END".
 
-// Environment of a child.
-const (
-	envServeChild = "AQS_SERVE_CHILD"     // the child's number; its presence makes the process a child
-	envSentinels  = "AQS_SERVE_SENTINELS" // the sentinels' addresses, comma-separated
-	envCluster    = "AQS_SERVE_CLUSTER"   // or the cluster's nodes, comma-separated
-	envSync       = "AQS_SERVE_SYNC"      // "1": the replica-sync policy on
-	envNames      = "AQS_SERVE_NAMES"     // the primitives' names, name=value, comma-separated
-)
+// roleServe is the role of a process of the load.
+var roleServe = redistest.RegisterRole("serve", serveChild)
+
+// serveParams are roleServe's parameters.
+type serveParams struct {
+	ID    string            // the child's number, in its workers' names
+	Names map[string]string // the primitives' names (see primNames)
+	Sync  bool              // the replica-sync policy on
+}
 
 // Figures of the load, shared with the parent.
 const (
@@ -109,37 +109,16 @@ func classOf(err error) string {
 	return eRedis
 }
 
-// serveChild runs a child and returns its exit code.
-func serveChild() int {
-	fail := func(err error) int {
-		fmt.Fprintln(os.Stderr, err)
-		return redistest.ExitBadEnv
-	}
-	names := map[string]string{}
-	for _, kv := range strings.Split(os.Getenv(envNames), ",") {
-		k, v, _ := strings.Cut(kv, "=")
-		names[k] = v
-	}
-	var rdb redis.UniversalClient
-	switch s, c := os.Getenv(envSentinels), os.Getenv(envCluster); {
-	case s != "":
-		rdb = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMasterName,
-			SentinelAddrs: strings.Split(s, ",")})
-	case c != "":
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(c, ",")})
-	default:
-		return fail(errors.New("no Redis named"))
-	}
+// serveChild is roleServe.
+func serveChild(env *redistest.ChildEnv, p serveParams) error {
 	opts := []aqs.Option{aqs.WithWatchdogTimeout(serveWatchdog),
 		aqs.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
-	if os.Getenv(envSync) == "1" {
+	if p.Sync {
 		opts = append(opts, aqs.WithReplicaSync(1, serveSyncTimeout))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	c, err := aqs.New(ctx, rdb, opts...)
-	cancel()
+	rdb, c, err := env.Client(opts...)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 
 	out := bufio.NewWriter(os.Stdout)
@@ -156,10 +135,8 @@ func serveChild() int {
 	}
 	stop := make(chan struct{})
 	go func() {
-		for range redistest.StdinLines() {
-			close(stop)
-			return
-		}
+		<-env.Lines()
+		close(stop)
 	}()
 	go func() {
 		for {
@@ -172,9 +149,9 @@ func serveChild() int {
 		}
 	}()
 
-	w, err := newWorkers(c, names, os.Getenv(envServeChild), report)
+	w, err := newWorkers(c, p.Names, p.ID, report)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	outMu.Lock()
 	fmt.Fprintln(out, "READY") // the load starts
@@ -187,7 +164,7 @@ func serveChild() int {
 	fmt.Fprintln(out, "END")
 	outMu.Unlock()
 	flush()
-	return redistest.ExitOK
+	return nil
 }
 
 // workers is one child's load.

@@ -78,10 +78,10 @@ var allPrims = []string{pReentrant, pFair, pWrite, pRead, pCounting, pLeased, pL
 
 // deployment is one Redis deployment under test, with its failover.
 type deployment struct {
-	env   []string                  // how children reach it
-	rdb   redis.UniversalClient     // the parent's client
-	names map[string]string         // the primitives' names
-	fail  func() (time.Time, error) // loses the master; returns the moment of the promotion
+	target redistest.Target          // how children reach it
+	rdb    redis.UniversalClient     // the parent's client
+	names  map[string]string         // the primitives' names
+	fail   func() (time.Time, error) // loses the master; returns the moment of the promotion
 	// acks returns when, after the promotion, a replica could acknowledge again (it waits
 	// for it).
 	acks func() (time.Time, error)
@@ -100,7 +100,7 @@ type failoverKind struct {
 func failoverKinds() []failoverKind {
 	sentinel := func(t *testing.T, replicas int, switchOver bool) *deployment {
 		g := redistest.NewSentinel(t, redistest.WithReplicas(replicas))
-		d := &deployment{env: []string{envSentinels + "=" + strings.Join(g.SentinelAddrs(), ",")},
+		d := &deployment{target: redistest.Target{Sentinels: g.SentinelAddrs()},
 			rdb: g.Client(t), names: primNames(redistest.Name(t), nil)}
 		d.fail = func() (time.Time, error) {
 			var err error
@@ -128,7 +128,7 @@ func failoverKinds() []failoverKind {
 			rdb := redis.NewClusterClient(cl.Options())
 			t.Cleanup(func() { rdb.Close() })
 			// Every name on shard 0, which loses its master.
-			d := &deployment{env: []string{envCluster + "=" + strings.Join(cl.AllAddrs(), ",")}, rdb: rdb,
+			d := &deployment{target: redistest.Target{Cluster: cl.AllAddrs()}, rdb: rdb,
 				names: primNames(redistest.Name(t), func(name string) bool { return cl.MasterOf("aqs:{"+name+"}") == 0 })}
 			d.fail = func() (time.Time, error) {
 				if err := cl.KillMaster(0); err != nil {
@@ -215,18 +215,10 @@ func runServe(t *testing.T, k failoverKind, policy bool) *serveRun {
 	r := &serveRun{policy: policy, split: k.split}
 	setPermits(t, d)
 
-	var names []string
-	for p, n := range d.names {
-		names = append(names, p+"="+n)
-	}
-	env := append(slices.Clone(d.env), envNames+"="+strings.Join(names, ","))
-	if policy {
-		env = append(env, envSync+"=1")
-	}
 	var children []*redistest.Child
 	for i := range serveChildren {
-		children = append(children, redistest.StartChild(t, "load "+strconv.Itoa(i),
-			append(slices.Clone(env), envServeChild+"="+strconv.Itoa(i))...))
+		children = append(children, roleServe.Start(t, "load "+strconv.Itoa(i), d.target,
+			serveParams{ID: strconv.Itoa(i), Names: d.names, Sync: policy}))
 	}
 	lines := redistest.Merge(children...)
 	var mu sync.Mutex // r.calls, until read is closed

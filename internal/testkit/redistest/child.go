@@ -15,24 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Child processes.
-//
-// Tests that need more than one OS process, to see a lock hold across processes or survive a
-// kill -9, run their own test binary again as a child. The package's TestMain must look for an
-// environment variable of its own and run the child's role instead of redistest.Main, so that
-// a child never starts a redis-server of its own and never runs a test; what a role does and
-// the lines it exchanges with the parent belong to that package.
-//
-// A child must exit as soon as its stdin reaches EOF. The parent closes the pipe in t.Cleanup,
-// and the kernel closes it when the parent dies, so no child outlives the test binary,
-// whatever the platform: Pdeathsig, which keeps the servers from outliving it (proc_linux.go),
-// is Linux-only and tied to the forking thread.
+// The parent's side of a child process: a role started by Role.Start (roles.go says how a
+// child is chosen, and why none outlives the test binary).
 
 // childTimeout bounds how long t.Cleanup waits for a child to exit after SIGKILL.
 const childTimeout = 10 * time.Second
 
-// Child is this test binary run again as a child process, killed in t.Cleanup at the latest.
-// Its methods are for the test's goroutine.
+// Child is this test binary run again as a child process in a role, killed in t.Cleanup at the
+// latest. Its methods are for the test's goroutine.
 type Child struct {
 	label  string
 	cmd    *exec.Cmd
@@ -46,13 +36,12 @@ type Child struct {
 	killed bool          // by Kill
 }
 
-// StartChild runs this test binary again with the extra environment entries env, which must
-// name the role for TestMain to dispatch. label names the child in failure messages; its
-// stderr is logged when the test fails, since that is where a child says why it failed.
-func StartChild(t testing.TB, label string, env ...string) *Child {
+// startChild runs this test binary again with the extra environment entries env, which must
+// hold the child's spec (see Role.Start).
+func startChild(t testing.TB, label string, env ...string) *Child {
 	t.Helper()
 	c := &Child{label: label, lines: make(chan string, 16), quit: make(chan struct{}), exited: make(chan struct{})}
-	// -test.run=^$: should the role not be dispatched, the child runs no test either.
+	// -test.run=^$: should TestMain not hand over to Main, the child runs no test either.
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	c.cmd.Env = append(os.Environ(), env...)
 	c.cmd.Stderr = &c.stderr

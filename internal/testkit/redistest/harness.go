@@ -70,9 +70,15 @@ func Binary() (string, error) {
 // When every test passed, Main then checks that no goroutine started during
 // the run is still alive (see checkLeaks): a Client, PubSub, hub, heartbeat or
 // watchdog that a test or the library failed to stop. It prints their stacks
-// and returns 1 if there are any. Child processes (StartChild) must dispatch
-// their role before calling Main, so they never run the check.
+// and returns 1 if there are any.
+//
+// In a child process started by Role.Start, Main runs the role instead and
+// returns its exit code (see RegisterRole): no test, no server, no check.
 func Main(m *testing.M) int {
+	sealRoles()
+	if spec, ok := os.LookupEnv(childSpecEnv); ok {
+		return runChild(spec)
+	}
 	before := goleak.IgnoreCurrent()
 	code := m.Run()
 	if code == 0 {
