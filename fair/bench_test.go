@@ -282,8 +282,8 @@ func BenchmarkFairContendedProcesses(b *testing.B) {
 				var sum float64
 				k := 0
 				for _, c := range children {
-					line := c.Expect(b, "counts", span+30*time.Second)
-					for _, f := range strings.Fields(line)[1:] {
+					line := c.Expect(b, "counts ", span+30*time.Second)
+					for _, f := range strings.Fields(line) {
 						n, err := strconv.Atoi(f)
 						require.NoError(b, err)
 						if len(counts) <= k {
