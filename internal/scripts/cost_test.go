@@ -24,7 +24,8 @@ import (
 // valgrind's callgrind, and logs the instructions the server executed per cycle (the counters
 // zeroed after a warm-up, dumped after the cycles). The figures are what a change to the
 // scripts is judged by (a closure made on every run shows here, not in a latency benchmark).
-// It runs only when AQS_CALLGRIND is set, to the number of cycles ("1" for 2000):
+// It runs only when AQS_CALLGRIND is set, to the number of cycles ("1" for 2000); with
+// AQS_CALLGRIND_DIR set to a folder, the dumps (one a scenario, in order) are kept there:
 //
 //	AQS_CALLGRIND=2000 go test -count=1 -run TestHotPathInstructions -v ./internal/scripts/
 //
@@ -45,12 +46,14 @@ func TestHotPathInstructions(t *testing.T) {
 			for range 50 {
 				run()
 			}
+			require.NoError(t, cg.rdb.ConfigResetStat(ctx).Err())
 			cg.control(t, "-z")
 			for range cycles {
 				run()
 			}
 			ir := cg.dump(t)
 			t.Logf("COST %-22s %9.0f instructions per cycle (%d cycles)", sc.name, float64(ir)/float64(cycles), cycles)
+			t.Logf("     %-22s commands per cycle: %s", sc.name, commandsPerCycle(t, ctx, cg.rdb, cycles))
 		})
 	}
 }
@@ -71,6 +74,9 @@ func startCallgrind(t *testing.T) *callgrind {
 	require.NoError(t, ln.Close())
 	dir := t.TempDir()
 	out := filepath.Join(dir, "cg")
+	if keep := os.Getenv("AQS_CALLGRIND_DIR"); keep != "" {
+		out = filepath.Join(keep, "cg") // the dumps are kept there, for callgrind_annotate
+	}
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+out,
 		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--hz", "1", "--dynamic-hz", "no", "--dir", dir)
@@ -111,6 +117,25 @@ func (cg *callgrind) dump(t *testing.T) int64 {
 	}
 	t.Fatal("no summary line in the callgrind dump")
 	return 0
+}
+
+// commandsPerCycle returns the commands the server ran per cycle since its stats were reset,
+// those the scripts called included: "pexpire 2.00 zadd 1.00 ...".
+func commandsPerCycle(t *testing.T, ctx context.Context, c *redis.Client, cycles int) string {
+	t.Helper()
+	info, err := c.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	var out []string
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, _ := strconv.Atoi(calls)
+		out = append(out, fmt.Sprintf("%s %.2f", strings.TrimPrefix(name, "cmdstat_"), float64(n)/float64(cycles)))
+	}
+	return strings.Join(out, " ")
 }
 
 // costScenario sets up one primitive and returns one cycle of its scripts, which checks the

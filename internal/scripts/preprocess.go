@@ -67,6 +67,7 @@ var (
 	blockStart = regexp.MustCompile(`^--@block ([A-Za-z_]\w*)\(([\w, ]*)\)(?: -> ([\w, ]+))?\s*$`)
 	inlineLine = regexp.MustCompile(`^(\s*)--@inline\s+(local\s+)?(?:([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=\s*)?([A-Za-z_]\w*)\((.*)\)\s*$`)
 	identifier = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+	topLocal   = regexp.MustCompile(`^local (?:function )?([\w, ]+?)\s*(?:=|\(|$)`)
 )
 
 // expand returns the text of the script NAME.lua of fsys: its "--@include" lines replaced, at
@@ -363,9 +364,32 @@ func inline(text string, blocks map[string]*block, in string, open []string) str
 		if len(targets) > len(b.outs) {
 			panic(fmt.Sprintf("scripts: %s: block %s has %d outputs, assigned to %d: %q", in, name, len(b.outs), len(targets), strings.TrimSpace(line)))
 		}
+		own := map[string]bool{} // the names a target may not be, as they would hide it
+		for _, p := range b.params {
+			own[p] = true
+		}
+		for _, l := range strings.Split(b.body, "\n") {
+			if m := topLocal.FindStringSubmatch(l); m != nil {
+				for _, n := range names(m[1]) {
+					own[n] = true
+				}
+			}
+		}
+		for i, t := range targets {
+			if own[t] && t != b.outs[i] {
+				panic(fmt.Sprintf("scripts: %s: target %s of block %s is a name the block declares itself: %q", in, t, name, strings.TrimSpace(line)))
+			}
+		}
 		if local {
 			if len(targets) == 0 {
 				panic(fmt.Sprintf("scripts: %s: --@inline local without targets: %q", in, strings.TrimSpace(line)))
+			}
+			for _, a := range args {
+				for _, t := range targets {
+					if referenced(a)[t] {
+						panic(fmt.Sprintf("scripts: %s: argument %s reads %s, which the inline line declares anew: %q", in, a, t, strings.TrimSpace(line)))
+					}
+				}
 			}
 			fmt.Fprintf(&out, "%slocal %s\n", ind, strings.Join(targets, ", "))
 		}

@@ -49,26 +49,26 @@ func testFS(script string, more ...string) fstest.MapFS {
 func TestInlineExpandsABlockInPlace(t *testing.T) {
 	got := expand(testFS(`local list = {3, 5}
 if true then
-  --@inline local first, min = head(list, tonumber(ARGV[1]))
-  return {first, min}
+  --@inline local first, at = head(list, tonumber(ARGV[1]))
+  return {first, at}
 end
 --@include _frag
 `), "script")
 	assert.Equal(t, `local list = {3, 5}
 if true then
-  local first, min
+  local first, at
   do
     local min = tonumber(ARGV[1])
-    local v, at
+    local v
     for i, x in ipairs(list) do
       if x >= min then
         v, at = x, i
         break
       end
     end
-    first, min = v, at
+    first = v
   end
-  return {first, min}
+  return {first, at}
 end
 `, got)
 }
@@ -134,6 +134,9 @@ func TestPreprocessorRefusesWrongText(t *testing.T) {
 		{"bad inline line", "--@include _f\n--@inline y = b(1) -- why\n", block("y = x\n"), "not an inline line"},
 		{"definition before the include", "--@inline local y = b(1)\n--@include _f\n",
 			"local function g()\nend\n\n" + block("y = g(x)\n"), "uses g, which is defined only at the include line"},
+		{"target hidden by a local", "--@include _f\n--@inline local t = b(1)\n", block("local t = x\ny = t\n"), "target t of block b is a name the block declares"},
+		{"target hidden by a parameter", "--@include _f\nlocal x\n--@inline x = b(1)\n", block("y = x\n"), "target x of block b is a name"},
+		{"argument declared anew", "--@include _f\n--@inline local y = b(y)\n", block("y = x\n"), "reads y, which the inline line declares anew"},
 		{"itself", "--@include _f\n", "--@block b(x) -> y\n--@inline y = b(x)\n--@end\n", "inlines itself"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
