@@ -49,27 +49,26 @@ local function save(s, c)
   end
 end
 
--- keep_grants keeps g alive at least ms + 1000 more (extending its TTL, never shortening it).
-local function keep_grants(g, ms)
-  if redis.call('PEXPIRE', g, ms + 1000, 'GT') == 0 then
-    redis.call('PEXPIRE', g, ms + 1000, 'NX')
-  end
-end
-
--- grants_in returns the counting semaphore's give (see dispatch): it records a grant in zset
--- g, scored by the waiter's liveness deadline, as the fallback for a lost message. Records
--- whose deadline passed are dropped on every sixteenth grant (by the granted hold's sequence
+-- record_grant records the grant of queue member m (whose hold id is hold) in zset g, scored
+-- by the waiter's liveness deadline, as the fallback for a lost message. Records whose
+-- deadline passed are dropped on every sixteenth grant (by the granted hold's sequence
 -- number), so that g stays small without a call on every grant: their permits stay taken, as
 -- if their waiter took them and died, since it may well have taken them. g lives a second
--- beyond the latest deadline it records (keep_grants): a record outlives any message it
--- stands in for, and an abandoned g expires.
+-- beyond the latest deadline it records: a record outlives any message it stands in for, and
+-- an abandoned g expires.
+--@block record_grant(g, m, hold, deadline, now)
+if tonumber(string.sub(hold, 38)) % 16 == 0 then
+  redis.call('ZREMRANGEBYSCORE', g, '-inf', now)
+end
+redis.call('ZADD', g, string.format('%d', deadline), m)
+--@inline extend_ttl(g, deadline - now + 1000)
+--@end
+
+-- grants_in returns the counting semaphore's give (see dispatch), which records each grant in
+-- g (record_grant).
 local function grants_in(g, now)
   return function(m, hold, _, _, deadline)
-    if tonumber(string.sub(hold, 38)) % 16 == 0 then
-      redis.call('ZREMRANGEBYSCORE', g, '-inf', now)
-    end
-    redis.call('ZADD', g, string.format('%d', deadline), m)
-    keep_grants(g, deadline - now)
+    --@inline record_grant(g, m, hold, deadline, now)
   end
 end
 

@@ -36,28 +36,26 @@ end
 
 -- keep_permits keeps p, and pn when with_pn, alive at least ms + 1000 more (extending their
 -- TTL, never shortening it).
-local function keep_permits(p, pn, ms, with_pn)
-  if redis.call('PEXPIRE', p, ms + 1000, 'GT') == 0 then
-    redis.call('PEXPIRE', p, ms + 1000, 'NX')
-  end
-  if with_pn and redis.call('PEXPIRE', pn, ms + 1000, 'GT') == 0 then
-    redis.call('PEXPIRE', pn, ms + 1000, 'NX')
-  end
+--@block keep_permits(p, pn, ms, with_pn)
+--@inline extend_ttl(p, ms + 1000)
+if with_pn then
+  --@inline extend_ttl(pn, ms + 1000)
 end
+--@end
 
 -- add_permit leases n permits to id until now + lease. A permit id that is leased already
 -- (the same acquisition run again: go-redis re-sends a command whose reply a broken connection
 -- lost) only has its lease set: its permits are not counted twice.
-local function add_permit(s, p, pn, id, n, lease, now)
-  local added = redis.call('ZADD', p, string.format('%d', now + lease), id)
-  if added == 1 and n > 1 then
-    redis.call('HSET', pn, id, n)
-  end
-  keep_permits(p, pn, lease, n > 1)
-  if added == 1 then
-    redis.call('HINCRBY', s, 'u', n)
-  end
+--@block add_permit(s, p, pn, id, n, lease, now)
+local added = redis.call('ZADD', p, string.format('%d', now + lease), id)
+if added == 1 and n > 1 then
+  redis.call('HSET', pn, id, n)
 end
+--@inline keep_permits(p, pn, lease, n > 1)
+if added == 1 then
+  redis.call('HINCRBY', s, 'u', n)
+end
+--@end
 
 -- permits_in returns the leased semaphore's give (see dispatch): the waiter's permit is
 -- created at once, its lease running at first only to the waiter's liveness deadline when

@@ -20,64 +20,78 @@
 --@include _time
 
 -- live_head drops dead waiters and ghosts at the head of the queue and returns the live
--- head's member and its liveness deadline, or nil when no live waiter is left. The head stays
+-- head's member m and its liveness deadline, or nil when no live waiter is left. The head stays
 -- queued.
-local function live_head(q, d, now)
-  while true do
-    local m = redis.call('LINDEX', q, 0)
-    if not m then
-      return nil
-    end
-    local s = redis.call('ZSCORE', d, m)
-    if s and tonumber(s) > now then
-      return m, tonumber(s)
-    end
-    redis.call('LPOP', q)
-    redis.call('ZREM', d, m)
+--@block live_head(q, d, now) -> m, deadline
+while true do
+  local h = redis.call('LINDEX', q, 0)
+  if not h then
+    break
   end
+  local s = tonumber(redis.call('ZSCORE', d, h))
+  if s and s > now then
+    m, deadline = h, s
+    break
+  end
+  redis.call('LPOP', q)
+  redis.call('ZREM', d, h)
 end
+--@end
 
 -- pop_live_head takes the live head off the queue (dropping dead waiters and ghosts before it)
--- and returns its member and liveness deadline, or nil when no live waiter is left.
-local function pop_live_head(q, d, now)
-  while true do
-    local m = redis.call('LPOP', q)
-    if not m then
-      return nil
-    end
-    local s = redis.call('ZSCORE', d, m)
-    if s then
-      redis.call('ZREM', d, m)
-      s = tonumber(s)
-      if s > now then
-        return m, s
-      end
+-- and returns its member m and liveness deadline, or nil when no live waiter is left.
+--@block pop_live_head(q, d, now) -> m, deadline
+while true do
+  local h = redis.call('LPOP', q)
+  if not h then
+    break
+  end
+  local s = redis.call('ZSCORE', d, h)
+  if s then
+    redis.call('ZREM', d, h)
+    s = tonumber(s)
+    if s > now then
+      m, deadline = h, s
+      break
     end
   end
 end
-
--- zadd_or_undo adds members with their scores (score, member, ...) to the deadlines d, after
--- n members were pushed onto the list q; when d holds another type, it takes the n back off
--- the list before it raises the error, so that a failed join leaves nothing.
-local function zadd_or_undo(q, d, n, ...)
-  local r = redis.pcall('ZADD', d, ...)
-  if type(r) == 'table' and r.err then
-    redis.call('RPOP', q, n)
-    error(r)
-  end
-end
+--@end
 
 -- keep_queue makes the queue's keys live at least twice the timeout from now (a join's and a
 -- heartbeat's refresh): an abandoned queue goes away on its own, and a live waiter's entry
 -- never does. GT, so that a longer life another waiter gave them is kept.
-local function keep_queue(q, d, timeout)
-  if redis.call('PEXPIRE', q, 2 * timeout, 'GT') == 0 then
-    redis.call('PEXPIRE', q, 2 * timeout, 'NX')
-  end
-  if redis.call('PEXPIRE', d, 2 * timeout, 'GT') == 0 then
-    redis.call('PEXPIRE', d, 2 * timeout, 'NX')
-  end
+--@block keep_queue(q, d, timeout)
+--@inline extend_ttl(q, 2 * timeout)
+--@inline extend_ttl(d, 2 * timeout)
+--@end
+
+-- queued ends the join of n fresh members: pushed onto the list q first (pushed is the list's
+-- length after the RPUSH: on a key of another type there, the push fails before anything is
+-- written), then added to the deadlines d (added is the ZADD's redis.pcall reply). When d
+-- holds another type, it takes the n back off the list before it raises the error, so that a
+-- failed join leaves nothing; else it keeps the queue alive (see keep_queue; a list the push
+-- made has no TTL to keep).
+--@block queued(q, d, n, pushed, added, timeout)
+if type(added) == 'table' and added.err then
+  redis.call('RPOP', q, n)
+  error(added)
 end
+if pushed == n then
+  redis.call('PEXPIRE', q, 2 * timeout)
+else
+  --@inline extend_ttl(q, 2 * timeout)
+end
+--@inline extend_ttl(d, 2 * timeout)
+--@end
+
+-- join_fresh puts member, a hold's first attempt (it cannot be queued already), at the tail of
+-- the queue with the liveness deadline deadline (ms, a formatted integer), and returns the
+-- list's length after it.
+--@block join_fresh(q, d, member, deadline, timeout) -> pushed
+pushed = redis.call('RPUSH', q, member) -- first, and undone: see queued
+--@inline queued(q, d, 1, pushed, redis.pcall('ZADD', d, deadline, member), timeout)
+--@end
 
 -- join puts member at the tail of the queue with a liveness deadline timeout ms from now when
 -- fresh (the hold's first attempt: it cannot be queued already), or, for a later attempt,
@@ -97,11 +111,7 @@ local function join(q, d, member, now, timeout, fresh)
     keep_queue(q, d, timeout)
     return true
   end
-  -- The list first: on a key of another type there, it fails before anything is written; and
-  -- the entry is taken back when d is of another type (see zadd_or_undo).
-  redis.call('RPUSH', q, member)
-  zadd_or_undo(q, d, 1, deadline, member)
-  keep_queue(q, d, timeout)
+  --@inline join_fresh(q, d, member, deadline, timeout)
   return true
 end
 

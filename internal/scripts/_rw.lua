@@ -38,11 +38,11 @@ end
 
 -- keep_alive makes key k live at least ms more, extending it to twice that when it would not
 -- (so that a stream of holds extends it once in a while, not on every call).
-local function keep_alive(k, ms)
-  if redis.call('PTTL', k) < ms then
-    redis.call('PEXPIRE', k, 2 * ms)
-  end
+--@block keep_alive(k, ms)
+if redis.call('PTTL', k) < ms then
+  redis.call('PEXPIRE', k, 2 * ms)
 end
+--@end
 
 -- rw_member returns a queue member's hold id, lease (ms) and mode ("s" or "x"). A member of
 -- another primitive's shape (a name used for two kinds) is taken for a writer, with the lease
@@ -57,10 +57,10 @@ local function rw_member(m)
 end
 
 -- add_reader makes hold a reader until now + lease.
-local function add_reader(r, hold, lease, now)
-  redis.call('ZADD', r, string.format('%d', now + lease), hold)
-  keep_alive(r, lease)
-end
+--@block add_reader(r, hold, lease, now)
+redis.call('ZADD', r, string.format('%d', now + lease), hold)
+--@inline keep_alive(r, lease)
+--@end
 
 -- serve grants the queue's live head what it waits for, while it can have it: nothing while a
 -- writer holds; a writer when no reader's lease runs either, and then nobody after it; a

@@ -49,44 +49,27 @@ if v and ARGV[7] == '1' and string.sub(v, 1, 37) == string.sub(hold, 1, 37) and
   if not i then
     return {8, math.max(1, redis.call('PTTL', l))}
   end
-  local t = redis.call('TIME')
-  local wait = tonumber(string.sub(v, i + 2)) - (t[1] * 1000 + math.floor(t[2] / 1000))
+  --@inline local now = server_ms()
+  local wait = tonumber(string.sub(v, i + 2)) - now
   if wait > 0 then
     return {8, wait}
   end
 end
 if v and ARGV[4] == '1' and ARGV[6] == '1' then
   -- A newcomer joining behind a holder that others wait for already (its value records its
-  -- lease end: " e<ms>", the last field): the arrival at a contended lock. Written out here,
-  -- as the general path below does it, before any definition is made (each costs the server
-  -- a closure on every run). Nothing is written unless it goes this way to the end.
+  -- lease end: " e<ms>", the last field): the arrival at a contended lock, which joins as the
+  -- general path below does (join and mark_waited), with the fragments' blocks inlined before
+  -- any definition is made (each costs the server a closure on every run). Nothing is written
+  -- unless it goes this way to the end.
   local i = string.find(v, ' e', 38, true)
   if i and string.byte(v, 37) == 58 and string.byte(v, 9) == 45 and
       string.sub(v, 1, #hold + 1) ~= hold .. ' ' then
-    local t = redis.call('TIME')
-    local now = t[1] * 1000 + math.floor(t[2] / 1000)
+    --@inline local now = server_ms()
     local wait = tonumber(string.sub(v, i + 2)) - now
     local timeout = tonumber(ARGV[3])
-    local member = hold .. ' ' .. lease
     if wait > 0 then
-      -- As join and keep_queue (in _queue.lua) do it.
-      local pushed = redis.call('RPUSH', q, member) -- first, and undone: see join
-      local added = redis.pcall('ZADD', d, string.format('%d', now + timeout), member)
-      if type(added) == 'table' and added.err then
-        redis.call('RPOP', q)
-        error(added)
-      end
-      if pushed == 1 then
-        redis.call('PEXPIRE', q, 2 * timeout)
-      else
-        redis.call('PEXPIRE', q, 2 * timeout, 'GT')
-      end
-      if redis.call('PEXPIRE', d, 2 * timeout, 'GT') == 0 then
-        redis.call('PEXPIRE', d, 2 * timeout, 'NX')
-      end
-      if redis.call('PTTL', l) < wait + timeout then
-        redis.call('PEXPIRE', l, wait + 2 * timeout)
-      end
+      --@inline local pushed = join_fresh(q, d, hold .. ' ' .. lease, string.format('%d', now + timeout), timeout)
+      --@inline keep_lock(l, wait, timeout)
       return {3, wait, pushed}
     end
   end

@@ -53,108 +53,15 @@ if ARGV[2] == '1' and v then
   end
   if v == hold or (string.sub(v, n + 1, n + 4) == ' w e' and string.sub(v, 1, n) == hold) then
     -- The release of a contended lock: a hold as grant (in _lock.lua) writes it, with no count
-    -- and no token. Written out here, as hand_off does it, before any definition is made
-    -- (each costs the server a closure on every run, and this is the critical path of a
-    -- contended lock).
-    local t = redis.call('TIME')
-    local now = t[1] * 1000 + math.floor(t[2] / 1000)
+    -- and no token. It ends as the general path below does (end_hold), with the block inlined
+    -- before any definition is made (each costs the server a closure on every run, and this is
+    -- the critical path of a contended lock).
+    --@inline local now = server_ms()
     if v ~= hold and tonumber(string.sub(v, n + 5)) <= now then
       return {4} -- its lease ran out: a waiter may take the lock at any moment
     end
-    if pick ~= '' then
-      -- The queue's live head, the ghosts and dead waiters before it dropped (as live_head in
-      -- _queue.lua does it): the pick passes it unless this Client's streak is over and it is
-      -- another Client's. Once the pick took the lock, its own entry is a ghost: dropped too
-      -- when it was the head, so that the next release finds the queue as it is.
-      local head, s
-      local taken, passed = false, 0
-      repeat
-        head = redis.call('LINDEX', q, 0)
-        s = head and tonumber(redis.call('ZSCORE', d, head))
-        if head and not (s and s > now) then
-          redis.call('LPOP', q)
-          redis.call('ZREM', d, head)
-        elseif taken then
-          break
-        elseif ARGV[6] == '0' or not head or string.sub(head, 1, 36) == string.sub(hold, 1, 36) then
-          taken = true
-          if head and head ~= pick and string.sub(head, 1, 36) ~= string.sub(hold, 1, 36) then
-            passed = 1
-          end
-          redis.call('ZREM', d, pick) -- queued or not: it is not a waiter any longer
-          if head ~= pick then
-            break
-          end
-        else
-          break
-        end
-      until false
-      if taken then
-        local sp = string.find(pick, ' ', 38, true)
-        local next, lease = string.sub(pick, 1, sp - 1), tonumber(string.sub(pick, sp + 1))
-        if head then
-          -- As set_holder (in _lock.lua) does it.
-          redis.call('SET', l, next .. ' w e' .. string.format('%d', now + lease), 'PX',
-            string.format('%d', math.max(s - now, lease) + lease))
-        else
-          redis.call('SET', l, next, 'PX', lease)
-        end
-        return {2, next, lease, 0, passed}
-      end
-    end
-    local keep = 0
-    local timeout = tonumber(ARGV[4])
-    if riders then
-      -- The riders join at the tail as lock_acquire.lua's join does, all in two calls (their
-      -- hold ids are fresh: none is queued already), and the key then outlives the new
-      -- holder's lease long enough for them (as a join behind a holder keeps it).
-      local deadline = string.format('%d', now + timeout)
-      local za = {}
-      for i = 7, #ARGV do
-        za[#za + 1] = deadline
-        za[#za + 1] = ARGV[i]
-      end
-      local pushed = redis.call('RPUSH', q, unpack(ARGV, 7)) -- first, and undone: see join
-      local added = redis.pcall('ZADD', d, unpack(za))
-      if type(added) == 'table' and added.err then
-        redis.call('RPOP', q, #ARGV - 6)
-        error(added)
-      end
-      if pushed == #ARGV - 6 then
-        redis.call('PEXPIRE', q, 2 * timeout)
-      else
-        redis.call('PEXPIRE', q, 2 * timeout, 'GT')
-      end
-      if redis.call('PEXPIRE', d, 2 * timeout, 'GT') == 0 then
-        redis.call('PEXPIRE', d, 2 * timeout, 'NX')
-      end
-      keep = 2 * timeout
-    end
-    while true do
-      local m = redis.call('LPOP', q)
-      if not m then
-        redis.call('DEL', l)
-        return {1}
-      end
-      local s = redis.call('ZSCORE', d, m)
-      if s then
-        redis.call('ZREM', d, m)
-        s = tonumber(s)
-        if s > now then
-          local sp = string.find(m, ' ', 38, true)
-          local next = string.sub(m, 1, sp - 1)
-          local lease = math.max(1, math.min(tonumber(string.sub(m, sp + 1)) or s - now, s - now))
-          redis.call('SET', l, next .. ' w e' .. string.format('%d', now + lease),
-            'PX', string.format('%d', lease + math.max(2 * (s - now), lease, keep)))
-          local client = string.sub(next, 1, 36)
-          if client == string.sub(hold, 1, 36) then
-            return {2, next, lease, 1, 0}
-          end
-          redis.call(ARGV[3], l .. ':c:' .. client, next)
-          return {3}
-        end
-      end
-    end
+    --@inline local reply = end_hold(l, q, d, hold, now, pick, ARGV[6], ARGV[3], ARGV[4], 7)
+    return reply
   end
 end
 --@include _lock

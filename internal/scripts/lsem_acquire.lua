@@ -27,15 +27,14 @@ if not v[1] then
   return {6, 0}
 end
 local total = tonumber(v[1])
-local time = redis.call('TIME')
-local now = time[1] * 1000 + math.floor(time[2] / 1000) -- server_ms, not defined yet
+--@inline local now = server_ms()
 local first = ARGV[7] == '0' and redis.call('ZRANGE', p, 0, 0, 'WITHSCORES')
 local nearest_end = first and first[2] and tonumber(first[2])
 if first and v[3] and ARGV[5] == '1' and n <= total and total - (tonumber(v[2]) or 0) == 0
     and (not nearest_end or nearest_end > now) then
   -- Waiters queued, no permit free and no lease run out: the arrival at a contended
-  -- semaphore, which joins the tail. Written out here, as join does it (a first attempt cannot
-  -- be queued already), to make no definition on this path. Unless it is this attempt run
+  -- semaphore, which joins the tail as join does (a first attempt cannot be queued already),
+  -- with the block inlined to make no definition on this path. Unless it is this attempt run
   -- again (go-redis's retry after a lost reply) after a release granted the permits its first
   -- run queued for: queued a second time, the hold would be granted again once the call is
   -- over, and those permits would stay leased, unused, to the end of their lease.
@@ -43,21 +42,7 @@ if first and v[3] and ARGV[5] == '1' and n <= total and total - (tonumber(v[2]) 
     return {2, 0}
   end
   local timeout = tonumber(ARGV[4])
-  local member = hold .. ' ' .. n .. ' ' .. lease
-  local pushed = redis.call('RPUSH', q, member) -- first, and undone: see join
-  local added = redis.pcall('ZADD', d, string.format('%d', now + timeout), member)
-  if type(added) == 'table' and added.err then
-    redis.call('RPOP', q)
-    error(added)
-  end
-  if pushed == 1 then
-    redis.call('PEXPIRE', q, 2 * timeout)
-  else
-    redis.call('PEXPIRE', q, 2 * timeout, 'GT')
-  end
-  if redis.call('PEXPIRE', d, 2 * timeout, 'GT') == 0 then
-    redis.call('PEXPIRE', d, 2 * timeout, 'NX')
-  end
+  --@inline join_fresh(q, d, hold .. ' ' .. n .. ' ' .. lease, string.format('%d', now + timeout), timeout)
   if nearest_end then
     return {3, math.max(1, nearest_end - now)}
   end
@@ -67,21 +52,8 @@ if first and not v[3] then
   -- Nobody queued and no grant to look for: the uncontended path, taken before any definition
   -- is made (each one costs the server a closure on every run) unless a lease ran out.
   if (not nearest_end or nearest_end > now) and total - (tonumber(v[2]) or 0) >= n then
-    -- As add_permit does it: a hold leased already (this attempt run again by go-redis's
-    -- retry) is not counted twice.
-    local added = redis.call('ZADD', p, string.format('%d', now + lease), hold)
-    if redis.call('PEXPIRE', p, lease + 1000, 'GT') == 0 then -- as keep_permits
-      redis.call('PEXPIRE', p, lease + 1000, 'NX')
-    end
-    if added == 1 then
-      if n > 1 then
-        redis.call('HSET', pn, hold, n)
-        if redis.call('PEXPIRE', pn, lease + 1000, 'GT') == 0 then
-          redis.call('PEXPIRE', pn, lease + 1000, 'NX')
-        end
-      end
-      redis.call('HINCRBY', s, 'u', n)
-    end
+    -- A hold leased already (this attempt run again by go-redis's retry) is not counted twice.
+    --@inline add_permit(s, p, pn, hold, n, lease, now)
     return {1, 0}
   end
 end

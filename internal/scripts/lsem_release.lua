@@ -18,19 +18,14 @@
 -- was released by another call (nothing changed).
 local s, q, d, p, pn, once = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, k = ARGV[1], tonumber(ARGV[2])
-local kept = once and redis.call('GET', once)
+-- An earlier run of this call that released (a partial release leaves the permit live, so this
+-- is looked at first) kept its reply.
+--@inline local kept = replay(once)
 if kept then
-  -- An earlier run of this call released (a partial release leaves the permit live, so this
-  -- is looked at first): its reply, read as replay in _once.lua does it.
-  local reply = {}
-  for f in string.gmatch(kept, '%S+') do
-    reply[#reply + 1] = tonumber(f) or f
-  end
-  return reply
+  return kept
 end
 local sc = redis.call('ZSCORE', p, id)
-local time = redis.call('TIME')
-local now = time[1] * 1000 + math.floor(time[2] / 1000) -- server_ms, not defined yet
+--@inline local now = server_ms()
 if not sc or tonumber(sc) <= now then
   return {9, 0}
 end
@@ -48,10 +43,10 @@ local v = redis.call('HMGET', s, 't', 'u', 'q')
 if k == n and v[3] and tonumber(v[1]) - tonumber(v[2]) == 0 then
   -- Waiters queued and no permit free: the release of a contended semaphore, which hands the
   -- permit's place to the head when the head is live, asks for as many permits and no other
-  -- lease has run out (each goroutine of a pool taking and giving back one permit). Written
-  -- out here, as dispatch and permits_in do it, to make no definition on this path; anything
-  -- else falls to them below. Nothing is written before it is sure to go this way. The permits
-  -- leased out (u) do not change.
+  -- lease has run out (each goroutine of a pool taking and giving back one permit). It grants
+  -- as dispatch and permits_in do, with the blocks inlined to make no definition on this path;
+  -- anything else falls to them below. Nothing is written before it is sure to go this way.
+  -- The permits leased out (u) do not change.
   local m = redis.call('LINDEX', q, 0)
   local a = m and string.find(m, ' ', 38, true)
   local b = a and string.find(m, ' ', a + 1, true)
@@ -65,16 +60,11 @@ if k == n and v[3] and tonumber(v[1]) - tonumber(v[2]) == 0 then
       local hold = string.sub(m, 1, a - 1)
       local lease = math.max(1, math.min(tonumber(string.sub(m, b + 1)), deadline - now))
       redis.call('ZADD', p, string.format('%d', now + lease), hold)
-      if redis.call('PEXPIRE', p, lease + 1000, 'GT') == 0 then -- as keep_permits
-        redis.call('PEXPIRE', p, lease + 1000, 'NX')
-      end
       if n > 1 then
         redis.call('HDEL', pn, id)
         redis.call('HSET', pn, hold, n)
-        if redis.call('PEXPIRE', pn, lease + 1000, 'GT') == 0 then
-          redis.call('PEXPIRE', pn, lease + 1000, 'NX')
-        end
       end
+      --@inline keep_permits(p, pn, lease, n > 1)
       local client = string.sub(hold, 1, 36)
       local reply = {0, 0}
       if client == ARGV[4] then
@@ -82,9 +72,7 @@ if k == n and v[3] and tonumber(v[1]) - tonumber(v[2]) == 0 then
       else
         redis.call(ARGV[3], s .. ':c:' .. client, hold)
       end
-      if once then
-        redis.call('SET', once, table.concat(reply, ' '), 'PX', 10000) -- as remember in _once.lua
-      end
+      --@inline keep_reply(once, reply)
       return reply
     end
   end
@@ -102,10 +90,9 @@ end
 redis.call('HINCRBY', s, 'u', -k)
 if not (v[1] and v[3]) then
   -- Nobody waits: done before any definition is made.
-  if once then
-    redis.call('SET', once, '0 ' .. (n - k), 'PX', 10000) -- as remember in _once.lua
-  end
-  return {0, n - k}
+  local reply = {0, n - k}
+  --@inline keep_reply(once, reply)
+  return reply
 end
 --@include _lsem
 --@include _once

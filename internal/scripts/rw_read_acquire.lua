@@ -22,14 +22,10 @@
 local w, r, q = KEYS[1], KEYS[2], KEYS[4]
 local v = redis.call('GET', w)
 if not v and ARGV[3] == '' and ARGV[8] == '1' and (ARGV[4] == '0' or not redis.call('LINDEX', q, 0)) then
-  -- No writer, and nobody queued (or the non-fair mode): the uncontended path, before any
-  -- definition is made (each costs the server a closure on every run).
-  local t = redis.call('TIME')
-  local lease = tonumber(ARGV[2])
-  redis.call('ZADD', r, string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000) + lease), ARGV[1])
-  if redis.call('PTTL', r) < lease then
-    redis.call('PEXPIRE', r, 2 * lease)
-  end
+  -- No writer, and nobody queued (or the non-fair mode): the uncontended path, with the blocks
+  -- inlined before any definition is made (each costs the server a closure on every run).
+  --@inline local now = server_ms()
+  --@inline add_reader(r, ARGV[1], tonumber(ARGV[2]), now)
   return {1, 0}
 end
 --@include _rw

@@ -16,7 +16,6 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -44,132 +43,11 @@ func (s *Script) SHA() string { return s.sha }
 var all []*Script
 
 func mustLoad(name string) *Script {
-	src := expand(name)
+	src := expand(files, name)
 	sum := sha1.Sum([]byte(src))
 	s := &Script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
 	all = append(all, s)
 	return s
-}
-
-// expand returns the text of a .lua file with its lines "--@include NAME" replaced, at the
-// first of them, by the definitions of each NAME.lua (and of what it includes) that the
-// script uses: shared fragments (the lock value's parsing, the fair queue's cleanup and
-// hand-off) are written once and sent as part of each script that uses them. Definitions the
-// script never reaches are left out, because each one that is sent costs a closure on every
-// run of the script.
-func expand(name string) string {
-	body, defs := split(name)
-	used := referenced(body)
-	var keep func(string)
-	keep = func(ident string) {
-		for _, d := range defs {
-			if d.name == ident && !d.kept {
-				d.kept = true
-				for id := range referenced(d.text) {
-					keep(id)
-				}
-			}
-		}
-	}
-	for id := range used {
-		keep(id)
-	}
-	var out strings.Builder
-	written := false // the definitions go once, where the first include line is
-	for _, line := range strings.SplitAfter(body, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "--@include ") {
-			if !written {
-				for _, d := range defs {
-					if d.kept {
-						out.WriteString(d.text)
-					}
-				}
-				written = true
-			}
-			continue
-		}
-		out.WriteString(line)
-	}
-	return out.String()
-}
-
-// definition is one top-level statement of a fragment: a local function with the comment
-// above it, or a local variable.
-type definition struct {
-	name, text string
-	kept       bool
-}
-
-var defStart = regexp.MustCompile(`^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)`)
-
-// split returns a file's own text and the definitions of the fragments it includes, in
-// order (a fragment's own includes first).
-func split(name string) (body string, defs []*definition) {
-	b, err := files.ReadFile(name + ".lua")
-	if err != nil {
-		panic("scripts: " + err.Error())
-	}
-	body = string(b)
-	seen := map[string]bool{}
-	for _, line := range strings.Split(body, "\n") {
-		if inc, ok := strings.CutPrefix(strings.TrimSpace(line), "--@include "); ok {
-			for _, d := range fragment(strings.TrimSpace(inc)) {
-				if !seen[d.name] { // a fragment included by two others comes once
-					seen[d.name] = true
-					defs = append(defs, d)
-				}
-			}
-		}
-	}
-	return body, defs
-}
-
-// fragment returns the definitions of a fragment file and of the fragments it includes.
-func fragment(name string) []*definition {
-	body, defs := split(name)
-	var comment strings.Builder
-	var cur *definition
-	for _, line := range strings.SplitAfter(body, "\n") {
-		switch {
-		case cur != nil:
-			cur.text += line
-			if strings.HasPrefix(line, "end") {
-				cur = nil
-			}
-		case strings.HasPrefix(line, "--"):
-			comment.WriteString(line)
-		case strings.TrimSpace(line) == "":
-			comment.Reset() // a file header, not a definition's comment
-		default:
-			m := defStart.FindStringSubmatch(line)
-			if m == nil {
-				panic(fmt.Sprintf("scripts: %s.lua: not a local definition: %q", name, line))
-			}
-			d := &definition{name: m[1], text: comment.String() + line}
-			comment.Reset()
-			defs = append(defs, d)
-			if strings.HasPrefix(line, "local function ") {
-				cur = d
-			}
-		}
-	}
-	return defs
-}
-
-var identifier = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
-
-// referenced returns the identifiers that Lua code uses, comments left aside.
-func referenced(code string) map[string]bool {
-	ids := map[string]bool{}
-	for _, line := range strings.Split(code, "\n") {
-		if i := strings.Index(line, "--"); i >= 0 {
-			line = line[:i]
-		}
-		for _, id := range identifier.FindAllString(line, -1) {
-			ids[id] = true
-		}
-	}
-	return ids
 }
 
 // The scripts. Each file's header is its contract.

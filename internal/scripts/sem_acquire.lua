@@ -43,26 +43,11 @@ end
 if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
     and tonumber(v[2]) + 1125899906842624 == 0 then
   -- Waiters queued and no permit free: the arrival at a contended semaphore, which joins the
-  -- tail. Written out here, as join does it (a first attempt cannot be queued already), to make
-  -- no definition on this path; anything else falls to the general path below.
-  local time = redis.call('TIME')
-  local now = time[1] * 1000 + math.floor(time[2] / 1000)
+  -- tail as join does (a first attempt cannot be queued already), with the block inlined to
+  -- make no definition on this path; anything else falls to the general path below.
+  --@inline local now = server_ms()
   local timeout = tonumber(ARGV[3])
-  local member = hold .. ' ' .. n
-  local pushed = redis.call('RPUSH', q, member) -- first, and undone: see join
-  local added = redis.pcall('ZADD', d, string.format('%d', now + timeout), member)
-  if type(added) == 'table' and added.err then
-    redis.call('RPOP', q)
-    error(added)
-  end
-  if pushed == 1 then
-    redis.call('PEXPIRE', q, 2 * timeout)
-  else
-    redis.call('PEXPIRE', q, 2 * timeout, 'GT')
-  end
-  if redis.call('PEXPIRE', d, 2 * timeout, 'GT') == 0 then
-    redis.call('PEXPIRE', d, 2 * timeout, 'NX')
-  end
+  --@inline join_fresh(q, d, hold .. ' ' .. n, string.format('%d', now + timeout), timeout)
   if once then
     redis.call('SET', once, '3', 'PX', 10000) -- see the end
   end

@@ -38,26 +38,19 @@ end
 if v[1] and tonumber(v[2]) + 1125899906842624 == 0 then
   -- Waiters queued and no permit free: the release of a contended semaphore, which hands its
   -- permits to the head when the head is live and asks for exactly as many (each goroutine
-  -- of a pool taking and giving back one permit). Written out here, as dispatch and
-  -- grants_in do it, to make no definition on this path; anything else falls to them below.
+  -- of a pool taking and giving back one permit). It grants as dispatch and grants_in do, with
+  -- the block inlined to make no definition on this path; anything else falls to them below.
   -- Nothing is written before it is sure to go this way.
   local m = redis.call('LINDEX', q, 0)
   local sp = m and string.find(m, ' ', 38, true)
   if sp and tonumber(string.sub(m, sp + 1)) == n and n <= tonumber(v[1]) then
     local deadline = tonumber(redis.call('ZSCORE', d, m))
-    local time = redis.call('TIME')
-    local now = time[1] * 1000 + math.floor(time[2] / 1000)
+    --@inline local now = server_ms()
     if deadline and deadline > now then
       redis.call('LPOP', q)
       redis.call('ZREM', d, m)
       local hold = string.sub(m, 1, sp - 1)
-      if tonumber(string.sub(hold, 38)) % 16 == 0 then
-        redis.call('ZREMRANGEBYSCORE', g, '-inf', now)
-      end
-      redis.call('ZADD', g, string.format('%d', deadline), m)
-      if redis.call('PEXPIRE', g, deadline - now + 1000, 'GT') == 0 then -- as keep_grants
-        redis.call('PEXPIRE', g, deadline - now + 1000, 'NX')
-      end
+      --@inline record_grant(g, m, hold, deadline, now)
       local client = string.sub(hold, 1, 36)
       if client == ARGV[3] then
         return {0, 0, hold}
