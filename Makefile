@@ -37,6 +37,13 @@ bench-compare:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags callgrind ./internal/scripts/
+
+# The Lua hot paths' cost in Redis instructions per cycle, under valgrind's callgrind (a few
+# minutes; needs valgrind): the figures a change to the scripts is judged by.
+.PHONY: callgrind
+callgrind:
+	$(GO) test -tags callgrind -count=1 -run TestHotPathInstructions -v ./internal/scripts/
 
 # The fault tests in full (chaos/): more rounds and longer loads than the short version that
 # make test runs; each test logs a SUMMARY line with its figures.

@@ -1,3 +1,5 @@
+//go:build callgrind
+
 package scripts_test
 
 import (
@@ -24,20 +26,23 @@ import (
 // valgrind's callgrind, and logs the instructions the server executed per cycle (the counters
 // zeroed after a warm-up, dumped after the cycles). The figures are what a change to the
 // scripts is judged by (a closure made on every run shows here, not in a latency benchmark).
-// It runs only when AQS_CALLGRIND is set, to the number of cycles ("1" for 2000); with
-// AQS_CALLGRIND_DIR set to a folder, the dumps (one a scenario, in order) are kept there:
+// It is built only with the tag callgrind (make callgrind), and needs valgrind; AQS_CALLGRIND
+// sets the number of cycles (2000 when unset); with AQS_CALLGRIND_DIR set to a folder, the
+// dumps (one a scenario, in order) are kept there:
 //
-//	AQS_CALLGRIND=2000 go test -count=1 -run TestHotPathInstructions -v ./internal/scripts/
+//	AQS_CALLGRIND=2000 go test -tags callgrind -count=1 -run TestHotPathInstructions -v ./internal/scripts/
 //
 // The server's cron runs once a second (hz 1), so that its work adds little to the figures.
 func TestHotPathInstructions(t *testing.T) {
-	cycles, _ := strconv.Atoi(os.Getenv("AQS_CALLGRIND"))
-	if cycles == 0 {
-		t.Skip("AQS_CALLGRIND is not set")
+	cycles := 2000
+	if v := os.Getenv("AQS_CALLGRIND"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "AQS_CALLGRIND")
+		require.Positive(t, n, "AQS_CALLGRIND")
+		cycles = n
 	}
-	if cycles == 1 {
-		cycles = 2000
-	}
+	_, err := exec.LookPath("valgrind")
+	require.NoError(t, err, "valgrind is not installed (Debian: apt-get install valgrind)")
 	cg := startCallgrind(t)
 	for _, sc := range costScenarios {
 		t.Run(sc.name, func(t *testing.T) {
