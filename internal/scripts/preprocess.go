@@ -248,7 +248,7 @@ func checkBlock(b *block) {
 			}
 		}
 	}
-	var stack []string // the open constructs: function, loop, other
+	var stack []string  // the open constructs: function, loop, other
 	loopHeader := false // a while or for whose do is still to come
 	for _, tok := range tokens(b.body) {
 		switch tok {
@@ -344,83 +344,114 @@ func inline(text string, blocks map[string]*block, in string, open []string) str
 			out.WriteString(line)
 			continue
 		}
-		m := inlineLine.FindStringSubmatch(strings.TrimRight(line, "\n"))
-		if m == nil {
-			panic(fmt.Sprintf("scripts: %s: not an inline line (--@inline [local] x, y = name(a, b)): %q", in, strings.TrimSpace(line)))
-		}
-		ind, local, targets, name, args := m[1], m[2] != "", names(m[3]), m[4], splitArgs(m[5])
-		b := blocks[name]
-		if b == nil {
-			panic(fmt.Sprintf("scripts: %s: --@inline of %s, which no included fragment defines as a block", in, name))
-		}
-		for _, o := range open {
-			if o == name {
-				panic(fmt.Sprintf("scripts: %s: block %s inlines itself (%s)", in, name, strings.Join(append(open, name), " -> ")))
-			}
-		}
-		if len(args) != len(b.params) {
-			panic(fmt.Sprintf("scripts: %s: block %s takes %d arguments (%s), given %d: %q", in, name, len(b.params), strings.Join(b.params, ", "), len(args), strings.TrimSpace(line)))
-		}
-		if len(targets) > len(b.outs) {
-			panic(fmt.Sprintf("scripts: %s: block %s has %d outputs, assigned to %d: %q", in, name, len(b.outs), len(targets), strings.TrimSpace(line)))
-		}
-		own := map[string]bool{} // the names a target may not be, as they would hide it
-		for _, p := range b.params {
-			own[p] = true
-		}
-		for _, l := range strings.Split(b.body, "\n") {
-			if m := topLocal.FindStringSubmatch(l); m != nil {
-				for _, n := range names(m[1]) {
-					own[n] = true
-				}
-			}
-		}
-		for i, t := range targets {
-			if own[t] && t != b.outs[i] {
-				panic(fmt.Sprintf("scripts: %s: target %s of block %s is a name the block declares itself: %q", in, t, name, strings.TrimSpace(line)))
-			}
-		}
-		if local {
-			if len(targets) == 0 {
-				panic(fmt.Sprintf("scripts: %s: --@inline local without targets: %q", in, strings.TrimSpace(line)))
-			}
-			for _, a := range args {
-				for _, t := range targets {
-					if referenced(a)[t] {
-						panic(fmt.Sprintf("scripts: %s: argument %s reads %s, which the inline line declares anew: %q", in, a, t, strings.TrimSpace(line)))
-					}
-				}
-			}
-			fmt.Fprintf(&out, "%slocal %s\n", ind, strings.Join(targets, ", "))
-		}
-		fmt.Fprintf(&out, "%sdo\n", ind)
-		var ps, as []string
-		for i, p := range b.params {
-			if args[i] != p {
-				ps, as = append(ps, p), append(as, args[i])
-			}
-		}
-		if len(ps) > 0 {
-			fmt.Fprintf(&out, "%s  local %s = %s\n", ind, strings.Join(ps, ", "), strings.Join(as, ", "))
-		}
-		var decl, from, to []string
-		for i, o := range b.outs {
-			if i >= len(targets) {
-				decl = append(decl, o)
-			} else if targets[i] != o {
-				decl, from, to = append(decl, o), append(from, o), append(to, targets[i])
-			}
-		}
-		if len(decl) > 0 {
-			fmt.Fprintf(&out, "%s  local %s\n", ind, strings.Join(decl, ", "))
-		}
-		out.WriteString(indent(inline(b.body, blocks, b.from+".lua: block "+b.name, append(open, name)), ind+"  "))
-		if len(from) > 0 {
-			fmt.Fprintf(&out, "%s  %s = %s\n", ind, strings.Join(to, ", "), strings.Join(from, ", "))
-		}
-		fmt.Fprintf(&out, "%send\n", ind)
+		c := parseInline(line, blocks, in, open)
+		c.check()
+		c.write(&out, blocks, open)
 	}
 	return out.String()
+}
+
+// inlineCall is one "--@inline [local] targets = name(args)" line of in.
+type inlineCall struct {
+	in, line, ind string
+	local         bool
+	targets, args []string
+	b             *block
+}
+
+// parseInline reads an inline line, and panics on one that names no block of blocks or a block
+// in open (the blocks being inlined around it).
+func parseInline(line string, blocks map[string]*block, in string, open []string) inlineCall {
+	m := inlineLine.FindStringSubmatch(strings.TrimRight(line, "\n"))
+	if m == nil {
+		panic(fmt.Sprintf("scripts: %s: not an inline line (--@inline [local] x, y = name(a, b)): %q", in, strings.TrimSpace(line)))
+	}
+	c := inlineCall{in: in, line: strings.TrimSpace(line), ind: m[1], local: m[2] != "", targets: names(m[3]),
+		args: splitArgs(m[5]), b: blocks[m[4]]}
+	if c.b == nil {
+		panic(fmt.Sprintf("scripts: %s: --@inline of %s, which no included fragment defines as a block", in, m[4]))
+	}
+	for _, o := range open {
+		if o == c.b.name {
+			panic(fmt.Sprintf("scripts: %s: block %s inlines itself (%s)", in, c.b.name, strings.Join(append(open, c.b.name), " -> ")))
+		}
+	}
+	return c
+}
+
+// check panics when the call's arguments or targets do not fit its block: the counts, a target
+// that a name of the block's own would hide, a local line's argument that reads a target.
+func (c inlineCall) check() {
+	b := c.b
+	if len(c.args) != len(b.params) {
+		panic(fmt.Sprintf("scripts: %s: block %s takes %d arguments (%s), given %d: %q", c.in, b.name, len(b.params), strings.Join(b.params, ", "), len(c.args), c.line))
+	}
+	if len(c.targets) > len(b.outs) {
+		panic(fmt.Sprintf("scripts: %s: block %s has %d outputs, assigned to %d: %q", c.in, b.name, len(b.outs), len(c.targets), c.line))
+	}
+	own := map[string]bool{} // the names a target may not be, as they would hide it
+	for _, p := range b.params {
+		own[p] = true
+	}
+	for _, l := range strings.Split(b.body, "\n") {
+		if m := topLocal.FindStringSubmatch(l); m != nil {
+			for _, n := range names(m[1]) {
+				own[n] = true
+			}
+		}
+	}
+	for i, t := range c.targets {
+		if own[t] && t != b.outs[i] {
+			panic(fmt.Sprintf("scripts: %s: target %s of block %s is a name the block declares itself: %q", c.in, t, b.name, c.line))
+		}
+	}
+	if !c.local {
+		return
+	}
+	if len(c.targets) == 0 {
+		panic(fmt.Sprintf("scripts: %s: --@inline local without targets: %q", c.in, c.line))
+	}
+	for _, a := range c.args {
+		for _, t := range c.targets {
+			if referenced(a)[t] {
+				panic(fmt.Sprintf("scripts: %s: argument %s reads %s, which the inline line declares anew: %q", c.in, a, t, c.line))
+			}
+		}
+	}
+}
+
+// write writes the call's expansion (see the top of this file) to out.
+func (c inlineCall) write(out *strings.Builder, blocks map[string]*block, open []string) {
+	b, ind := c.b, c.ind
+	if c.local {
+		fmt.Fprintf(out, "%slocal %s\n", ind, strings.Join(c.targets, ", "))
+	}
+	fmt.Fprintf(out, "%sdo\n", ind)
+	var ps, as []string
+	for i, p := range b.params {
+		if c.args[i] != p {
+			ps, as = append(ps, p), append(as, c.args[i])
+		}
+	}
+	if len(ps) > 0 {
+		fmt.Fprintf(out, "%s  local %s = %s\n", ind, strings.Join(ps, ", "), strings.Join(as, ", "))
+	}
+	var decl, from, to []string
+	for i, o := range b.outs {
+		if i >= len(c.targets) {
+			decl = append(decl, o)
+		} else if c.targets[i] != o {
+			decl, from, to = append(decl, o), append(from, o), append(to, c.targets[i])
+		}
+	}
+	if len(decl) > 0 {
+		fmt.Fprintf(out, "%s  local %s\n", ind, strings.Join(decl, ", "))
+	}
+	out.WriteString(indent(inline(b.body, blocks, b.from+".lua: block "+b.name, append(open, b.name)), ind+"  "))
+	if len(from) > 0 {
+		fmt.Fprintf(out, "%s  %s = %s\n", ind, strings.Join(to, ", "), strings.Join(from, ", "))
+	}
+	fmt.Fprintf(out, "%send\n", ind)
 }
 
 // names splits a list of names "a, b".
