@@ -3,6 +3,7 @@ package acquire
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redaqs/aqs/internal/core"
@@ -196,13 +197,14 @@ type Queue struct {
 	cfg Config
 
 	mu       sync.Mutex
-	held     string     // the hold of this Queue's that this Client holds, "" when none
-	heldHold *core.Hold // its record, nil while a hand-off is being taken
-	heldAt   time.Time  // when held was set without a record
-	inflight int        // releases of this Queue's holds on their way
-	attempts int        // attempts of this Queue's local calls on their way
-	waiters  []*waiter  // local waiters that may take a hand-off, in the order they came
-	streak   int        // local hand-offs in a row
+	held     string       // the hold of this Queue's that this Client holds, "" when none
+	heldHold *core.Hold   // its record, nil while a hand-off is being taken
+	heldAt   time.Time    // when held was set without a record
+	inflight int          // releases of this Queue's holds on their way
+	attempts int          // attempts of this Queue's local calls on their way
+	waiters  []*waiter    // local waiters that may take a hand-off, in the order they came
+	streak   int          // local hand-offs in a row
+	kept     atomic.Value // the primitive's value kept with the Queue (see Keep)
 }
 
 // New returns the Queue of one primitive value.

@@ -30,11 +30,11 @@ import (
 // that name starts a fresh one, as the first did. A service that touches a million names
 // keeps no Queue for the names it no longer uses.
 
-// sharedKey is what values must have in common to share a Queue.
+// sharedKey is what values must have in common to share a Queue. The name stands for the
+// keys and the grant channel, which are functions of it for a primitive on one Client.
 type sharedKey struct {
 	kind          string // the primitive: its scripts and the meaning of its keys
-	key           string
-	grants        string
+	name          string
 	waiterTimeout time.Duration
 	board         time.Duration
 	stay          bool
@@ -46,8 +46,7 @@ type sharedKey struct {
 // "rwlock", ...) with configuration cfg: the Queue that every other value of that kind, key
 // and configuration on rt uses, made with cfg when there is none.
 func Shared(rt *core.Runtime, kind string, cfg Config) *Queue {
-	k := sharedKey{kind: kind, key: cfg.Key, grants: cfg.Grants, waiterTimeout: cfg.WaiterTimeout,
-		board: cfg.Board, stay: cfg.Stay, streak: cfg.Streak, waitOnly: cfg.WaitOnly}
+	k := keyOf(kind, cfg)
 	for {
 		if v, ok := rt.Queues.Load(k); ok {
 			if q := v.(weak.Pointer[Queue]).Value(); q != nil {
@@ -70,6 +69,34 @@ func Shared(rt *core.Runtime, kind string, cfg Config) *Queue {
 		}
 	}
 }
+
+func keyOf(kind string, cfg Config) sharedKey {
+	return sharedKey{kind: kind, name: cfg.Name, waiterTimeout: cfg.WaiterTimeout,
+		board: cfg.Board, stay: cfg.Stay, streak: cfg.Streak, waitOnly: cfg.WaitOnly}
+}
+
+// Find returns the Queue that Shared would return for kind and cfg when rt has one, else nil.
+// It reads only cfg's Name and the configuration of its hand-off, so that a value of a name
+// whose Queue exists is found before its keys are computed (see Keep).
+func Find(rt *core.Runtime, kind string, cfg Config) *Queue {
+	if v, ok := rt.Queues.Load(keyOf(kind, cfg)); ok {
+		return v.(weak.Pointer[Queue]).Value()
+	}
+	return nil
+}
+
+// Keep makes v the value that q keeps for its primitive, unless q keeps one already, and
+// returns the value q keeps. A primitive whose values hold nothing of their own (an exclusive
+// lock's) keeps its first value there: New then finds the Queue (Find) and returns that value,
+// without computing its keys again. What q keeps lives as long as q.
+// Every value kept with one Queue must be of one type.
+func (q *Queue) Keep(v any) any {
+	q.kept.CompareAndSwap(nil, v)
+	return q.kept.Load()
+}
+
+// Kept returns the value q keeps (see Keep), or nil.
+func (q *Queue) Kept() any { return q.kept.Load() }
 
 // forget removes q's entry from the registry once q is collected, unless a newer Queue
 // replaced it.

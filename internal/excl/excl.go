@@ -53,6 +53,14 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 	if rt == nil {
 		return nil, core.Invalid("nil aqs client")
 	}
+	// A Lock holds nothing of its own: every value of a name and configuration on rt is the
+	// one its Queue keeps (see acquire.Queue.Keep), found without computing its keys again.
+	qc := acquire.Config{WaiterTimeout: cfg.WaiterTimeout, Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak, Name: name}
+	if q := acquire.Find(rt, cfg.Kind, qc); q != nil {
+		if l, ok := q.Kept().(*Lock); ok {
+			return l, nil
+		}
+	}
 	key, err := rt.Key(name)
 	if err != nil {
 		return nil, err
@@ -61,15 +69,12 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 		keys:    layout.LockKeys(key),
 		timeout: strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10)}
 	l.send = l.release
-	// Every value of this name and configuration on rt shares one Queue (see
-	// internal/acquire/shared.go).
-	l.q = acquire.Shared(rt, cfg.Kind, acquire.Config{
-		Grants: layout.GrantChannel(key, rt.ID), WaiterTimeout: cfg.WaiterTimeout,
-		Board: cfg.Board, Stay: cfg.Stay, Streak: cfg.Streak, Name: name, Key: key,
-		Orphans: &core.Orphans{GiveBack: l.giveBack, Holders: l.holders},
-	})
+	qc.Grants, qc.Key = layout.GrantChannel(key, rt.ID), key
+	qc.Orphans = &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}
+	l.q = acquire.Shared(rt, cfg.Kind, qc)
 	l.side = Side{RT: rt, Key: key, Kind: cfg.Kind, Name: name, Primitive: cfg.Kind, Queue: l.q, Unlock: l.Unlock}
-	return l, nil
+	// Another value of the name may have been made meanwhile: the first one kept is every one.
+	return l.q.Keep(l).(*Lock), nil
 }
 
 // giveBack passes on the lock granted to hold, a hold id this Client no longer uses (see
