@@ -222,7 +222,7 @@ func (s *throwaway) waitReady(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		err := redisproc.Ping(ctx, s.addr)
+		err := redisproc.PingPID(ctx, s.addr, s.cmd.Process.Pid)
 		if err == nil {
 			return nil
 		}

@@ -7,8 +7,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -35,6 +37,53 @@ func Ping(ctx context.Context, addr string) error {
 		return fmt.Errorf("PING replied %q", strings.TrimSpace(reply))
 	}
 	return nil
+}
+
+// PingPID is Ping, and checks that the server answering is the process pid (INFO server's
+// process_id): a server that failed to bind its port must not pass for ready because another
+// process's server answers on that port.
+func PingPID(ctx context.Context, addr string, pid int) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	if _, err := conn.Write([]byte("PING\r\nINFO server\r\n")); err != nil {
+		return err
+	}
+	r := bufio.NewReader(conn)
+	reply, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if reply != "+PONG\r\n" {
+		return fmt.Errorf("PING replied %q", strings.TrimSpace(reply))
+	}
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if !strings.HasPrefix(head, "$") || err != nil {
+		return fmt.Errorf("INFO server replied %q", strings.TrimSpace(head))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			if v != strconv.Itoa(pid) {
+				return fmt.Errorf("%s is served by process %s, not %d", addr, v, pid)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("INFO server of %s names no process_id", addr)
 }
 
 // LogTail returns the last max bytes of the log at path, or why it cannot.

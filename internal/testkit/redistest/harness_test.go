@@ -8,8 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redaqs/aqs/internal/redisproc"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -212,4 +216,15 @@ func TestMissingBinaryNamesTheInstallCommand(t *testing.T) {
 	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "apt-get install -y redis-server") {
 		t.Fatalf("startServer: %v, want ErrNotInstalled naming the install command", err)
 	}
+}
+
+// A server whose port another server holds is not taken for ready because that other server
+// answers PING: the check asks the answering server for its process id.
+func TestPingPIDTellsAnotherProcessServingThePort(t *testing.T) {
+	s := NewServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, redisproc.PingPID(ctx, s.Addr(), s.proc.cmd.Process.Pid))
+	err := redisproc.PingPID(ctx, s.Addr(), s.proc.cmd.Process.Pid+1)
+	require.ErrorContains(t, err, "not")
 }

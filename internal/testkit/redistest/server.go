@@ -192,7 +192,7 @@ func (s *Server) start() error {
 // waitReady polls PING until it succeeds, p exits, or readyTimeout passes.
 func (s *Server) waitReady(p *process) error {
 	err := waitFor(readyTimeout, p.exited, func(ctx context.Context) error {
-		return redisproc.Ping(ctx, s.Addr())
+		return redisproc.PingPID(ctx, s.Addr(), p.cmd.Process.Pid)
 	})
 	if errors.Is(err, errAborted) {
 		return fmt.Errorf("exited before answering PING (%v)", p.waitErr)
