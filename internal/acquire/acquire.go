@@ -349,16 +349,16 @@ func (a *attempt) attempt(first bool) (scripts.Attempt, error) {
 	t := Try{First: first, Join: a.waits()}
 	t.Local = first && t.Join && a.c.Local && a.q.cfg.Streak > 0 && a.q.cfg.Board > 0 &&
 		a.locals < maxLocals
-	done := a.q.attempting(first && a.c.Local)
+	counted := a.q.attempting(first && a.c.Local)
 	r, err := call(a.q.rt, a.ctx, patience, func(ctx context.Context) (scripts.Attempt, error) {
 		r, err := a.c.Rules.Attempt(ctx, hold, t)
 		a.q.Tell(r.Mine) // told even when the call stopped waiting for this reply
 		return r, err
 	}, func() { clearLater(a.q.rt, a.c.Rules, hold, nil) })
 	if err == nil && (r.Status == scripts.Acquired || r.Status == scripts.Granted) {
-		done(hold)
+		a.q.attempted(counted, hold)
 	} else {
-		done("")
+		a.q.attempted(counted, "")
 	}
 	return r, err
 }
@@ -394,14 +394,20 @@ func (a *attempt) lacking() error {
 // callFast makes the fast attempt through call.
 func callFast(a *attempt, rules Rules) (bool, error) {
 	hold := a.hold
-	done := a.q.attempting(a.c.Local)
-	ok, err := call(a.q.rt, a.ctx, patience, func(ctx context.Context) (bool, error) {
-		return fastOf(rules, ctx, hold)
-	}, func() { clearLater(a.q.rt, rules, hold, nil) })
-	if err == nil && ok {
-		done(hold)
+	counted := a.q.attempting(a.c.Local)
+	var ok bool
+	var err error
+	if a.q.rt.Detach(a.ctx) {
+		ok, err = call(a.q.rt, a.ctx, patience, func(ctx context.Context) (bool, error) {
+			return fastOf(rules, ctx, hold)
+		}, func() { clearLater(a.q.rt, rules, hold, nil) })
 	} else {
-		done("")
+		ok, err = fastOf(rules, a.ctx, hold) // as call does it, without making its closures
+	}
+	if err == nil && ok {
+		a.q.attempted(counted, hold)
+	} else {
+		a.q.attempted(counted, "")
 	}
 	return ok, err
 }

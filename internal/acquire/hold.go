@@ -69,22 +69,22 @@ func (a *attempt) won(since time.Time, first time.Duration, token int64, granted
 		g.ExtendTo, g.ExtendAt = lease, since.Add(first/2)
 	}
 	held := q.rt.Adopt(parent, g)
-	acq := q.rt.Held(held, spec.Key)
-	if acq != nil {
+	h := q.rt.HoldOf(held, spec.Key)
+	if h != nil {
 		if c.Local {
-			q.heldBy(hold, acq.Hold())
+			q.heldBy(hold, h)
 		}
 	}
 	if a.ctx.Err() != nil {
-		if acq != nil {
-			acq.Hold().Unreported() // the call reports that it gave up: no hold to end
+		if h != nil {
+			h.Unreported() // the call reports that it gave up: no hold to end
 		}
 		now(q.rt, a.ctx, func(context.Context) error { return spec.Release(held) })
 		return Won{}, false, context.Cause(a.ctx)
 	}
-	if spec.Token && token == 0 && acq != nil {
-		if _, err := acq.Hold().Token(held); err != nil {
-			acq.Hold().Unreported()
+	if spec.Token && token == 0 && h != nil {
+		if _, err := h.Token(held); err != nil {
+			h.Unreported()
 			now(q.rt, a.ctx, func(context.Context) error { return spec.Release(held) })
 			return Won{}, false, err
 		}

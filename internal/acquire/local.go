@@ -135,25 +135,32 @@ const maxLocals = 4
 // that fails sends the boarded waiters to attempt on their own at once, unless a hold of
 // this Queue is held or being released: a waiter never waits, unseen by Redis, for more
 // than a round trip while the lock may be free.
-func (q *Queue) attempting(counted bool) func(hold string) {
+func (q *Queue) attempting(counted bool) bool {
 	if !counted || q.cfg.Streak <= 0 {
-		return func(string) {}
+		return false
 	}
 	q.mu.Lock()
 	q.attempts++
 	q.mu.Unlock()
-	return func(hold string) {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		q.attempts--
-		switch {
-		case hold != "":
-			if q.held == "" {
-				q.held, q.heldHold, q.heldAt = hold, nil, time.Now() // until won records it
-			}
-		case !q.holding():
-			q.dismissBoarded(false)
+	return true
+}
+
+// attempted ends an attempt that attempting counted (counted: what it returned), which took
+// hold, or nothing ("").
+func (q *Queue) attempted(counted bool, hold string) {
+	if !counted {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.attempts--
+	switch {
+	case hold != "":
+		if q.held == "" {
+			q.held, q.heldHold, q.heldAt = hold, nil, time.Now() // until won records it
 		}
+	case !q.holding():
+		q.dismissBoarded(false)
 	}
 }
 
@@ -301,7 +308,7 @@ type ReleaseFunc func(ctx context.Context, pick string, over bool, riders []stri
 // with the hand-off within the Client described above. It tells the local waiters what the
 // release did with them. The round trip does not use ctx's cancellation.
 func (q *Queue) Release(ctx context.Context, hold string, last bool, run ReleaseFunc) (scripts.Release, error) {
-	ctx = context.WithoutCancel(ctx)
+	ctx = detached(ctx)
 	if !last {
 		return run(ctx, "", false, nil)
 	}

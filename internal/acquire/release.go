@@ -57,6 +57,15 @@ type Ending struct {
 	Riders []string
 }
 
+// detached returns ctx without its cancellation: ctx itself when it has none (a release
+// passes its context on detached already, and WithoutCancel allocates).
+func detached(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}
+
 // Released is what the engine reads of a release's reply.
 type Released interface {
 	// Gone: the release found the hold gone; nothing changed.
@@ -75,7 +84,7 @@ type Sender[R Released] func(ctx context.Context, e Ending) (R, error)
 // whose reply was lost released the hold (what it did besides is unknown; this Client's
 // waiters find their grants by themselves), or the send's error.
 func End[R Released](q *Queue, ctx context.Context, h *core.Hold, last, repeat bool, trusted time.Time, send Sender[R]) (R, error) {
-	ctx = context.WithoutCancel(ctx)
+	ctx = detached(ctx)
 	sendOnce := func(e Ending) (R, error) {
 		e.Hold, e.Last, e.Trusted = h, last, trusted
 		if !last && !repeat {
@@ -148,7 +157,7 @@ func Unlock[R Released](q *Queue, ctx context.Context, key string, what Op, send
 // made idempotent, under End's lost-reply policy: sent again while its outcome is unknown,
 // without the caller's cancellation.
 func Resend[R any](q *Queue, ctx context.Context, send func(ctx context.Context) (R, error)) (R, error) {
-	ctx = context.WithoutCancel(ctx)
+	ctx = detached(ctx)
 	return core.SendRelease(q.rt, nil, time.Time{}, func() (R, error) { return send(ctx) }, func(R) bool { return false })
 }
 

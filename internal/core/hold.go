@@ -33,6 +33,7 @@ type Hold struct {
 	ID       string // the hold id: fresh for every hold
 	renew    *scripts.Script
 	keys     []string // the renewal's KEYS: Key, and the RenewKeys of its Grant
+	key1     [1]string
 	fetch    func(context.Context, *Hold) (int64, error)
 	watchdog bool // renewed by the watchdog; otherwise a fixed lease, only checked
 	lease    time.Duration
@@ -40,6 +41,7 @@ type Hold struct {
 	mu        sync.Mutex
 	token     int64
 	acqs      []*acq
+	acq1      [1]*acq
 	deadline  time.Time     // local bound on the lease: the lease is trusted until deadline-margin
 	extendTo  time.Duration // when > 0: the watchdog sets this lease at extendAt (Grant.ExtendTo)
 	extendAt  time.Time
@@ -115,8 +117,13 @@ func (rt *Runtime) Adopt(parent context.Context, g Grant) context.Context {
 	if h == nil {
 		// The deadline is set before the hold is visible to the watchdog, which would take a
 		// zero deadline for an expired lease.
-		h = &Hold{rt: rt, Key: g.Key, ID: g.ID, renew: g.Renew, keys: append([]string{g.Key}, g.RenewKeys...), fetch: g.FetchToken, owner: g.Owner,
+		h = &Hold{rt: rt, Key: g.Key, ID: g.ID, renew: g.Renew, fetch: g.FetchToken, owner: g.Owner,
 			watchdog: g.Watchdog, lease: g.Lease, deadline: g.SentAt.Add(g.Lease), extendTo: g.ExtendTo, extendAt: g.ExtendAt}
+		// The renewal's keys and the first acquisition in the Hold's own arrays: one
+		// allocation for a hold that is never re-entered and renews one key.
+		h.key1[0] = g.Key
+		h.keys = append(h.key1[:1:1], g.RenewKeys...)
+		h.acqs = h.acq1[:0]
 		if rt.Observing() {
 			// The hold time runs from here: the caller has the lock from now on.
 			h.obs = &holdObs{primitive: g.Primitive, name: g.Name, at: time.Now(), ctx: parent}
@@ -163,6 +170,17 @@ func (rt *Runtime) Relet(h *Hold, lease time.Duration, watchdog bool, sentAt tim
 	h.mu.Unlock()
 	rt.holdsMu.Unlock()
 	rt.wakeWatchdogBy(due)
+}
+
+// HoldOf returns the hold of the caller's innermost unreleased acquisition of key through this
+// runtime, or nil: Held's hold, without the Acquisition.
+func (rt *Runtime) HoldOf(ctx context.Context, key string) *Hold {
+	for a := acqFrom(ctx); a != nil; a = a.parent {
+		if a.hold.rt == rt && a.hold.Key == key && !a.isReleased() {
+			return a.hold
+		}
+	}
+	return nil
 }
 
 // Held returns the caller's innermost unreleased acquisition of key through this runtime, or

@@ -162,13 +162,14 @@ func (p *Pipe) ProcessAll(ctx context.Context, cmds ...redis.Cmder) error {
 	}
 	if !p.honours || ctx.Done() == nil {
 		q := queuedPool.Get().(*queued)
-		q.ctx, q.cmds = ctx, cmds
+		q.ctx, q.cmds = ctx, append(q.cmds, cmds...) // a copy: cmds stays the caller's (on its stack)
 		l.queue = append(l.queue, q)
 		l.mu.Unlock()
 		if batch := <-q.next; batch != nil {
 			p.send(l, batch)
 		}
-		*q = queued{next: q.next} // its next is empty again: every send to it was received
+		clear(q.cmds)
+		*q = queued{next: q.next, cmds: q.cmds[:0]} // its next is empty again: every send to it was received
 		queuedPool.Put(q)
 		return firstErr(cmds)
 	}

@@ -220,12 +220,16 @@ func (rt *Runtime) NewHoldID() string {
 
 // PublishCommand is the command scripts use to notify waiters: SPUBLISH on Redis Cluster (the
 // message goes to the slot's shard only), PUBLISH elsewhere.
-func (rt *Runtime) PublishCommand() string {
+func (rt *Runtime) PublishCommand() any {
 	if rt.Sharded {
-		return "SPUBLISH"
+		return spublish
 	}
-	return "PUBLISH"
+	return publish
 }
+
+// The publish commands as script arguments, boxed once (a string put into an interface value
+// is copied to the heap each time).
+var publish, spublish any = "PUBLISH", "SPUBLISH"
 
 // Key returns the base key of a primitive's name under this Client's prefix.
 func (rt *Runtime) Key(name string) (string, error) { return BaseKey(rt.Cfg.Prefix, name) }

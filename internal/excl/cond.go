@@ -25,7 +25,9 @@ func (s condSide) CondLock() cond.Lock {
 
 func (condSide) CondMember(hold, lease string) string { return layout.LockMemberMs(hold, lease) }
 
-func (s condSide) CondRules(lease string) acquire.Rules { return &rules{l: s.l, lease: lease} }
+func (s condSide) CondRules(lease string) acquire.Rules {
+	return &rules{l: s.l, lease: lease, leaseArg: lease}
+}
 
 func (s condSide) CondHold(lease time.Duration) *acquire.HoldSpec {
 	return s.l.side.Hold(lease, true, false)

@@ -42,9 +42,16 @@ type Lock struct {
 	key     string   // the lock value
 	keys    []string // the lock value, the queue list, the queue's deadlines
 	timeout string   // cfg.WaiterTimeout in ms, as the scripts take it
-	q       *acquire.Queue
-	side    Side                            // the hold's machinery once it exists
-	send    acquire.Sender[scripts.Release] // l.release, made once: Unlock allocates no method value
+	// keys and timeout as script arguments, boxed once
+	keysArg    []any
+	keyArg     any
+	timeoutArg any
+	// byDefault are the rule sets of calls with the default lease, without and with the
+	// fencing token: made once, since nothing in them changes between calls.
+	byDefault [2]*rules
+	q         *acquire.Queue
+	side      Side                            // the hold's machinery once it exists
+	send      acquire.Sender[scripts.Release] // l.release, made once: Unlock allocates no method value
 }
 
 // New returns the exclusive lock of the given name on rt (a Client's runtime: nil for a nil
@@ -68,11 +75,13 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 	l := &Lock{rt: rt, cfg: cfg, name: name, key: key,
 		keys:    layout.LockKeys(key),
 		timeout: strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10)}
+	l.keysArg, l.keyArg, l.timeoutArg = Box(l.keys...), l.key, l.timeout
 	l.send = l.release
 	qc.Grants, qc.Key = layout.GrantChannel(key, rt.ID), key
 	qc.Orphans = &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}
 	l.q = acquire.Shared(rt, cfg.Kind, qc)
 	l.side = Side{RT: rt, Key: key, Kind: cfg.Kind, Name: name, Primitive: cfg.Kind, Queue: l.q, Unlock: l.Unlock}
+	l.byDefault = [2]*rules{l.newRules(core.LockConfig{}), l.newRules(core.LockConfig{Token: true})}
 	// Another value of the name may have been made meanwhile: the first one kept is every one.
 	return l.q.Keep(l).(*Lock), nil
 }
@@ -125,24 +134,52 @@ func (l *Lock) Acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	if held := l.rt.Held(ctx, l.key); held != nil {
 		return l.side.Reenter(ctx, held.Hold(), cfg)
 	}
-	lease := l.Lease(cfg)
+	r := l.rulesFor(cfg)
 	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
-		Rules:     &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), token: cfg.Token},
+		Rules:     r,
 		Block:     block,
 		Wait:      cfg.Wait,
-		Member:    func(hold string) string { return layout.LockMemberOf(hold, lease.Milliseconds()) },
+		Member:    r.member,
 		Local:     !cfg.Token,
 		Primitive: l.cfg.Kind,
-		Hold:      l.side.Hold(lease, cfg.Lease == 0, cfg.Token),
+		Hold:      r.hold,
 	})
 	return won.Held, ok, err
 }
 
-// rules is the exclusive lock's rule set for one call.
+// rules is the exclusive lock's rule set for the calls of one lease and token choice.
 type rules struct {
-	l     *Lock
-	lease string // ms
-	token bool
+	l        *Lock
+	lease    string // ms
+	leaseArg any    // lease, boxed once
+	token    bool
+	member   func(hold string) string // the queue member of a waiter
+	hold     *acquire.HoldSpec
+}
+
+// rulesFor returns the rule set of a call with cfg.
+func (l *Lock) rulesFor(cfg core.LockConfig) *rules {
+	if cfg.Lease == 0 {
+		return l.byDefault[b2i(cfg.Token)]
+	}
+	return l.newRules(cfg)
+}
+
+func (l *Lock) newRules(cfg core.LockConfig) *rules {
+	lease := l.side.Lease(cfg)
+	ms := lease.Milliseconds()
+	r := &rules{l: l, lease: strconv.FormatInt(ms, 10), token: cfg.Token,
+		member: func(hold string) string { return layout.LockMemberOf(hold, ms) },
+		hold:   l.side.Hold(lease, cfg.Lease == 0, cfg.Token)}
+	r.leaseArg = r.lease
+	return r
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Fast is the minimal lock's acquisition, SET key hold NX PX lease, under the Client's
@@ -154,12 +191,14 @@ func (r *rules) Fast(ctx context.Context, hold string) (bool, error) {
 		return false, nil
 	}
 	l := r.l
-	var cmd *redis.BoolCmd
-	err := l.rt.Acquire(ctx, l.key, func(c scripts.Processor) {
-		cmd = redis.NewBoolCmd(ctx, "set", l.key, hold, "px", r.lease, "nx")
-		_ = c.Process(ctx, cmd)
-	},
-		func() bool { return cmd.Val() }, func(ctx context.Context) error { return r.GiveUp(ctx, hold) })
+	cmd := redis.NewBoolCmd(ctx, "set", l.keyArg, hold, "px", r.leaseArg, "nx")
+	var err error
+	if l.rt.SyncOn() {
+		err = l.rt.Acquire(ctx, l.key, func(c scripts.Processor) { _ = c.Process(ctx, cmd) },
+			func() bool { return cmd.Val() }, func(ctx context.Context) error { return r.GiveUp(ctx, hold) })
+	} else {
+		_ = l.rt.Pipe.Process(ctx, cmd) // as Acquire does it without the policy, without its closures
+	}
 	if err == nil {
 		err = cmd.Err()
 	}
@@ -215,16 +254,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // release is the lock's release script, lock_release.lua: it counts the hold down, or ends it
 // and hands the lock on (to e.Pick, or the queue's head) after e.Riders join the queue.
 func (l *Lock) release(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
-	end := "0"
-	if e.Last {
-		end = "1"
-	}
-	args := make([]any, 0, 6+len(e.Riders))
-	args = append(args, e.Hold.ID, end, l.rt.PublishCommand(), l.timeout, e.Pick, Flag(e.Over))
+	a := scripts.LockRelease.Args(l.keysArg, 6+len(e.Riders))
+	a = append(a, e.Hold.ID, Flag(e.Last), l.rt.PublishCommand(), l.timeoutArg, e.Pick, Flag(e.Over))
 	for _, m := range e.Riders {
-		args = append(args, m)
+		a = append(a, m)
 	}
-	return l.side.Run(ctx, scripts.LockRelease, e.Once, l.keys, args...)
+	return l.side.RunArgs(ctx, scripts.LockRelease, e.Once, a)
 }
 
 // ForceUnlock frees the lock whoever holds it and hands it to the live head of its queue. It

@@ -122,12 +122,48 @@ func (s *Side) Run(ctx context.Context, sc *scripts.Script, once bool, keys []st
 	return scripts.DecodeRelease(v)
 }
 
-// Flag is a script's boolean argument: "1" or "0".
-func Flag(b bool) string {
-	if b {
-		return "1"
+// RunArgs is Run with a command line that sc.Args started.
+func (s *Side) RunArgs(ctx context.Context, sc *scripts.Script, once bool, a []any) (scripts.Release, error) {
+	var cmd *redis.Cmd
+	if once {
+		cmd = sc.RunOnceArgs(ctx, s.RT.Pipe, a)
+	} else {
+		cmd = sc.Run(ctx, s.RT.Pipe, unboxKeys(a), a[3+a[2].(int):]...)
 	}
-	return "0"
+	v, err := cmd.Result()
+	if err != nil {
+		return scripts.Release{}, core.RedisError(s.Key, err)
+	}
+	return scripts.DecodeRelease(v)
+}
+
+// unboxKeys returns the keys of a command line that scripts.Script.Args started.
+func unboxKeys(a []any) []string {
+	keys := make([]string, a[2].(int))
+	for i := range keys {
+		keys[i] = a[3+i].(string)
+	}
+	return keys
+}
+
+// Flag is a script's boolean argument: "1" or "0", boxed once (a string put into an
+// interface value is copied to the heap each time).
+func Flag(b bool) any {
+	if b {
+		return one
+	}
+	return zero
+}
+
+var one, zero any = "1", "0"
+
+// Box returns strs as script arguments, boxed once for every call that sends them.
+func Box(strs ...string) []any {
+	a := make([]any, len(strs))
+	for i, s := range strs {
+		a[i] = s
+	}
+	return a
 }
 
 // TookIt reports whether an attempt script's reply means that the attempt itself took the

@@ -29,6 +29,8 @@ type Script struct {
 	name string
 	src  string
 	sha  string
+	// The source and the SHA as command arguments, boxed once.
+	srcArg, shaArg any
 }
 
 // Name is the script's file name without ".lua".
@@ -46,6 +48,7 @@ func mustLoad(name string) *Script {
 	src := expand(files, name)
 	sum := sha1.Sum([]byte(src))
 	s := &Script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	s.srcArg, s.shaArg = s.src, s.sha
 	all = append(all, s)
 	return s
 }
@@ -134,25 +137,53 @@ func (s *Script) RunInt(ctx context.Context, c redis.Scripter, keys []string, ar
 // run would answer differently from the first, and whose callers settle an unknown outcome
 // themselves.
 func (s *Script) RunOnce(ctx context.Context, c Processor, keys []string, args ...any) *redis.Cmd {
-	cmd := runOnce(ctx, c, "evalsha", s.sha, keys, args)
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, evalsha, s.shaArg, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	return s.RunOnceArgs(ctx, c, append(a, args...))
+}
+
+// Args returns the start of a command line of the script that RunOnceArgs takes: EVALSHA, its
+// SHA and keys (boxed already, as a value that sends the same keys on every call keeps them),
+// with room for n arguments, which the caller appends.
+func (s *Script) Args(keys []any, n int) []any {
+	a := make([]any, 0, 3+len(keys)+n)
+	a = append(a, evalsha, s.shaArg, len(keys))
+	return append(a, keys...)
+}
+
+// RunOnceArgs is RunOnce with the command line a that Args started. It may change a.
+func (s *Script) RunOnceArgs(ctx context.Context, c Processor, a []any) *redis.Cmd {
+	cmd := runOnce(ctx, c, a)
 	if IsNoScript(cmd.Err()) {
-		cmd = runOnce(ctx, c, "eval", s.src, keys, args)
+		a[0], a[1] = eval, s.srcArg
+		cmd = runOnce(ctx, c, a)
 	}
 	return cmd
 }
 
-func runOnce(ctx context.Context, c Processor, name, payload string, keys []string, args []any) *redis.Cmd {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, name, payload, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	a = append(a, args...)
-	cmd := redis.NewCmd(ctx, a...)
+// The command names and payloads of a script's call, boxed once: a string put into an
+// interface value is copied to the heap each time.
+var evalsha, eval any = "evalsha", "eval"
+
+func runOnce(ctx context.Context, c Processor, a []any) *redis.Cmd {
+	cmd := &OnceCmd{Cmd: *redis.NewCmd(ctx, a...)}
 	cmd.SetFirstKeyPos(3)
-	_ = c.Process(ctx, NoRetry{cmd})
-	return cmd
+	_ = c.Process(ctx, cmd)
+	return &cmd.Cmd
 }
+
+// OnceCmd is a command that go-redis does not send again after a broken connection, in one
+// allocation with the command it marks.
+type OnceCmd struct{ redis.Cmd }
+
+// NoRetry tells go-redis not to retry the command.
+func (*OnceCmd) NoRetry() bool { return true }
+
+// Unwrap returns the command.
+func (c *OnceCmd) Unwrap() redis.Cmder { return &c.Cmd }
 
 // Processor sends a command: a go-redis client, or a Client's pipe (core.Pipe).
 type Processor interface {
