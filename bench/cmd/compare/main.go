@@ -175,6 +175,7 @@ func run(cfg config) error {
 		scenarios = chosen
 	}
 	m := takeMachine(ctx, srv.addr)
+	m.peers = peers
 	var results []result
 	for si, sc := range scenarios {
 		rows, err := runScenario(p, srv.addr, cfg, si, sc)
@@ -388,6 +389,7 @@ func writeTable(b *strings.Builder, sc scenario, rows []row) {
 			trips = append(trips, fmt.Sprintf("%s %.1f", strings.TrimPrefix(implNames[i], "aqs "), float64(r.cmds)/float64(r.trips)))
 		}
 	}
+	notes = append(notes, peerFloorNotes(rows)...)
 	if len(trips) > 0 {
 		notes = append(notes, "Commands per round trip of the aqs Client's go-redis client (its auto-pipeline; all rounds): "+
 			strings.Join(trips, ", ")+".")
