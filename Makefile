@@ -29,10 +29,12 @@ bench:
 	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x ./semaphore/
 	$(GO) test -run '^$$' -bench 'Pipe' -benchtime 1x ./internal/core/
 
-# aqs against redsync, redislock and rueidislock (about 10 minutes): writes BENCHMARKS.md. bench/
-# is a module of its own, so users of the library never download those libraries.
+# aqs against redsync, redislock and rueidislock, and against the fair peers etcd and ZooKeeper,
+# whose servers it first installs when missing (scripts/deps --bench); over 10 minutes: writes
+# BENCHMARKS.md. bench/ is a module of its own, so users of the library never download those libraries.
 .PHONY: bench-compare
 bench-compare:
+	./scripts/deps --bench
 	cd bench && $(GO) run ./cmd/compare -o ../BENCHMARKS.md
 
 vet:

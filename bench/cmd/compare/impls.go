@@ -90,6 +90,13 @@ var implNames = []string{
 	"capacity: SET × 16 per pipeline",
 	"aqs reentrant, a value per call",
 	"aqs fair, a value per call",
+	// The fair peers and their servers' floors (peers.go).
+	"etcd floor (fsync): Txn create + compare-and-delete",
+	"etcd concurrency.Mutex (fsync)",
+	"etcd floor (--unsafe-no-fsync): Txn create + compare-and-delete",
+	"etcd concurrency.Mutex (--unsafe-no-fsync)",
+	"ZooKeeper floor: create + delete of an ephemeral node",
+	"ZooKeeper lock recipe (go-zookeeper zk.Lock)",
 }
 
 const (
@@ -366,6 +373,12 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 			}), nil
 		}},
 	)
+
+	peers, err := newPeerImpls(ctx, p)
+	if err != nil {
+		return fail(err)
+	}
+	p.impls = append(p.impls, peers...)
 
 	for i, im := range p.impls {
 		if im.name != implNames[i] {

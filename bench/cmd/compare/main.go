@@ -44,6 +44,7 @@ type config struct {
 	procs  int
 	only   map[string]bool // scenarios to run, by tag; nil: all
 	impls  []int           // rows to run, by index into implNames, the floor cycle always among them
+	asked  bool            // whether -impls chose the rows
 	v      bool            // log every slice's rate to stderr
 	out    string          // a file to write the report to, besides stdout; "" for none
 }
@@ -84,9 +85,9 @@ func main() {
 	flag.BoolVar(&cfg.v, "v", false, "log every slice's rate to stderr")
 	flag.StringVar(&cfg.out, "o", "", "also write the report to this file (make bench-compare: ../BENCHMARKS.md)")
 	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs and many-procs-1ms (default all)")
-	rowsFlag := flag.String("impls", "", "comma-separated words; run only the rows whose name contains one of them (and the floor cycle, which the ratios need); default all")
+	rowsFlag := flag.String("impls", "", "comma-separated words; run only the rows whose name contains one of them, in any case (and the floor cycle, which the ratios need); default all")
 	flag.Parse()
-	cfg.impls = chooseImpls(*rowsFlag)
+	cfg.impls, cfg.asked = chooseImpls(*rowsFlag), *rowsFlag != ""
 	if cfg.impls == nil {
 		fmt.Fprintln(os.Stderr, "compare: -impls matches no row of:", strings.Join(implNames, "; "))
 		os.Exit(2)
@@ -116,6 +117,11 @@ func run(cfg config) error {
 		return err
 	}
 	defer srv.stop()
+	peers, err := startPeers(&cfg)
+	if err != nil {
+		return err
+	}
+	defer peers.stop()
 	ctx := context.Background()
 	p, err := newImpls(ctx, srv.addr)
 	if err != nil {
@@ -169,6 +175,7 @@ func run(cfg config) error {
 		scenarios = chosen
 	}
 	m := takeMachine(ctx, srv.addr)
+	m.peers = peers
 	var results []result
 	for si, sc := range scenarios {
 		rows, err := runScenario(p, srv.addr, cfg, si, sc)
@@ -201,7 +208,7 @@ func chooseImpls(sel string) []int {
 	for i, name := range implNames {
 		ok := sel == "" || i == floorCycle
 		for _, w := range words {
-			ok = ok || (strings.TrimSpace(w) != "" && strings.Contains(name, strings.TrimSpace(w)))
+			ok = ok || (strings.TrimSpace(w) != "" && containsFold(name, strings.TrimSpace(w)))
 		}
 		if ok {
 			chosen = append(chosen, i)
@@ -209,11 +216,16 @@ func chooseImpls(sel string) []int {
 	}
 	for _, w := range words {
 		w = strings.TrimSpace(w)
-		if w != "" && !slices.ContainsFunc(implNames, func(name string) bool { return strings.Contains(name, w) }) {
+		if w != "" && !slices.ContainsFunc(implNames, func(name string) bool { return containsFold(name, w) }) {
 			return nil
 		}
 	}
 	return chosen
+}
+
+// containsFold says whether s contains substr, letter case aside (-impls zookeeper).
+func containsFold(s, substr string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(substr))
 }
 
 func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]row, error) {
@@ -336,7 +348,7 @@ func writeTable(b *strings.Builder, sc scenario, rows []row) {
 		if len(r.rates) == 0 {
 			continue // a row left out by -impls
 		}
-		floorRow := i <= floorCycle || i == capacityRow
+		floorRow := i <= floorCycle || i == capacityRow || isPeerFloor(i)
 		cells := []string{implNames[i], fmtRate(median(r.rates)), fmt.Sprintf("%.2f×", median(r.ratios))}
 		if floorRow {
 			cells = append(cells, "—", "—", "—", "—", "—", "—")
@@ -377,6 +389,7 @@ func writeTable(b *strings.Builder, sc scenario, rows []row) {
 			trips = append(trips, fmt.Sprintf("%s %.1f", strings.TrimPrefix(implNames[i], "aqs "), float64(r.cmds)/float64(r.trips)))
 		}
 	}
+	notes = append(notes, peerFloorNotes(rows)...)
 	if len(trips) > 0 {
 		notes = append(notes, "Commands per round trip of the aqs Client's go-redis client (its auto-pipeline; all rounds): "+
 			strings.Join(trips, ", ")+".")

@@ -24,6 +24,7 @@ type machine struct {
 	began, ended       time.Time
 	loadStart, loadEnd string
 	cpu, kernel, redis string
+	peers              *peerServers // the fair peers' servers (peers_server.go)
 }
 
 // takeMachine notes the machine, the server's version and the time and load at the start.
@@ -88,6 +89,7 @@ never download the libraries it compares against); each run replaces it.
 	fmt.Fprintf(b, "| OS | %s |\n", m.kernel)
 	fmt.Fprintf(b, "| Go | %s, GOMAXPROCS %d |\n", runtime.Version(), runtime.GOMAXPROCS(0))
 	fmt.Fprintf(b, "| Redis | redis-server %s on loopback, started by the run, no persistence |\n", m.redis)
+	writePeerMachine(b, m.peers)
 	fmt.Fprintf(b, "| Load average (1, 5, 15 min) | %s at the start, %s at the end |\n", m.loadStart, m.loadEnd)
 
 	fmt.Fprintf(b, `
@@ -136,11 +138,11 @@ client).
 | overlaps | critical sections that found another holder inside: must be 0 |
 | errors | calls that failed (and were retried) |
 | acquisitions | acquisitions counted over all rounds: the sample behind the figures |
-
-## Results
 `, cfg.rounds, cfg.slice, cfg.work, manyNames,
 		version("github.com/go-redsync/redsync/v4"), version("github.com/bsm/redislock"),
 		version("github.com/redis/rueidis"), version("github.com/redis/go-redis/v9"))
+	writePeerMethod(b, m.peers)
+	b.WriteString("\n## Results\n")
 	for _, r := range results {
 		writeTable(b, r.sc, r.rows)
 	}
@@ -190,7 +192,7 @@ func vsBest(rows []row, i int) (ratio float64, best int, ok bool) {
 	return median(ratios), best, true
 }
 
-// conclusions returns at most five one-line findings of the run, computed from its tables.
+// conclusions returns at most six findings of the run, computed from its tables.
 func conclusions(results []result) []string {
 	byTag := map[string]result{}
 	for _, r := range results {
@@ -241,11 +243,14 @@ func conclusions(results []result) []string {
 	versus("many-procs", false)
 	versus("32", true)
 	versus("procs", true)
+	if p := peerConclusion(results); p != "" {
+		out = append(out, p)
+	}
 
 	var overlaps, failures, acquired int64
 	for _, r := range results {
 		for i, row := range r.rows {
-			if i > fifoFloor && i != capacityRow {
+			if i > fifoFloor && i != capacityRow && !isPeerFloor(i) {
 				overlaps += row.overlaps
 				failures += row.failures
 				acquired += row.acquired
