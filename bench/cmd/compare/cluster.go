@@ -33,6 +33,7 @@ import (
 // its own rueidis client, which finds the cluster by itself. The rows have a table of their
 // own (clusterImplNames): a child is told the cluster's addresses, comma-separated, in place
 // of the server's, and builds that table (implsFor).
+// Each slice is also watched for the connections it costs (conns.go).
 
 // clusterImplNames lists the rows of the cluster scenarios, in the order of their table; a
 // child is told which one to run by its index.
@@ -315,10 +316,11 @@ func newClusterImpls(ctx context.Context, addrs []string) (*procImpls, error) {
 // clusterBench is the parent's side of the cluster scenarios: the cluster, started on first
 // use, this process's rows on it, and a client of each master to watch the slices.
 type clusterBench struct {
-	c       *redistest.RedisCluster
-	addr    string // the nodes' addresses, comma-separated, as a child is told them
-	masters []string
-	p       *procImpls
+	c        *redistest.RedisCluster
+	addr     string // the nodes' addresses, comma-separated, as a child is told them
+	masters  []string
+	watchers []*redis.Client // one per master, in slot order
+	p        *procImpls
 }
 
 // start starts the cluster and connects to it, unless done before.
@@ -334,6 +336,13 @@ func (cb *clusterBench) start(ctx context.Context) error {
 	cb.c = c
 	cb.masters = c.Addrs()
 	cb.addr = strings.Join(cb.masters, ",")
+	for _, a := range cb.masters {
+		w := redis.NewClient(&redis.Options{Addr: a, PoolSize: 1})
+		cb.watchers = append(cb.watchers, w)
+		if err := w.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("cluster node %s: %w", a, err)
+		}
+	}
 	cb.p, err = newClusterImpls(ctx, cb.masters)
 	return err
 }
@@ -342,6 +351,9 @@ func (cb *clusterBench) start(ctx context.Context) error {
 func (cb *clusterBench) stop() {
 	if cb.p != nil {
 		cb.p.close()
+	}
+	for _, w := range cb.watchers {
+		w.Close()
 	}
 	if cb.c != nil {
 		cb.c.Stop()
@@ -366,7 +378,8 @@ func chooseRows(names []string, floor int, sel string) []int {
 }
 
 // runScenario runs a cluster scenario as runScenario runs the others: a warm-up round, then
-// cfg.rounds measured rounds of one slice per row, in an order rotated from round to round.
+// cfg.rounds measured rounds of one slice per row, in an order rotated from round to round,
+// each slice watched for the connections it costs.
 func (cb *clusterBench) runScenario(ctx context.Context, cfg config, si int, sc scenario) ([]row, error) {
 	if err := cb.start(ctx); err != nil {
 		return nil, err
@@ -398,6 +411,9 @@ func (cb *clusterBench) runScenario(ctx context.Context, cfg config, si int, sc 
 	impls := chooseRows(clusterImplNames, clusterFloor, sel)
 	n := len(p.impls)
 	rows := make([]row, n)
+	for _, i := range impls {
+		rows[i].conns = &connStats{}
+	}
 	for round := 0; round <= cfg.rounds; round++ {
 		if round == 0 {
 			fmt.Fprintf(os.Stderr, "compare: %s: warming up\n", sc.title)
@@ -406,6 +422,7 @@ func (cb *clusterBench) runScenario(ctx context.Context, cfg config, si int, sc 
 		}
 		results := make([]sliceResult, n)
 		rates := make([]float64, n)
+		watched := make([]connSample, n)
 		for k := range impls {
 			i := impls[(k+round)%len(impls)]
 			sp := sliceSpec{
@@ -421,6 +438,11 @@ func (cb *clusterBench) runScenario(ctx context.Context, cfg config, si int, sc 
 			}
 			start := time.Now().Add(setup)
 			sp.Start, sp.Stop = start.UnixNano(), start.Add(cfg.slice).UnixNano()
+			skip := "" // the parent's connections, when it runs the slice
+			if children != nil {
+				skip = benchClientName()
+			}
+			watch := cb.watch(start, start.Add(cfg.slice), skip)
 			if children == nil {
 				results[i] = runSlice(p, p.impls[i], sp, newLocalWitness(), cfg.work)
 			} else {
@@ -429,9 +451,14 @@ func (cb *clusterBench) runScenario(ctx context.Context, cfg config, si int, sc 
 					return nil, err
 				}
 			}
+			watched[i] = <-watch
+			if watched[i].err != nil {
+				return nil, fmt.Errorf("watching %s: %w", clusterImplNames[i], watched[i].err)
+			}
 			rates[i] = float64(results[i].Ops) / cfg.slice.Seconds()
 			if cfg.v {
-				fmt.Fprintf(os.Stderr, "compare:   %-45s %8.0f/s\n", clusterImplNames[i], rates[i])
+				fmt.Fprintf(os.Stderr, "compare:   %-45s %8.0f/s; per master, connections dialled %v, pub/sub connections of a Client %v\n",
+					clusterImplNames[i], rates[i], watched[i].dialled, watched[i].pubsub)
 			}
 		}
 		if round == 0 {
@@ -440,18 +467,21 @@ func (cb *clusterBench) runScenario(ctx context.Context, cfg config, si int, sc 
 		for _, i := range impls {
 			rows[i].add(results[i], rates[i], 0)
 			rows[i].ratios = append(rows[i].ratios, rates[i]/rates[clusterFloor])
+			rows[i].conns.add(watched[i], cfg.slice)
 		}
 	}
 	return rows, nil
 }
 
 // writeClusterNotes writes what a cluster section's table needs besides its rows: how the
-// rows use the cluster, and aqs against the fastest other library.
+// rows use the cluster, the connections they cost (conns.go), and aqs against the fastest
+// other library.
 func writeClusterNotes(b *strings.Builder, rows []row) {
 	b.WriteString("\nOn a Redis Cluster of 3 masters and no replicas, started by the run on loopback. Each process " +
 		"has one go-redis ClusterClient, shared by aqs, redsync, redislock and the floor; rueidislock has its own " +
 		"rueidis client. \"A value per goroutine and name\": each goroutine builds its own Lock value of every name " +
 		"before the slice, where the other aqs rows share one value of a name among the process's goroutines.\n")
+	writeConns(b, rows)
 	// aqs against the fastest other library, round by round, as the conclusions do elsewhere.
 	var parts []string
 	best, bestRate := -1, 0.0
