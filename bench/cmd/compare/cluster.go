@@ -33,6 +33,7 @@ import (
 // its own rueidis client, which finds the cluster by itself. The rows have a table of their
 // own (clusterImplNames): a child is told the cluster's addresses, comma-separated, in place
 // of the server's, and builds that table (implsFor).
+//
 // Each slice is also watched for the connections it costs (conns.go).
 
 // clusterImplNames lists the rows of the cluster scenarios, in the order of their table; a
@@ -139,15 +140,10 @@ func newClusterImpls(ctx context.Context, addrs []string) (*procImpls, error) {
 	trips := &tripCounter{}
 	cc.OnNewNode(func(node *redis.Client) { node.AddHook(trips) })
 	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		for _, s := range []*redis.Script{floorDel, trivial} {
-			if err := s.Load(ctx, m).Err(); err != nil {
-				return err
-			}
-		}
-		return nil
+		return floorDel.Load(ctx, m).Err()
 	})
 	if err != nil {
-		return fail(fmt.Errorf("cluster client of %v: loading the floor's scripts: %w", addrs, err))
+		return fail(fmt.Errorf("cluster client of %v: loading the floor's script: %w", addrs, err))
 	}
 
 	token := randomToken()
@@ -169,8 +165,8 @@ func newClusterImpls(ctx context.Context, addrs []string) (*procImpls, error) {
 		return fail(fmt.Errorf("aqs.New on the cluster: %w", err))
 	}
 	p.closers = append(p.closers, func() { client.Close() })
-	// newLock builds one Lock value of a name; shared, one serves the goroutines of the
-	// process, else each goroutine gets its own.
+	// aqsRow builds a row of aqs from newLock, which makes one Lock value of a name: shared,
+	// one value serves the process's goroutines; else each goroutine gets its own.
 	type lockFuncs struct {
 		lock   func(context.Context) (context.Context, error)
 		unlock func(context.Context) error
