@@ -22,7 +22,7 @@ import (
 
 const (
 	childEnv        = "AQS_BENCH_CHILD"   // set to "1" in a child
-	childAddrEnv    = "AQS_BENCH_ADDR"    // the server's address
+	childAddrEnv    = "AQS_BENCH_ADDR"    // the server's address, or the cluster's nodes', comma-separated
 	childWitnessEnv = "AQS_BENCH_WITNESS" // the shared witness file
 	childWorkEnv    = "AQS_BENCH_WORK"    // the critical section's length, a Go duration
 	childReady      = "ready"             // the child's first line
@@ -41,7 +41,7 @@ func childMain() error {
 		return err
 	}
 	defer wit.unmap()
-	p, err := newImpls(context.Background(), os.Getenv(childAddrEnv))
+	p, err := implsFor(context.Background(), os.Getenv(childAddrEnv))
 	if err != nil {
 		return err
 	}

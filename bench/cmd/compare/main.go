@@ -1,5 +1,6 @@
 // Command compare measures aqs's locks against other Go Redis locks, and against the floor,
-// on one redis-server it starts itself, and prints Markdown tables (see BENCHMARKS.md at the
+// on one redis-server it starts itself (the cluster scenarios: on a 3-master Redis Cluster it
+// starts too, see cluster.go), and prints Markdown tables (see BENCHMARKS.md at the
 // repository's root for what each figure means).
 //
 //	cd bench && go run ./cmd/compare          # about 8 minutes (make bench-compare)
@@ -60,6 +61,8 @@ type scenario struct {
 	sleep time.Duration
 	// io is how many round trips to Redis each critical section makes (see sliceSpec.IO).
 	io int
+	// cluster runs it on a 3-master Redis Cluster, with the rows of cluster.go.
+	cluster bool
 }
 
 // manyNames is how many lock names the many-names scenarios spread their acquisitions over.
@@ -84,7 +87,7 @@ func main() {
 	flag.IntVar(&cfg.procs, "procs", 4, "processes of the multi-process scenario, 8 goroutines each (0: leave it out)")
 	flag.BoolVar(&cfg.v, "v", false, "log every slice's rate to stderr")
 	flag.StringVar(&cfg.out, "o", "", "also write the report to this file (make bench-compare: ../BENCHMARKS.md)")
-	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs and many-procs-1ms (default all)")
+	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs, many-procs-1ms, cluster and cluster-procs (default all)")
 	rowsFlag := flag.String("impls", "", "comma-separated words; run only the rows whose name contains one of them, in any case (and the floor cycle, which the ratios need); default all")
 	flag.Parse()
 	cfg.impls, cfg.asked = chooseImpls(*rowsFlag), *rowsFlag != ""
@@ -162,6 +165,7 @@ func run(cfg config) error {
 				procs: cfg.procs, goroutines: 16, names: manyNames, sleep: hold})
 		}
 	}
+	scenarios = append(scenarios, clusterScenarios(cfg)...)
 	if cfg.only != nil {
 		var chosen []scenario
 		for _, sc := range scenarios {
@@ -170,15 +174,23 @@ func run(cfg config) error {
 			}
 		}
 		if len(chosen) == 0 {
-			return fmt.Errorf("-scenarios names none of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs, many-procs-1ms")
+			return fmt.Errorf("-scenarios names none of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs, many-procs-1ms, cluster, cluster-procs")
 		}
 		scenarios = chosen
 	}
 	m := takeMachine(ctx, srv.addr)
 	m.peers = peers
+	var cb clusterBench // started by the first cluster scenario
+	defer cb.stop()
 	var results []result
 	for si, sc := range scenarios {
-		rows, err := runScenario(p, srv.addr, cfg, si, sc)
+		var rows []row
+		var err error
+		if sc.cluster {
+			rows, err = cb.runScenario(ctx, cfg, si, sc)
+		} else {
+			rows, err = runScenario(p, srv.addr, cfg, si, sc)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.title, err)
 		}
@@ -216,7 +228,7 @@ func chooseImpls(sel string) []int {
 	}
 	for _, w := range words {
 		w = strings.TrimSpace(w)
-		if w != "" && !slices.ContainsFunc(implNames, func(name string) bool { return containsFold(name, w) }) {
+		if w != "" && !slices.ContainsFunc(slices.Concat(implNames, clusterImplNames), func(name string) bool { return containsFold(name, w) }) {
 			return nil
 		}
 	}
@@ -317,9 +329,12 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 // runChildren runs one slice in every child at once and merges their results. Child c's
 // goroutines are c*1000+g in the witness.
 func runChildren(children []*child, sp sliceSpec, slice, setup time.Duration) (sliceResult, error) {
-	// Time for every child to read its line and build its handles before the common start.
-	sp.Start = time.Now().Add(48*time.Millisecond + setup).UnixNano()
-	sp.Stop = sp.Start + int64(slice)
+	// Time for every child to read its line and build its handles before the common start,
+	// unless the caller set the start.
+	if sp.Start == 0 {
+		sp.Start = time.Now().Add(48*time.Millisecond + setup).UnixNano()
+		sp.Stop = sp.Start + int64(slice)
+	}
 	for c, ch := range children {
 		sp.IDBase = int64(c) * 1000
 		if err := ch.send(sp); err != nil {
@@ -348,8 +363,8 @@ func writeTable(b *strings.Builder, sc scenario, rows []row) {
 		if len(r.rates) == 0 {
 			continue // a row left out by -impls
 		}
-		floorRow := i <= floorCycle || i == capacityRow || isPeerFloor(i)
-		cells := []string{implNames[i], fmtRate(median(r.rates)), fmt.Sprintf("%.2f×", median(r.ratios))}
+		floorRow := isFloorRow(sc, i)
+		cells := []string{rowName(sc, i), fmtRate(median(r.rates)), fmt.Sprintf("%.2f×", median(r.ratios))}
 		if floorRow {
 			cells = append(cells, "—", "—", "—", "—", "—", "—")
 		} else {
@@ -383,18 +398,23 @@ func writeTable(b *strings.Builder, sc scenario, rows []row) {
 		cells = append(cells, fmt.Sprint(r.failures), fmt.Sprint(r.acquired))
 		fmt.Fprintf(b, "| %s |\n", strings.Join(cells, " | "))
 		if r.firstErr != "" {
-			notes = append(notes, fmt.Sprintf("%s, first error: %s", implNames[i], r.firstErr))
+			notes = append(notes, fmt.Sprintf("%s, first error: %s", rowName(sc, i), r.firstErr))
 		}
 		if r.trips > 0 {
-			trips = append(trips, fmt.Sprintf("%s %.1f", strings.TrimPrefix(implNames[i], "aqs "), float64(r.cmds)/float64(r.trips)))
+			trips = append(trips, fmt.Sprintf("%s %.1f", strings.TrimPrefix(rowName(sc, i), "aqs "), float64(r.cmds)/float64(r.trips)))
 		}
 	}
-	notes = append(notes, peerFloorNotes(rows)...)
+	if !sc.cluster { // the cluster's rows are its own (clusterImplNames), without the peers
+		notes = append(notes, peerFloorNotes(rows)...)
+	}
 	if len(trips) > 0 {
 		notes = append(notes, "Commands per round trip of the aqs Client's go-redis client (its auto-pipeline; all rounds): "+
 			strings.Join(trips, ", ")+".")
 	}
 	for _, n := range notes {
 		fmt.Fprintf(b, "\n%s\n", n)
+	}
+	if sc.cluster {
+		writeClusterNotes(b, rows)
 	}
 }

@@ -98,7 +98,7 @@ func peerConclusion(results []result) string {
 	}{{etcdMutexNoFsync, "etcd (no fsync)"}, {etcdMutexFsync, "etcd (fsync)"}, {zkLockRow, "ZooKeeper"}, {fifoFloor, "the FIFO floor"}}
 	var lines []string
 	for _, r := range results {
-		if !(r.sc.io == 0 && r.sc.sleep == 0 && r.sc.procs*r.sc.goroutines > 1) {
+		if r.sc.cluster || !(r.sc.io == 0 && r.sc.sleep == 0 && r.sc.procs*r.sc.goroutines > 1) {
 			continue // the plain contended scenarios say it; the others add no new comparison
 		}
 		var mine []string

@@ -250,7 +250,7 @@ func conclusions(results []result) []string {
 	var overlaps, failures, acquired int64
 	for _, r := range results {
 		for i, row := range r.rows {
-			if i > fifoFloor && i != capacityRow && !isPeerFloor(i) {
+			if lockRow(r.sc, i) {
 				overlaps += row.overlaps
 				failures += row.failures
 				acquired += row.acquired

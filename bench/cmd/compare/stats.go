@@ -22,6 +22,7 @@ type row struct {
 	firstErr string
 	cmds     int64 // see sliceResult.Cmds
 	trips    int64
+	conns    *connStats // the cluster scenarios' connection counts (cluster.go); nil elsewhere
 }
 
 func (r *row) add(res sliceResult, rate float64, overlaps int64) {

@@ -401,6 +401,12 @@ func (c *RedisCluster) Stop() {
 	}
 }
 
+// StartCluster starts a cluster without replicas for a program that is not a test (bench's
+// comparator), which must Stop it: it returns once every node reports cluster_state:ok and
+// lists the same owner for every slot. On failure nothing is left running. On Linux the nodes
+// die with the program (proc_linux.go), but only Stop removes their directories.
+func StartCluster() (*RedisCluster, error) { return startCluster() }
+
 // NewCluster starts a cluster for the calling test alone, for tests that move slots; it is
 // stopped in t.Cleanup. If the start fails, NewCluster calls t.Fatal.
 func NewCluster(t testing.TB) *RedisCluster {
