@@ -336,7 +336,7 @@ func writeTable(b *strings.Builder, sc scenario, rows []row) {
 		if len(r.rates) == 0 {
 			continue // a row left out by -impls
 		}
-		floorRow := i <= floorCycle || i == capacityRow
+		floorRow := !hasWaits(i)
 		cells := []string{implNames[i], fmtRate(median(r.rates)), fmt.Sprintf("%.2f×", median(r.ratios))}
 		if floorRow {
 			cells = append(cells, "—", "—", "—", "—", "—", "—")
