@@ -29,8 +29,9 @@ bench:
 	$(GO) test -run '^$$' -bench 'Contended' -benchtime 1x ./semaphore/
 	$(GO) test -run '^$$' -bench 'Pipe' -benchtime 1x ./internal/core/
 
-# aqs against redsync, redislock and rueidislock (about 10 minutes): writes BENCHMARKS.md. bench/
-# is a module of its own, so users of the library never download those libraries.
+# aqs against redsync, redislock and rueidislock (about 10 minutes): writes BENCHMARKS.md and its
+# charts (bench/charts/*.svg). bench/ is a module of its own, so users of the library never
+# download those libraries.
 .PHONY: bench-compare
 bench-compare:
 	cd bench && $(GO) run ./cmd/compare -o ../BENCHMARKS.md

@@ -5,8 +5,11 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -329,5 +332,36 @@ func TestLinearScaleIsRoundAndCoversItsValues(t *testing.T) {
 				t.Errorf("linearScale(%g): ticks %v not increasing", hi, s.ticks)
 			}
 		}
+	}
+}
+
+func TestReportOpensWithTheCharts(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "BENCHMARKS.md")
+	var b strings.Builder
+	writeReport(&b, machine{}, config{out: out}, fakeResults())
+	report := b.String()
+	for _, f := range []string{throughputFile, p99File} {
+		link := "](bench/charts/" + f + ")"
+		at := strings.Index(report, link)
+		if at < 0 || at > strings.Index(report, "## Machine") {
+			t.Errorf("the report does not show %s before its first section", f)
+		}
+	}
+	if err := writeCharts(chartsFolder(out), fakeResults()); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{throughputFile, p99File} {
+		doc, err := os.ReadFile(filepath.Join(dir, "bench", "charts", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		parseSVG(t, doc)
+	}
+
+	b.Reset()
+	writeReport(&b, machine{}, config{}, fakeResults())
+	if strings.Contains(b.String(), "bench/charts/") {
+		t.Error("a report written to no file links charts that no one wrote")
 	}
 }
