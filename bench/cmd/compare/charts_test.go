@@ -113,7 +113,7 @@ func fakeScenarios() []fakeScenario {
 	us := time.Microsecond
 	return []fakeScenario{
 		{scenario{tag: "1", title: "Uncontended: 1 goroutine", procs: 1, goroutines: 1}, map[int]fakeRow{
-			floorPing:  {rate: 17000, waits: []time.Duration{50 * us}}, // floors have no waits in the tables
+			floorPing:  {rate: 17000, waits: []time.Duration{50 * us}}, // a floor of single commands: its table shows no waits, whatever it has
 			floorEval:  {rate: 16000},
 			floorCycle: {rate: 7000},
 			fifoFloor:  {rate: 7200, waits: []time.Duration{40 * us, 160 * us}, wantP99: true},
@@ -128,7 +128,7 @@ func fakeScenarios() []fakeScenario {
 			4:          {rate: 9000, waits: []time.Duration{3 * ms, 8 * ms}, wantP99: true},
 			6:          {rate: 6500, waits: []time.Duration{4 * ms, 9 * ms}, wantP99: true},
 			7:          {rate: 6000, waits: []time.Duration{64 * us}, cutWaits: []time.Duration{300 * ms}, wantP99: true, wantLower: true},
-			9:          {rate: 6800},                          // acquired nothing it could time: no p99
+			9:          {rate: 6800},                          // no wait recorded: no p99
 			10:         {rate: 0, waits: []time.Duration{ms}}, // left out by -impls
 		}},
 		{scenario{tag: "many", title: "Many names: 64 goroutines, one process, each lock one of 1000 names at random, held for no time",
