@@ -31,7 +31,8 @@ bench:
 
 # aqs against redsync, redislock and rueidislock, and against the fair peers etcd and ZooKeeper,
 # whose servers it first installs when missing (scripts/deps --bench); over 10 minutes: writes
-# BENCHMARKS.md. bench/ is a module of its own, so users of the library never download those libraries.
+# BENCHMARKS.md and its charts (bench/charts/*.svg). bench/ is a module of its own, so users of
+# the library never download those libraries.
 .PHONY: bench-compare
 bench-compare:
 	./scripts/deps --bench

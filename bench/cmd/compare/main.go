@@ -1,7 +1,8 @@
 // Command compare measures aqs's locks against other Go Redis locks, and against the floor,
 // on one redis-server it starts itself (the cluster scenarios: on a 3-master Redis Cluster it
 // starts too, see cluster.go), and prints Markdown tables (see BENCHMARKS.md at the
-// repository's root for what each figure means).
+// repository's root for what each figure means); with -o, it also draws them as two SVG
+// charts beside the report (charts.go).
 //
 //	cd bench && go run ./cmd/compare          # about 8 minutes (make bench-compare)
 //	cd bench && go run ./cmd/compare -quick   # about 30 seconds, for a smoke run
@@ -86,7 +87,7 @@ func main() {
 	flag.DurationVar(&cfg.work, "work", 10*time.Microsecond, "length of the critical section (busy, not a sleep)")
 	flag.IntVar(&cfg.procs, "procs", 4, "processes of the multi-process scenario, 8 goroutines each (0: leave it out)")
 	flag.BoolVar(&cfg.v, "v", false, "log every slice's rate to stderr")
-	flag.StringVar(&cfg.out, "o", "", "also write the report to this file (make bench-compare: ../BENCHMARKS.md)")
+	flag.StringVar(&cfg.out, "o", "", "also write the report to this file (make bench-compare: ../BENCHMARKS.md), and its charts to bench/charts/ beside it")
 	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs, many-procs-1ms, cluster and cluster-procs (default all)")
 	rowsFlag := flag.String("impls", "", "comma-separated words; run only the rows whose name contains one of them, in any case (and the floor cycle, which the ratios need); default all")
 	flag.Parse()
@@ -201,10 +202,13 @@ func run(cfg config) error {
 	writeReport(&b, m, cfg, results)
 	fmt.Print(b.String())
 	if cfg.out != "" {
+		if err := writeCharts(chartsFolder(cfg.out), results); err != nil {
+			return err
+		}
 		if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "compare: wrote %s\n", cfg.out)
+		fmt.Fprintf(os.Stderr, "compare: wrote %s, and its charts in %s\n", cfg.out, chartsFolder(cfg.out))
 	}
 	fmt.Fprintf(os.Stderr, "compare: done in %v\n", m.ended.Sub(m.began).Round(time.Second))
 	return nil

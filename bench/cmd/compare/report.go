@@ -76,9 +76,15 @@ func writeReport(b *strings.Builder, m machine, cfg config, results []result) {
 	b.WriteString(`# Benchmarks
 
 aqs's locks against the other Go lock libraries on Redis, and against what no lock on Redis can
-beat. This file is written by ` + "`make bench-compare`" + ` (the program
+beat.
+
+`)
+	if cfg.out != "" {
+		writeChartLinks(b) // writeCharts draws them beside the report's file
+	}
+	b.WriteString(`This file is written by ` + "`make bench-compare`" + ` (the program
 [` + "`bench/cmd/compare`" + `](bench/cmd/compare), a module of its own so that the library's users
-never download the libraries it compares against); each run replaces it.
+never download the libraries it compares against); each run replaces it, and its charts.
 
 ## Machine
 
