@@ -214,12 +214,19 @@ func newPipeLoad(t *testing.T, names int, honoursDeadlines bool) *pipeLoad {
 	return pl
 }
 
-// assertFree asserts that every name is free, within a few seconds.
+// assertFree asserts that every name is free, within a few seconds; a name still taken is
+// shown as Redis has it (its value, its life left, its queue), for the failure's reader.
 func (pl *pipeLoad) assertFree() {
+	ctx := context.Background()
 	for _, l := range pl.locks {
-		assert.Eventually(pl.t, func() bool {
-			n, err := pl.admin.Exists(context.Background(), l.Key()).Result()
+		if !assert.Eventually(pl.t, func() bool {
+			n, err := pl.admin.Exists(ctx, l.Key()).Result()
 			return err == nil && n == 0
-		}, 5*time.Second, 10*time.Millisecond, "%s still taken after the load", l.Name())
+		}, 5*time.Second, 10*time.Millisecond, "%s still taken after the load", l.Name()) {
+			keys := l.Keys()
+			pl.t.Logf("%s: value %q, pttl %v; queue %v; deadlines %v", l.Name(),
+				pl.admin.Get(ctx, keys[0]).Val(), pl.admin.PTTL(ctx, keys[0]).Val(),
+				pl.admin.LRange(ctx, keys[1], 0, -1).Val(), pl.admin.ZRangeWithScores(ctx, keys[2], 0, -1).Val())
+		}
 	}
 }
