@@ -16,33 +16,15 @@ import (
 
 // Ping sends PING over a plain TCP connection and checks for +PONG. It is used to wait for a
 // starting server: unlike a go-redis client it neither retries nor logs refused dials.
-func Ping(ctx context.Context, addr string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
-	}
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	reply, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if reply != "+PONG\r\n" {
-		return fmt.Errorf("PING replied %q", strings.TrimSpace(reply))
-	}
-	return nil
-}
+func Ping(ctx context.Context, addr string) error { return ping(ctx, addr, -1) }
 
 // PingPID is Ping, and checks that the server answering is the process pid (INFO server's
 // process_id): a server that failed to bind its port must not pass for ready because another
 // process's server answers on that port.
-func PingPID(ctx context.Context, addr string, pid int) error {
+func PingPID(ctx context.Context, addr string, pid int) error { return ping(ctx, addr, pid) }
+
+// ping is Ping, and PingPID when pid is not negative.
+func ping(ctx context.Context, addr string, pid int) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -52,7 +34,11 @@ func PingPID(ctx context.Context, addr string, pid int) error {
 	if deadline, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(deadline)
 	}
-	if _, err := conn.Write([]byte("PING\r\nINFO server\r\n")); err != nil {
+	req := "PING\r\n"
+	if pid >= 0 {
+		req += "INFO server\r\n"
+	}
+	if _, err := conn.Write([]byte(req)); err != nil {
 		return err
 	}
 	r := bufio.NewReader(conn)
@@ -63,6 +49,14 @@ func PingPID(ctx context.Context, addr string, pid int) error {
 	if reply != "+PONG\r\n" {
 		return fmt.Errorf("PING replied %q", strings.TrimSpace(reply))
 	}
+	if pid < 0 {
+		return nil
+	}
+	return servedBy(r, addr, pid)
+}
+
+// servedBy reads INFO server's reply from r and checks its process_id against pid.
+func servedBy(r *bufio.Reader, addr string, pid int) error {
 	head, err := r.ReadString('\n')
 	if err != nil {
 		return err
