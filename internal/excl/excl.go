@@ -75,7 +75,7 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 	l := &Lock{rt: rt, cfg: cfg, name: name, key: key,
 		keys:    layout.LockKeys(key),
 		timeout: strconv.FormatInt(cfg.WaiterTimeout.Milliseconds(), 10)}
-	l.keysArg, l.keyArg, l.timeoutArg = Box(l.keys...), l.key, l.timeout
+	l.keysArg, l.keyArg, l.timeoutArg = box(l.keys...), l.key, l.timeout
 	l.send = l.release
 	qc.Grants, qc.Key = layout.GrantChannel(key, rt.ID), key
 	qc.Orphans = &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}

@@ -157,8 +157,8 @@ func Flag(b bool) any {
 
 var one, zero any = "1", "0"
 
-// Box returns strs as script arguments, boxed once for every call that sends them.
-func Box(strs ...string) []any {
+// box returns strs as script arguments, boxed once for every call that sends them.
+func box(strs ...string) []any {
 	a := make([]any, len(strs))
 	for i, s := range strs {
 		a[i] = s
