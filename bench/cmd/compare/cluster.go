@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -235,30 +234,9 @@ func newClusterImpls(ctx context.Context, addrs []string) (*procImpls, error) {
 
 	// redsync: a Mutex per goroutine and name (it remembers its hold's value).
 	rs := redsync.New(redsyncgoredis.NewPool(cc))
-	redsyncLocks := func(opts ...redsync.Option) func(string, int) ([]acquireFunc, error) {
-		return func(key string, n int) ([]acquireFunc, error) {
-			out := make([]acquireFunc, n)
-			for i := range out {
-				m := rs.NewMutex(key, opts...)
-				out[i] = func(ctx context.Context) (func() error, error) {
-					if err := m.LockContext(ctx); err != nil {
-						return nil, err
-					}
-					return func() error {
-						ok, err := m.UnlockContext(bg)
-						if err == nil && !ok {
-							err = errors.New("redsync: unlock reported the lock not held")
-						}
-						return err
-					}, nil
-				}
-			}
-			return out, nil
-		}
-	}
 	p.impls = append(p.impls,
-		&impl{name: clusterImplNames[6], locks: redsyncLocks()},
-		&impl{name: clusterImplNames[7], locks: redsyncLocks(redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1<<20))},
+		&impl{name: clusterImplNames[6], locks: redsyncLocks(rs)},
+		&impl{name: clusterImplNames[7], locks: redsyncLocks(rs, redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1<<20))},
 	)
 
 	// redislock: a deadline far beyond any slice, as in the single-node table.

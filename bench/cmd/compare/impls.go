@@ -269,31 +269,10 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 
 	// redsync: a Mutex remembers the value of its current hold, so each goroutine has its own.
 	rs := redsync.New(redsyncgoredis.NewPool(newRDB()))
-	redsyncLocks := func(opts ...redsync.Option) func(string, int) ([]acquireFunc, error) {
-		return func(key string, n int) ([]acquireFunc, error) {
-			out := make([]acquireFunc, n)
-			for i := range out {
-				m := rs.NewMutex(key, opts...)
-				out[i] = func(ctx context.Context) (func() error, error) {
-					if err := m.LockContext(ctx); err != nil {
-						return nil, err
-					}
-					return func() error {
-						ok, err := m.UnlockContext(bg)
-						if err == nil && !ok {
-							err = errors.New("redsync: unlock reported the lock not held")
-						}
-						return err
-					}, nil
-				}
-			}
-			return out, nil
-		}
-	}
 	p.impls = append(p.impls,
-		&impl{name: implNames[7], locks: redsyncLocks()},
+		&impl{name: implNames[7], locks: redsyncLocks(rs)},
 		// Tries enough that a Lock call never gives up within a slice (1ms apart: 17 minutes).
-		&impl{name: implNames[8], locks: redsyncLocks(redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1<<20))},
+		&impl{name: implNames[8], locks: redsyncLocks(rs, redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1<<20))},
 	)
 
 	// redislock: without a deadline on ctx, Obtain gives up after the TTL; the slice's context
@@ -428,4 +407,28 @@ func perCallLocks(n int, newLock func() (func(context.Context) (context.Context,
 		return func() error { return unlock(held) }, nil
 	}
 	return repeat(acquireFunc(acq), n)
+}
+
+// redsyncLocks returns redsync's acquire functions for n goroutines on key: a Mutex per
+// goroutine, since a Mutex remembers the value of its current hold.
+func redsyncLocks(rs *redsync.Redsync, opts ...redsync.Option) func(string, int) ([]acquireFunc, error) {
+	return func(key string, n int) ([]acquireFunc, error) {
+		out := make([]acquireFunc, n)
+		for i := range out {
+			m := rs.NewMutex(key, opts...)
+			out[i] = func(ctx context.Context) (func() error, error) {
+				if err := m.LockContext(ctx); err != nil {
+					return nil, err
+				}
+				return func() error {
+					ok, err := m.UnlockContext(context.Background())
+					if err == nil && !ok {
+						err = errors.New("redsync: unlock reported the lock not held")
+					}
+					return err
+				}, nil
+			}
+		}
+		return out, nil
+	}
 }
