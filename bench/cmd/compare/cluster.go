@@ -19,7 +19,6 @@ import (
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/reentrant"
-	"github.com/redaqs/aqs/semaphore"
 )
 
 // The cluster scenarios: many names on a 3-master Redis Cluster.
@@ -213,23 +212,7 @@ func newClusterImpls(ctx context.Context, addrs []string) (*procImpls, error) {
 		aqsRow(clusterImplNames[3], true, newFair),
 		aqsRow(clusterImplNames[4], false, newFair),
 		// As in the single-node table: one permit, set once per name by the first process.
-		&impl{name: clusterImplNames[5], trips: trips, locks: func(key string, n int) ([]acquireFunc, error) {
-			s, err := semaphore.New(client, key)
-			if err != nil {
-				return nil, err
-			}
-			if _, err := s.TrySetPermits(bg, 1); err != nil {
-				return nil, err
-			}
-			release := func() error { return s.Release(bg, 1) }
-			acq := func(ctx context.Context) (func() error, error) {
-				if err := s.Acquire(ctx, 1); err != nil {
-					return nil, err
-				}
-				return release, nil
-			}
-			return repeat(acquireFunc(acq), n), nil
-		}},
+		&impl{name: clusterImplNames[5], trips: trips, locks: semaphoreLocks(client)},
 	)
 
 	// redsync: a Mutex per goroutine and name (it remembers its hold's value).

@@ -248,23 +248,7 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 		}},
 		// A semaphore of one permit is a lock; its permits are set once per name, by the first
 		// process to try.
-		&impl{name: implNames[6], trips: trips, locks: func(key string, n int) ([]acquireFunc, error) {
-			s, err := semaphore.New(client, key)
-			if err != nil {
-				return nil, err
-			}
-			if _, err := s.TrySetPermits(bg, 1); err != nil {
-				return nil, err
-			}
-			release := func() error { return s.Release(bg, 1) }
-			acq := func(ctx context.Context) (func() error, error) {
-				if err := s.Acquire(ctx, 1); err != nil {
-					return nil, err
-				}
-				return release, nil
-			}
-			return repeat(acquireFunc(acq), n), nil
-		}},
+		&impl{name: implNames[6], trips: trips, locks: semaphoreLocks(client)},
 	)
 
 	// redsync: a Mutex remembers the value of its current hold, so each goroutine has its own.
@@ -430,5 +414,28 @@ func redsyncLocks(rs *redsync.Redsync, opts ...redsync.Option) func(string, int)
 			}
 		}
 		return out, nil
+	}
+}
+
+// semaphoreLocks returns the acquire functions of a counting semaphore of one permit on key,
+// a lock: its permits are set once per name, by the first process to try.
+func semaphoreLocks(client *aqs.Client) func(string, int) ([]acquireFunc, error) {
+	return func(key string, n int) ([]acquireFunc, error) {
+		bg := context.Background()
+		s, err := semaphore.New(client, key)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.TrySetPermits(bg, 1); err != nil {
+			return nil, err
+		}
+		release := func() error { return s.Release(bg, 1) }
+		acq := func(ctx context.Context) (func() error, error) {
+			if err := s.Acquire(ctx, 1); err != nil {
+				return nil, err
+			}
+			return release, nil
+		}
+		return repeat(acquireFunc(acq), n), nil
 	}
 }
