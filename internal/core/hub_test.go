@@ -511,3 +511,103 @@ func TestTagsMessageWakesExactlyItsWaiters(t *testing.T) {
 		t.Fatal("\"*\" did not wake every waiter")
 	}
 }
+
+// TestClusterClientHoldsOnePubSubConnectionPerMaster parks a waiter on each of many names,
+// spread over the slots of every master: the waiting Client holds one pub/sub connection per
+// master, dials none when it waits on the same names again, and after its connections are
+// killed every waiter still gets its lock, again over one connection per master.
+func TestClusterClientHoldsOnePubSubConnectionPerMaster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	shared := redistest.Cluster(t)
+	opts := shared.Options()
+	opts.ClientName = redistest.Name(t)
+	cc := redis.NewClusterClient(opts)
+	t.Cleanup(func() { _ = cc.Close() })
+	holder := newClient(t, shared.Client(t))
+	c := newClient(t, cc)
+	rt := runtimeOf(t, c)
+
+	const n = 60
+	held := make([]context.Context, n)
+	holderLocks := make([]*reentrant.Lock, n)
+	locks := make([]*reentrant.Lock, n)
+	for i := range n {
+		name := fmt.Sprintf("%s-%d", redistest.Name(t), i)
+		var err error
+		holderLocks[i], err = reentrant.New(holder, name)
+		require.NoError(t, err)
+		locks[i], err = reentrant.New(c, name)
+		require.NoError(t, err)
+	}
+	var masters []*redis.Client
+	for _, addr := range shared.Addrs() {
+		m := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = m.Close() })
+		masters = append(masters, m)
+	}
+	// conns returns the ids of c's pub/sub connections, master by master.
+	conns := func() [][]int64 {
+		var all [][]int64
+		for _, m := range masters {
+			ids, err := pubsubConns(m, opts.ClientName)
+			require.NoError(t, err)
+			all = append(all, ids)
+		}
+		return all
+	}
+	// round holds every name, parks a waiter of c on each, runs between (when not nil) and
+	// releases them all; it returns c's connections while the waiters were parked.
+	round := func(between func()) [][]int64 {
+		var errs []<-chan error
+		for i := range n {
+			var err error
+			held[i], err = holderLocks[i].Lock(ctx)
+			require.NoError(t, err)
+			errs = append(errs, startWaiters(ctx, locks[i], 1))
+		}
+		require.Eventually(t, func() bool {
+			if rt.Hub.Waiters() != n {
+				return false
+			}
+			for i := range n {
+				if subscribers(cc, channelOf(c, locks[i])) != 1 {
+					return false
+				}
+			}
+			return true
+		}, 20*time.Second, 10*time.Millisecond, "every waiter parked and subscribed")
+		parked := conns()
+		if between != nil {
+			between()
+		}
+		for i := range n {
+			require.NoError(t, holderLocks[i].Unlock(held[i]))
+		}
+		for _, e := range errs {
+			assert.NoError(t, results(t, e, 1, 20*time.Second)[0])
+		}
+		return parked
+	}
+
+	first := round(nil)
+	for i, ids := range first {
+		assert.Len(t, ids, 1, "pub/sub connections of the waiting Client on master %d", i)
+	}
+	again := round(nil)
+	assert.Equal(t, first, again, "waiting on the same names again dials no connection")
+
+	killed := round(func() {
+		for i, m := range masters {
+			for _, id := range again[i] {
+				require.NoError(t, m.ClientKillByFilter(ctx, "ID", strconv.FormatInt(id, 10)).Err())
+			}
+		}
+	})
+	assert.Equal(t, again, killed)
+	after := round(nil)
+	for i, ids := range after {
+		assert.Len(t, ids, 1, "pub/sub connections on master %d after the kill", i)
+		assert.NotEqual(t, again[i], ids, "a new connection to master %d", i)
+	}
+}
