@@ -20,6 +20,7 @@ import (
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/reentrant"
+	"github.com/redaqs/aqs/rwlock"
 	"github.com/redaqs/aqs/semaphore"
 )
 
@@ -97,6 +98,7 @@ var implNames = []string{
 	"etcd concurrency.Mutex (--unsafe-no-fsync)",
 	"ZooKeeper floor: create + delete of an ephemeral node",
 	"ZooKeeper lock recipe (go-zookeeper zk.Lock)",
+	"aqs rwlock, write side",
 }
 
 const (
@@ -105,6 +107,7 @@ const (
 	floorCycle  = 2
 	fifoFloor   = 3
 	capacityRow = 12
+	rwlockRow   = 21
 )
 
 // capacityBatch is how many commands the capacity row sends to a round trip.
@@ -342,6 +345,17 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 		return fail(err)
 	}
 	p.impls = append(p.impls, peers...)
+
+	// The read-write lock's write side, on one name: the same strict-FIFO hand-off as the fair
+	// lock's, through the rwlock's own scripts.
+	p.impls = append(p.impls, &impl{name: implNames[rwlockRow], trips: trips, oneOnly: true,
+		locks: func(key string, n int) ([]acquireFunc, error) {
+			l, err := rwlock.New(client, key)
+			if err != nil {
+				return nil, err
+			}
+			return aqsLocks(func(ctx context.Context) (context.Context, error) { return l.Lock(ctx) }, l.Unlock, n), nil
+		}})
 
 	for i, im := range p.impls {
 		if im.name != implNames[i] {

@@ -246,6 +246,7 @@ func containsFold(s, substr string) bool {
 
 func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]row, error) {
 	n := len(p.impls)
+	watch := newServerWatch(context.Background(), p.app)
 	wit := newLocalWitness()
 	var children []*child
 	if sc.procs > 1 {
@@ -302,16 +303,23 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 			if sc.names > 0 {
 				setup = 200 * time.Millisecond
 			}
+			if children != nil {
+				setup += 48 * time.Millisecond // for every child to read its line
+			}
+			sp.Start = time.Now().Add(setup).UnixNano()
+			sp.Stop = sp.Start + int64(cfg.slice)
+			server := watch.window(time.Unix(0, sp.Start), time.Unix(0, sp.Stop))
 			var err error
 			if children == nil {
-				sp.Start = time.Now().Add(setup).UnixNano()
-				sp.Stop = sp.Start + int64(cfg.slice)
 				results[i] = runSlice(p, p.impls[i], sp, wit, cfg.work)
 			} else {
 				results[i], err = runChildren(children, sp, cfg.slice, setup)
 				if err != nil {
 					return nil, err
 				}
+			}
+			if u, ok := server(); ok && peerVariant(i) == noPeer {
+				results[i].server = &u
 			}
 			rates[i] = float64(results[i].Ops) / cfg.slice.Seconds()
 			overlaps[i] = wit.overlaps.Load() - before
@@ -417,6 +425,9 @@ func writeTable(b *strings.Builder, sc scenario, rows []row) {
 	}
 	for _, n := range notes {
 		fmt.Fprintf(b, "\n%s\n", n)
+	}
+	if !sc.cluster {
+		writeCPUTable(b, rows)
 	}
 	if sc.cluster {
 		writeClusterNotes(b, rows)

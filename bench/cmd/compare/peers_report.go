@@ -105,7 +105,7 @@ func peerConclusion(results []result) string {
 		for _, a := range []struct {
 			row  int
 			name string
-		}{{5, "aqs fair"}, {6, "the counting semaphore"}} {
+		}{{5, "aqs fair"}, {6, "the counting semaphore"}, {rwlockRow, "the rwlock's write side"}} {
 			var xs []string
 			for _, p := range peers {
 				if x, ok := ratioTo(r.rows, a.row, p.row); ok {

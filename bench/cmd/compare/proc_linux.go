@@ -14,3 +14,12 @@ import (
 func dieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
+
+// selfUsage returns this process's usage so far.
+func selfUsage() usage {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return usage{}
+	}
+	return usage{cpu: ru.Utime.Nano() + ru.Stime.Nano(), wakes: ru.Nvcsw}
+}

@@ -125,6 +125,7 @@ never download the libraries it compares against); each run replaces it, and its
 | FIFO floor: BLPOP + RPUSH of a token | the cheapest strictly FIFO hand-off on one key; not a usable lock (no lease) |
 | aqs reentrant, aqs fair | one aqs.Client per process, one Lock value shared by its goroutines, default options |
 | aqs counting semaphore, 1 permit | semaphore.New with 1 permit: Acquire(ctx, 1) / Release(ctx, 1) |
+| aqs rwlock, write side | rwlock.New: Lock / Unlock, the write side alone, on one name (the one-key scenarios) |
 | redsync | go-redsync/redsync %s: defaults (32 tries, 50-250 ms between them), and with a 1 ms retry delay |
 | redislock | bsm/redislock %s, linear retry of 100 ms and of 1 ms |
 | rueidislock | redis/rueidis %s rueidislock, defaults (3 keys, majority of 2) |

@@ -50,7 +50,10 @@ type sliceResult struct {
 	Failures int64   `json:"failures"`        // Lock calls that failed before stop, and failed releases
 	Cmds     int64   `json:"cmds,omitempty"`  // commands of the row's counted client (impl.trips) in the slice
 	Trips    int64   `json:"trips,omitempty"` // the round trips that carried them
+	CPU      int64   `json:"cpu"`             // ns of CPU this process spent over the window (cpu.go)
+	Wakes    int64   `json:"wakes"`           // this process's wake-ups over the window
 	FirstErr string  `json:"first_err,omitempty"`
+	server   *usage  // the redis-server's usage over the window, when measured (cpu.go)
 }
 
 // merge adds another process's result of the same slice.
@@ -63,6 +66,8 @@ func (r *sliceResult) merge(o sliceResult) {
 	r.Failures += o.Failures
 	r.Cmds += o.Cmds
 	r.Trips += o.Trips
+	r.CPU += o.CPU
+	r.Wakes += o.Wakes
 	if r.FirstErr == "" {
 		r.FirstErr = o.FirstErr
 	}
@@ -122,7 +127,12 @@ func runSlice(p *procImpls, im *impl, sp sliceSpec, wit *witness, work time.Dura
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	timer := time.AfterFunc(time.Until(stop), cancel)
+	used0 := selfUsage()
+	used := make(chan usage, 1)
+	timer := time.AfterFunc(time.Until(stop), func() {
+		used <- selfUsage()
+		cancel()
+	})
 	defer timer.Stop()
 
 	var wg sync.WaitGroup
@@ -139,8 +149,9 @@ func runSlice(p *procImpls, im *impl, sp sliceSpec, wit *witness, work time.Dura
 		}()
 	}
 	wg.Wait()
+	used1 := <-used
 
-	res := sliceResult{Counts: make([]int64, len(workers))}
+	res := sliceResult{Counts: make([]int64, len(workers)), CPU: used1.cpu - used0.cpu, Wakes: used1.wakes - used0.wakes}
 	if im.trips != nil {
 		res.Cmds, res.Trips = im.trips.cmds.Load()-cmds0, im.trips.trips.Load()-trips0
 	}

@@ -23,6 +23,9 @@ type row struct {
 	cmds     int64 // see sliceResult.Cmds
 	trips    int64
 	conns    *connStats // the cluster scenarios' connection counts (cluster.go); nil elsewhere
+	used     usage      // the processes' CPU and wake-ups over the slices (cpu.go)
+	server   usage      // the redis-server's, over the slices where it was measured
+	served   int64      // the acquisitions of those slices
 }
 
 func (r *row) add(res sliceResult, rate float64, overlaps int64) {
@@ -35,6 +38,14 @@ func (r *row) add(res sliceResult, rate float64, overlaps int64) {
 	r.acquired += res.Ops
 	r.cmds += res.Cmds
 	r.trips += res.Trips
+	r.used.cpu += res.CPU
+	r.used.wakes += res.Wakes
+	if res.server != nil {
+		r.server.cpu += res.server.cpu
+		r.server.wakes += res.server.wakes
+		r.server.cmds += res.server.cmds
+		r.served += res.Ops
+	}
 	r.repeats += res.Repeats
 	r.failures += res.Failures
 	r.overlaps += overlaps
