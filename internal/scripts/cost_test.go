@@ -179,13 +179,57 @@ func wantStatus(t *testing.T, r []any, status int64, what string) {
 const costWait = 600000 // leases and waiter timeouts (ms): longer than any run
 
 var costScenarios = []costScenario{
+	// The floors: a PING, and the cheapest strictly FIFO hand-off.
+	{"floor-ping", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
+		return func() { require.NoError(t, c.Ping(ctx).Err()) }
+	}},
+	// The cheapest script call, and one with the release's keys and arguments (a contended
+	// fair release's: three keys, seven arguments) that does nothing with them.
+	{"floor-evalsha", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
+		trivial := redis.NewScript("return 1")
+		require.NoError(t, trivial.Load(ctx, c).Err())
+		return func() { require.NoError(t, trivial.EvalSha(ctx, c, nil).Err()) }
+	}},
+	{"floor-evalsha-args", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
+		trivial := redis.NewScript("return 1")
+		require.NoError(t, trivial.Load(ctx, c).Err())
+		keys := lockKeys("cost:fe:{l}")
+		a := newCostClient()
+		return func() {
+			require.NoError(t, trivial.EvalSha(ctx, c, keys, a.hold(), "1", "PUBLISH", costWait, "", "0", a.hold()+" "+strconv.Itoa(costWait)).Err())
+		}
+	}},
+	// The minimal correct lock cycle: SET NX PX, and a script that deletes the key if it still
+	// holds the token.
+	{"floor-lock-cycle", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
+		del := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+		require.NoError(t, del.Load(ctx, c).Err())
+		a := newCostClient()
+		return func() {
+			h := a.hold()
+			require.NoError(t, c.SetNX(ctx, "cost:floor:{l}", h, costWait*time.Millisecond).Err())
+			n, err := del.EvalSha(ctx, c, []string{"cost:floor:{l}"}, h).Int()
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+		}
+	}},
+	// The FIFO floor's two commands, RPUSH of the token and BLPOP taking it, with the token
+	// already there: the blocked waiter's wake-up is left out, so the floor's cost is a lower
+	// bound.
+	{"floor-fifo-handoff", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
+		const key = "cost:fifo"
+		return func() {
+			require.NoError(t, c.RPush(ctx, key, "t").Err())
+			require.NoError(t, c.BLPop(ctx, 0, key).Err())
+		}
+	}},
 	{"lock-uncontended", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
 		keys := lockKeys("cost:lu:{l}")
 		a := newCostClient()
 		return func() {
 			h := a.hold()
 			wantStatus(t, evalsha(t, ctx, c, scripts.LockAcquire, keys, h, costWait, costWait, "1", "0", "1", "0", "PUBLISH"), 1, "acquire")
-			wantStatus(t, evalsha(t, ctx, c, scripts.LockRelease, keys, h, "1", "PUBLISH", costWait, "", "0"), 1, "release")
+			wantStatus(t, evalsha(t, ctx, c, scripts.LockRelease, keys, h, "1", "PUBLISH"), 1, "release")
 		}
 	}},
 	// A contended hand-off: the holder's Client arrives with a new hold (joining behind the
@@ -298,6 +342,15 @@ var costScenarios = []costScenario{
 			wh = wc.hold()
 			wantStatus(t, evalsha(t, ctx, c, scripts.RWWriteAcquire, keys, wh, costWait, costWait, "1", "0", "PUBLISH", "1"), 3, "write arrival")
 			wantStatus(t, evalsha(t, ctx, c, scripts.RWReadRelease, keys, rh, "1", "PUBLISH", "0", "1"), 1, "read release")
+		}
+	}},
+	{"rw-write-uncontended", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
+		keys := []string{"cost:rwu:{w}", "cost:rwu:{w}:r", "cost:rwu:{w}:rn", "cost:rwu:{w}:q", "cost:rwu:{w}:d"}
+		a := newCostClient()
+		return func() {
+			h := a.hold()
+			wantStatus(t, evalsha(t, ctx, c, scripts.RWWriteAcquire, keys, h, costWait, costWait, "1", "0", "PUBLISH", "1"), 1, "acquire")
+			wantStatus(t, evalsha(t, ctx, c, scripts.RWWriteRelease, keys, h, "1", "PUBLISH"), 1, "release")
 		}
 	}},
 	{"rw-read-uncontended", func(t *testing.T, ctx context.Context, c *redis.Client) func() {

@@ -14,6 +14,9 @@
 --          the order they asked, that join the queue's tail with this release, before the lock
 --          is handed to the live head, when the lock does not go to ARGV[5]'s waiter
 --
+-- A release with no pick and no rider may leave out ARGV[4..6] (each argument costs the
+-- server a string on every run, and this is also the uncontended release).
+--
 -- When the hold ends, the lock goes to ARGV[5]'s waiter if there is one and ARGV[6] allows
 -- it; otherwise the riders join and the lock goes to the live head of the queue, whose Client
 -- alone is told (see hand_off in _lock.lua); with nobody queued it is freed.
@@ -33,7 +36,7 @@
 --                     it): nothing changed
 --   error             WRONGTYPE when the key holds a value aqs did not write
 local l, q, d = KEYS[1], KEYS[2], KEYS[3]
-local hold, pick = ARGV[1], ARGV[5]
+local hold, pick, over = ARGV[1], ARGV[5] or '', ARGV[6] or '0'
 local v = redis.call('GET', l)
 if ARGV[2] == '1' and v then
   local riders = ARGV[7] ~= nil
@@ -60,7 +63,7 @@ if ARGV[2] == '1' and v then
     if v ~= hold and tonumber(string.sub(v, n + 5)) <= now then
       return {4} -- its lease ran out: a waiter may take the lock at any moment
     end
-    --@inline local reply = end_hold(l, q, d, hold, now, pick, ARGV[6], ARGV[3], ARGV[4], 7)
+    --@inline local reply = end_hold(l, q, d, hold, now, pick, over, ARGV[3], ARGV[4], 7)
     return reply
   end
 end
@@ -88,4 +91,4 @@ end
 -- A hold with a count or a token ends here, the same way as above.
 now = now or server_ms()
 local timeout = tonumber(ARGV[4])
-return end_hold(l, q, d, hold, now, pick, ARGV[6], ARGV[3], timeout, 7)
+return end_hold(l, q, d, hold, now, pick, over, ARGV[3], timeout, 7)

@@ -22,12 +22,20 @@
 -- before trying again without a message; {5, 0} no longer queued (dropped as dead, or granted
 -- and its lease ran out before it knew), start over under a new hold id. Error WRONGTYPE
 -- when w holds a value aqs did not write.
+local v = redis.call('GET', KEYS[1])
+if not v and ARGV[7] == '1' and ARGV[5] ~= '1' and redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[4], KEYS[5]) == 0 then
+  -- The uncontended path, before any definition is made (each costs the server a closure on
+  -- every run), for a fresh hold without a fencing token (it cannot be queued already): no
+  -- writer, no reader (not even one whose lease ran out) and no queue key (not even one of
+  -- another type, which the general path reports).
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, 0}
+end
 --@include _rw
 local w, r, rn, q, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local hold, timeout = ARGV[1], tonumber(ARGV[3])
 local from = string.sub(hold, 1, 36)
 local now = server_ms()
-local v = redis.call('GET', w)
 if v and parse_value(v) == hold then
   return {2, 0}
 end

@@ -12,10 +12,16 @@
 -- Replies (DecodeRelease): {0, n} counted down, n >= 1 holds left; {1, hold ids granted to
 -- waiters of the caller's Client (not published)...} released; {4} w does not hold this
 -- hold, nothing changed.
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] and ARGV[2] == '1' and redis.call('EXISTS', KEYS[4]) == 0 then
+  -- The uncontended release, before any definition is made: a bare hold (no count, no
+  -- token) and nobody queued, so there is nobody to serve.
+  redis.call('DEL', KEYS[1])
+  return {1}
+end
 --@include _rw
 local w, r, rn, q, d = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local hold = ARGV[1]
-local v = redis.call('GET', w)
 local rest = rest_of(v, hold)
 if not rest then
   return {4}
