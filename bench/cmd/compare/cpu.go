@@ -137,3 +137,39 @@ func writeCPUTable(b *strings.Builder, rows []row) {
 		b.WriteString(l + "\n")
 	}
 }
+
+// handOffConclusion returns the conclusions' paragraph on what one hand-off costs on a hot
+// name, beside the FIFO floor's: for the one-key scenarios of 8 goroutines and of several
+// processes, each FIFO row's client and server CPU, server commands and client wake-ups per
+// acquisition; "" when neither ran.
+func handOffConclusion(byTag map[string]result) string {
+	rowsOf := []struct {
+		row  int
+		name string
+	}{{fifoFloor, "the FIFO floor"}, {5, "aqs fair"}, {6, "the counting semaphore"}, {rwlockRow, "the rwlock's write side"}}
+	var lines []string
+	for _, tag := range []string{"8", "procs"} {
+		r, ok := byTag[tag]
+		if !ok {
+			continue
+		}
+		var parts []string
+		for _, x := range rowsOf {
+			row := r.rows[x.row]
+			if row.acquired == 0 || row.served == 0 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %s client + %s server CPU, %s server commands, %s client wake-ups", x.name,
+				fmtPer(row.used.cpu, row.acquired, true), fmtPer(row.server.cpu, row.served, true),
+				fmtPer(row.server.cmds, row.served, false), fmtPer(row.used.wakes, row.acquired, false)))
+		}
+		if len(parts) > 1 {
+			lines = append(lines, fmt.Sprintf("  - %s: %s.", scenarioLabel(r.sc), strings.Join(parts, "; ")))
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "What one hand-off on a hot name costs, per acquisition (the tables' CPU sections; the critical section's 10µs of busy work is in the client's figure):\n" +
+		strings.Join(lines, "\n")
+}

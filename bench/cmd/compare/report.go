@@ -116,6 +116,14 @@ never download the libraries it compares against); each run replaces it, and its
   made before the end count.
 - **Many names.** Each acquisition takes one of %d names at random (a lock per order, per
   seat), held for the time the title gives.
+- **Where the CPU goes.** Each slice also measures, over its window, the CPU time and the
+  voluntary context switches (a thread woken from sleep) of the processes that ran it, and the
+  redis-server's CPU, commands (a script's own calls counted, as INFO counts them) and main
+  thread wake-ups; a table under each single-server scenario divides them by the
+  acquisitions. On 2 cores shared by Redis and the clients, what a hand-off costs both sides,
+  and how long Redis takes over it (the next holder waits for it), bounds the rate. The
+  Redis instructions of each script path, beside the floors', are measured by
+  `+"`make callgrind`"+` (internal/scripts/cost_test.go).
 
 | Row | What it is |
 |---|---|
@@ -199,7 +207,7 @@ func vsBest(rows []row, i int) (ratio float64, best int, ok bool) {
 	return median(ratios), best, true
 }
 
-// conclusions returns at most six findings of the run, computed from its tables.
+// conclusions returns the findings of the run, computed from its tables.
 func conclusions(results []result) []string {
 	byTag := map[string]result{}
 	for _, r := range results {
@@ -252,6 +260,9 @@ func conclusions(results []result) []string {
 	versus("procs", true)
 	if p := peerConclusion(results); p != "" {
 		out = append(out, p)
+	}
+	if h := handOffConclusion(byTag); h != "" {
+		out = append(out, h)
 	}
 
 	var overlaps, failures, acquired int64
