@@ -260,13 +260,20 @@ func runServe(t *testing.T, k failoverKind, policy bool) *serveRun {
 	r.promoted, err = d.fail()
 	require.NoError(t, err)
 	r.acks = r.promoted
+	whole := make(chan struct{})
 	if policy {
+		close(whole)
 		r.acks, err = d.acks()
 		require.NoError(t, err)
 	} else {
 		// The deployment is made whole again all the same (the cluster's killed node
-		// rejoins), so that runs end alike; without the policy nothing waits for it.
-		go func() { _, _ = d.acks() }()
+		// rejoins), so that runs end alike; without the policy no call waits for it, but the
+		// run does before it ends (the wait is bounded), so that it is not left polling
+		// servers that are stopped.
+		go func() {
+			defer close(whole)
+			_, _ = d.acks()
+		}()
 	}
 	time.Sleep(time.Until(r.acks.Add(serveAfter)))
 	for _, c := range children {
@@ -280,6 +287,7 @@ func runServe(t *testing.T, k failoverKind, policy bool) *serveRun {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the children's lines did not all come")
 	}
+	<-whole
 	r.left = leftBehind(t, ctx, d)
 	return r
 }
