@@ -2,6 +2,7 @@ package acquire
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"time"
 
@@ -357,16 +358,22 @@ func (q *Queue) Release(ctx context.Context, hold string, last bool, run Release
 
 	sentAt := time.Now()
 	r, err := run(ctx, pickMember, over, members)
-	// The caller goes on at once: its next Lock, typically, boards on the new holder in
-	// time for that holder's release (yielding to the new holder first would let that
-	// release go out before it boards, and the hand-offs leave the Client).
-	q.settle(sentAt, r, err, pick, riders)
+	if q.settle(sentAt, r, err, pick, riders) {
+		// The lock went to a waiter of this Queue while others still wait here: the caller
+		// yields, so that the new holder runs at once, on this thread, rather than after the
+		// caller's return, or on another thread woken for it. With nobody else waiting here
+		// the caller goes on at once instead: its next Lock, typically, boards on the new
+		// holder in time for that holder's release, which yielding would let go out first,
+		// and the hand-offs would leave the Client.
+		runtime.Gosched()
+	}
 	return r, err
 }
 
 // settle tells the local waiters the outcome of a release sent at sentAt (err: unknown) that
-// may have picked pick and carried riders.
-func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *waiter, riders []*waiter) {
+// may have picked pick and carried riders. It reports whether the release handed the lock to
+// a waiter of this Queue while others still wait here.
+func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *waiter, riders []*waiter) (busy bool) {
 	s := &settlement{q: q, sentAt: sentAt, known: err == nil}
 	if s.known && r.Kind == scripts.HandedLocal {
 		s.handedTo = r.Hold
@@ -394,6 +401,7 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 	deliver := s.handedTo != "" && !s.ours && !s.queuedHolder()
 	if s.ours {
 		q.held, q.heldHold, q.heldAt = s.handedTo, nil, time.Now()
+		busy = len(q.waiters) > 0
 	} else if q.inflight == 0 && q.held == "" {
 		// Not handed to a waiter of this Queue: the waiters that boarded while the release
 		// was on its way attempt on their own (the lock may be free, or another Client's).
@@ -407,6 +415,7 @@ func (q *Queue) settle(sentAt time.Time, r scripts.Release, err error, pick *wai
 	for _, w := range s.orphans {
 		clearLater(q.rt, w.rules, w.hold, nil)
 	}
+	return busy
 }
 
 // settlement is a release's outcome as settle tells it to the local waiters, with q.mu held.
