@@ -189,10 +189,7 @@
 // New takes a *redis.Client, a *redis.ClusterClient or a *redis.FailoverClient (Sentinel). On
 // Redis Cluster the Client uses sharded pub/sub (SSUBSCRIBE and SPUBLISH, Redis 7 or later);
 // when a resharding moves a primitive's slot, the Client subscribes again on the new owner and
-// wakes its waiters to look again. Waiters of a Client share its pub/sub connections: at most
-// one per master on Redis Cluster, one on a single server or Sentinel, besides the Redis
-// client's own pool; a connection opens when the Client first waits and closes once nothing
-// waited on it for about half a minute.
+// wakes its waiters to look again.
 //
 // # Errors
 //
