@@ -46,14 +46,10 @@ import (
 // is woken to re-check.
 //
 // A channel stays subscribed for Config.Linger after its last waiter left, so that a lock
-// contended in bursts does not pay a SUBSCRIBE round trip each time; then it is unsubscribed.
-// A connection with no channel left stays open for connLinger more, so that waits in bursts
-// do not dial a connection each time either; then it is closed.
+// contended in bursts does not pay a SUBSCRIBE round trip each time; then it is unsubscribed,
+// and a connection with no channel left is closed.
 
 type chanState int
-
-// connLinger is how long a connection of the hub stays open with no channel (see above).
-const connLinger = 30 * time.Second
 
 const (
 	subscribing chanState = iota
@@ -75,7 +71,6 @@ type hubConn struct {
 	ps      *redis.PubSub
 	addr    string // its key in Hub.conns
 	chans   int
-	idle    *time.Timer // closes it connLinger after its last channel went (see above)
 	closed  bool
 	backoff time.Duration // the receive loop's first pause after an error, when not the least
 	breaks  int           // how many times the connection broke (see audit in hub_audit.go)
@@ -240,10 +235,6 @@ func (h *Hub) connFor(node *redis.Client) (*hubConn, bool) {
 		addr = node.Options().Addr
 	}
 	if c := h.conns[addr]; c != nil {
-		if c.idle != nil {
-			c.idle.Stop()
-			c.idle = nil
-		}
 		return c, false
 	}
 	var ps *redis.PubSub
@@ -297,9 +288,6 @@ func (h *Hub) receive(conn *hubConn) {
 		}
 		if err != nil {
 			again := h.connBroken(conn)
-			if conn.chans == 0 && conn.idle == nil {
-				h.idleConn(conn)
-			}
 			h.mu.Unlock()
 			for _, ch := range again {
 				_ = h.subscribe(h.rt.ctx, conn, ch)
@@ -326,12 +314,18 @@ func (h *Hub) receive(conn *hubConn) {
 				return
 			}
 		}
-		if conn.chans == 0 && conn.idle == nil {
-			h.idleConn(conn)
+		closeConn := conn.chans == 0
+		if closeConn {
+			conn.closed = true
+			delete(h.conns, conn.addr)
 		}
 		h.mu.Unlock()
 		if resubscribe != "" {
 			_ = h.subscribe(h.rt.ctx, conn, resubscribe)
+		}
+		if closeConn {
+			_ = conn.ps.Close()
+			return
 		}
 	}
 }
@@ -385,10 +379,6 @@ func (h *Hub) confirmed(conn *hubConn, m *redis.Subscription) (resubscribe strin
 // waiters are dropped; every waiter is woken to re-check, as a message may have been missed.
 func (h *Hub) rehome(conn *hubConn, pause time.Duration) {
 	conn.closed = true
-	if conn.idle != nil {
-		conn.idle.Stop()
-		conn.idle = nil
-	}
 	if h.conns[conn.addr] == conn {
 		delete(h.conns, conn.addr)
 	}
@@ -508,25 +498,6 @@ func (h *Hub) connBroken(conn *hubConn) (resubscribe []string) {
 	return resubscribe
 }
 
-// idleConn closes conn, which has no channel left, after connLinger unless one comes
-// meanwhile (connFor stops the timer); with h.mu held. Its receive loop then returns.
-func (h *Hub) idleConn(conn *hubConn) {
-	conn.idle = time.AfterFunc(connLinger, func() {
-		h.mu.Lock()
-		if conn.closed || conn.chans > 0 || conn.idle == nil {
-			h.mu.Unlock()
-			return
-		}
-		conn.closed = true
-		conn.idle = nil
-		if h.conns[conn.addr] == conn {
-			delete(h.conns, conn.addr)
-		}
-		h.mu.Unlock()
-		_ = conn.ps.Close()
-	})
-}
-
 func (h *Hub) drop(c *hubChan) {
 	delete(h.chans, c.name)
 	c.conn.chans--
@@ -553,9 +524,6 @@ func (h *Hub) close() {
 	conns := make([]*hubConn, 0, len(h.conns))
 	for _, c := range h.conns {
 		c.closed = true
-		if c.idle != nil {
-			c.idle.Stop()
-		}
 		conns = append(conns, c)
 	}
 	for _, c := range h.chans {
