@@ -18,8 +18,8 @@ import (
 // already subscribed to, so no wakeup can be lost between "attempt failed" and "start waiting".
 //
 // One subscription per channel per Client serves every local waiter of it, and one
-// connection serves every channel (on Redis Cluster, one per master, with sharded pub/sub, so a
-// message travels only inside its shard). The hub knows messages, not primitives; a message
+// connection serves every channel (on Redis Cluster, one per hash slot, with sharded pub/sub, so
+// a message travels only inside its shard). The hub knows messages, not primitives; a message
 // says whom to wake:
 //
 //	"1"       wake one waiter: the longest-waiting local one that has no wakeup pending. A waiter
@@ -34,16 +34,11 @@ import (
 // every waiter of the channel. Beyond that, each waiter's only fallback is a timer bounded by
 // the remaining lease its last attempt reported.
 //
-// On Redis Cluster a shard channel lives on the master of its slot, and the hub keeps one
-// connection per master, opened to the node itself: a Client that waits on thousands of names
-// holds as many connections as there are masters, and dials none while the topology holds. Each
-// channel is subscribed by a command of its own, as one SSUBSCRIBE may not span slots. When a
-// resharding moves a slot, its master ends the subscription itself (an unsubscribe nobody asked
-// for), and a subscription sent to a node that no longer owns the slot is refused (MOVED); when
-// the connection breaks, its master may be gone (a failover), and go-redis's own resubscription
-// would send every channel in one command. In each case the connection's channels move to new
-// connections, to the masters of their slots in the reloaded slot map, and every waiter of them
-// is woken to re-check.
+// On Redis Cluster a shard channel lives on the master of its slot. When a resharding moves the
+// slot, that master ends the subscription itself (an unsubscribe nobody asked for), and a
+// subscription sent to a node that no longer owns the slot is refused (MOVED). Either way the
+// connection's channels move to a new connection, which go-redis opens to the slot's owner
+// after reloading its slot map, and every waiter of them is woken to re-check.
 //
 // A channel stays subscribed for Config.Linger after its last waiter left, so that a lock
 // contended in bursts does not pay a SUBSCRIBE round trip each time; then it is unsubscribed,
@@ -61,7 +56,7 @@ const (
 type Hub struct {
 	rt     *Runtime
 	mu     sync.Mutex
-	conns  map[string]*hubConn // by the master's address on Redis Cluster; "" otherwise
+	conns  map[int]*hubConn
 	chans  map[string]*hubChan
 	closed bool
 	wg     sync.WaitGroup
@@ -69,7 +64,7 @@ type Hub struct {
 
 type hubConn struct {
 	ps      *redis.PubSub
-	addr    string // its key in Hub.conns
+	slot    int
 	chans   int
 	closed  bool
 	backoff time.Duration // the receive loop's first pause after an error, when not the least
@@ -78,7 +73,7 @@ type hubConn struct {
 
 type hubChan struct {
 	name    string
-	conn    *hubConn // nil while rehome finds it a new one (state subscribing)
+	conn    *hubConn
 	state   chanState
 	ready   chan struct{} // closed once the subscription is confirmed
 	waiters []*Waiter
@@ -100,7 +95,7 @@ type Waiter struct {
 }
 
 func newHub(rt *Runtime) *Hub {
-	h := &Hub{rt: rt, conns: make(map[string]*hubConn), chans: make(map[string]*hubChan)}
+	h := &Hub{rt: rt, conns: make(map[int]*hubConn), chans: make(map[string]*hubChan)}
 	h.wg.Add(1)
 	go h.audit()
 	return h
@@ -111,10 +106,6 @@ func newHub(rt *Runtime) *Hub {
 // grants on channel to hold ids of this Client that it no longer uses (see orphan.go). On
 // error (ctx done, Client closed) nothing stays registered. The caller must Close the waiter.
 func (h *Hub) Wait(ctx context.Context, channel, tag string, orphans *Orphans) (*Waiter, error) {
-	node, err := h.master(ctx, channel)
-	if err != nil {
-		return nil, err
-	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -123,7 +114,7 @@ func (h *Hub) Wait(ctx context.Context, channel, tag string, orphans *Orphans) (
 	c := h.chans[channel]
 	var subscribe, start *hubConn
 	if c == nil {
-		conn, isNew := h.connFor(node)
+		conn, isNew := h.connFor(channel)
 		c = &hubChan{name: channel, conn: conn, state: subscribing, ready: make(chan struct{})}
 		h.chans[channel] = c
 		conn.chans++
@@ -217,37 +208,23 @@ func (w *Waiter) Close() {
 	}
 }
 
-// master returns the node that serves channel's subscribers on Redis Cluster: the master of
-// its slot in go-redis's slot map (loaded by the Client's first command, so this asks nothing
-// of the server). It returns nil on a single server or Sentinel.
-func (h *Hub) master(ctx context.Context, channel string) (*redis.Client, error) {
-	cc, ok := h.rt.Redis.(*redis.ClusterClient)
-	if !ok || !h.rt.Sharded {
-		return nil, nil
+// connFor returns the connection for channel's slot, creating its PubSub (not yet connected).
+func (h *Hub) connFor(channel string) (*hubConn, bool) {
+	slot := 0
+	if h.rt.Sharded {
+		slot = Slot(channel)
 	}
-	return cc.MasterForKey(ctx, channel)
-}
-
-// connFor returns the connection to node (see master), creating its PubSub (not yet connected).
-func (h *Hub) connFor(node *redis.Client) (*hubConn, bool) {
-	addr := ""
-	if node != nil {
-		addr = node.Options().Addr
-	}
-	if c := h.conns[addr]; c != nil {
+	if c := h.conns[slot]; c != nil {
 		return c, false
 	}
 	var ps *redis.PubSub
-	switch {
-	case node != nil:
-		ps = node.SSubscribe(h.rt.ctx)
-	case h.rt.Sharded:
+	if h.rt.Sharded {
 		ps = h.rt.Redis.SSubscribe(h.rt.ctx)
-	default:
+	} else {
 		ps = h.rt.Redis.Subscribe(h.rt.ctx)
 	}
-	c := &hubConn{ps: ps, addr: addr}
-	h.conns[addr] = c
+	c := &hubConn{ps: ps, slot: slot}
+	h.conns[slot] = c
 	return c, true
 }
 
@@ -278,11 +255,9 @@ func (h *Hub) receive(conn *hubConn) {
 			return
 		}
 		var refused redis.Error
-		if err != nil && (errors.As(err, &refused) || h.rt.Sharded) {
-			// The server refused a subscription (on Redis Cluster, sent to a node that no
-			// longer owns the slot: MOVED), or a cluster connection broke (its master may be
-			// gone, and go-redis would subscribe every channel in one command): move to
-			// connections to the masters of the slots.
+		if err != nil && errors.As(err, &refused) {
+			// The server refused a subscription: on Redis Cluster, sent to a node that no
+			// longer owns the slot (MOVED). Move to a connection to the owner.
 			h.rehome(conn, backoff)
 			return
 		}
@@ -317,7 +292,7 @@ func (h *Hub) receive(conn *hubConn) {
 		closeConn := conn.chans == 0
 		if closeConn {
 			conn.closed = true
-			delete(h.conns, conn.addr)
+			delete(h.conns, conn.slot)
 		}
 		h.mu.Unlock()
 		if resubscribe != "" {
@@ -371,17 +346,18 @@ func (h *Hub) confirmed(conn *hubConn, m *redis.Subscription) (resubscribe strin
 	return "", false
 }
 
-// rehome moves the channels of conn, whose subscriptions the server ended or refused or whose
-// connection broke, to new connections, and closes conn; called with h.mu held by conn's
-// receive loop (or the audit), which returns after it. After pause (give the new slot map a
-// moment, and a server that keeps refusing is not hammered), each channel goes to the
-// connection to the master of its slot in the reloaded map (see resubscribe). Channels without
-// waiters are dropped; every waiter is woken to re-check, as a message may have been missed.
+// rehome moves the channels of conn, whose subscriptions the server ended or refused (a shard
+// channel's slot moved to another master), to a new connection, and closes conn; called with
+// h.mu held by conn's receive loop, which returns after it. After pause (a refusal: give the
+// new slot map a moment), go-redis, its slot map reloaded, opens the new connection to the
+// slot's owner. Channels without waiters are dropped; every waiter is woken to re-check, as a
+// message may have been missed meanwhile.
 func (h *Hub) rehome(conn *hubConn, pause time.Duration) {
 	conn.closed = true
-	if h.conns[conn.addr] == conn {
-		delete(h.conns, conn.addr)
+	if h.conns[conn.slot] == conn {
+		delete(h.conns, conn.slot)
 	}
+	var fresh *hubConn
 	var channels []string
 	for _, c := range h.chans {
 		if c.conn != conn {
@@ -396,84 +372,40 @@ func (h *Hub) rehome(conn *hubConn, pause time.Duration) {
 			delete(h.chans, c.name)
 			continue
 		}
+		if fresh == nil {
+			fresh, _ = h.connFor(c.name)
+			fresh.backoff = min(2*pause, time.Second) // a server that keeps refusing is not hammered
+			h.wg.Add(1)                               // under h.mu, so that close's Wait cannot miss it
+		}
 		if c.state == subscribed {
 			c.ready = make(chan struct{}) // closed once confirmed anew (Wait waits on it)
 		}
 		c.moved = true
 		c.state = subscribing
-		c.conn = nil
+		c.conn = fresh
+		fresh.chans++
 		channels = append(channels, c.name)
-	}
-	if len(channels) > 0 {
-		h.wg.Add(1) // under h.mu, so that close's Wait cannot miss it
 	}
 	h.mu.Unlock()
 	_ = conn.ps.Close()
-	if len(channels) == 0 {
+	if fresh == nil {
 		return
 	}
 	if cc, ok := h.rt.Redis.(*redis.ClusterClient); ok {
 		cc.ReloadState(h.rt.ctx)
 	}
-	go h.resubscribe(channels, pause)
-}
-
-// resubscribe, after pause, subscribes channels (moved by rehome) on the connections to their
-// masters, opening those that are missing.
-func (h *Hub) resubscribe(channels []string, pause time.Duration) {
-	defer h.wg.Done()
-	nodes := make([]*redis.Client, len(channels))
-	for retry := pause; ; retry = min(max(2*retry, 10*time.Millisecond), time.Second) {
-		if retry > 0 {
+	go func() {
+		if pause > 0 {
 			select {
-			case <-time.After(retry):
+			case <-time.After(pause):
 			case <-h.rt.closed:
-				return
 			}
 		}
-		var err error
-		for i, ch := range channels {
-			if nodes[i], err = h.master(h.rt.ctx, ch); err != nil {
-				break
-			}
+		for _, ch := range channels {
+			_ = h.subscribe(h.rt.ctx, fresh, ch)
 		}
-		if err == nil {
-			break
-		}
-	}
-	type sub struct {
-		conn    *hubConn
-		channel string
-	}
-	var subs []sub
-	var starts []*hubConn
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return
-	}
-	for i, ch := range channels {
-		c := h.chans[ch]
-		if c == nil || c.conn != nil {
-			continue
-		}
-		conn, isNew := h.connFor(nodes[i])
-		if isNew {
-			conn.backoff = min(2*pause, time.Second) // a server that keeps refusing is not hammered
-			starts = append(starts, conn)
-			h.wg.Add(1) // under h.mu, so that close's Wait cannot miss it
-		}
-		c.conn = conn
-		conn.chans++
-		subs = append(subs, sub{conn, ch})
-	}
-	h.mu.Unlock()
-	for _, s := range subs {
-		_ = h.subscribe(h.rt.ctx, s.conn, s.channel)
-	}
-	for _, conn := range starts {
-		go h.receive(conn)
-	}
+		h.receive(fresh)
+	}()
 }
 
 // connBroken wakes every waiter on a broken connection to re-check. A channel that was being
@@ -531,7 +463,7 @@ func (h *Hub) close() {
 			c.idle.Stop()
 		}
 	}
-	h.conns = map[string]*hubConn{}
+	h.conns = map[int]*hubConn{}
 	h.chans = map[string]*hubChan{}
 	h.mu.Unlock()
 	for _, c := range conns {
