@@ -254,17 +254,20 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // release is the lock's release script, lock_release.lua: it counts the hold down, or ends it
 // and hands the lock on (to e.Pick, or the queue's head) after e.Riders join the queue.
 func (l *Lock) release(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
-	if e.Pick == "" && !e.Over && len(e.Riders) == 0 {
-		// The script's defaults for the rest (see its header): the uncontended release's
-		// arguments are the fewest.
-		a := scripts.LockRelease.Args(l.keysArg, 3)
-		a = append(a, e.Hold.ID, Flag(e.Last), l.rt.PublishCommand())
-		return l.side.RunArgs(ctx, scripts.LockRelease, e.Once, a)
+	// With no pick and no rider the script's defaults stand for the rest (see its header):
+	// the uncontended release sends the fewest arguments.
+	short := e.Pick == "" && !e.Over && len(e.Riders) == 0
+	n := 6 + len(e.Riders)
+	if short {
+		n = 3
 	}
-	a := scripts.LockRelease.Args(l.keysArg, 6+len(e.Riders))
-	a = append(a, e.Hold.ID, Flag(e.Last), l.rt.PublishCommand(), l.timeoutArg, e.Pick, Flag(e.Over))
-	for _, m := range e.Riders {
-		a = append(a, m)
+	a := scripts.LockRelease.Args(l.keysArg, n)
+	a = append(a, e.Hold.ID, Flag(e.Last), l.rt.PublishCommand())
+	if !short {
+		a = append(a, l.timeoutArg, e.Pick, Flag(e.Over))
+		for _, m := range e.Riders {
+			a = append(a, m)
+		}
 	}
 	return l.side.RunArgs(ctx, scripts.LockRelease, e.Once, a)
 }

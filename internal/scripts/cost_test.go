@@ -178,6 +178,9 @@ func wantStatus(t *testing.T, r []any, status int64, what string) {
 
 const costWait = 600000 // leases and waiter timeouts (ms): longer than any run
 
+// trivial is the cheapest script, the floor of a script call.
+var trivial = redis.NewScript("return 1")
+
 var costScenarios = []costScenario{
 	// The floors: a PING, and the cheapest strictly FIFO hand-off.
 	{"floor-ping", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
@@ -186,12 +189,10 @@ var costScenarios = []costScenario{
 	// The cheapest script call, and one with the release's keys and arguments (a contended
 	// fair release's: three keys, seven arguments) that does nothing with them.
 	{"floor-evalsha", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
-		trivial := redis.NewScript("return 1")
 		require.NoError(t, trivial.Load(ctx, c).Err())
 		return func() { require.NoError(t, trivial.EvalSha(ctx, c, nil).Err()) }
 	}},
 	{"floor-evalsha-args", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
-		trivial := redis.NewScript("return 1")
 		require.NoError(t, trivial.Load(ctx, c).Err())
 		keys := lockKeys("cost:fe:{l}")
 		a := newCostClient()
