@@ -41,11 +41,11 @@ var nameGen = rapid.OneOf(
 // prefixGen draws valid key prefixes: non-empty, no brace.
 var prefixGen = tokenString([]string{"aqs", "a", ":", "%", "%7B", "x:", "\x00", "\n", "é"}, 4)
 
-// suffixGen draws what primitives append to a base key: the real suffixes, and anything else,
-// braces included.
+// suffixGen draws what primitives append to a base key: the real suffixes, and anything else
+// that starts with ":" as every suffix does, braces included.
 var suffixGen = rapid.OneOf(
-	rapid.SampledFrom([]string{"", ":ch", ":q", ":w", ":ch:1", "}", "{", ":{x}"}),
-	tokenString(nameTokens, 4),
+	rapid.SampledFrom([]string{"", ":ch", ":q", ":w", ":ch:1", ":}", ":{", ":{x}"}),
+	rapid.Map(tokenString(nameTokens, 4), func(s string) string { return ":" + s }),
 )
 
 // unescape inverts the escaping of names in keys, rejecting anything the escaping cannot
@@ -78,7 +78,8 @@ func unescape(s string) (string, bool) {
 	return b.String(), true
 }
 
-// decodeKey splits "<prefix>:{<escaped name>}<suffix>" back into its parts. That it recovers
+// decodeKey splits "<prefix>:{<escaped name>}<suffix>", or "<prefix>:{<tag>}{<escaped
+// name>}<suffix>" for a name with a hash tag of its own, back into its parts. That it recovers
 // every (prefix, name, suffix) is what makes keys one-to-one.
 func decodeKey(key string) (prefix, name, suffix string, ok bool) {
 	open := strings.IndexByte(key, '{')
@@ -89,8 +90,20 @@ func decodeKey(key string) (prefix, name, suffix string, ok bool) {
 	if end < 0 {
 		return "", "", "", false
 	}
-	name, ok = unescape(key[open+1 : open+1+end])
-	return key[:open-1], name, key[open+2+end:], ok
+	first, rest := key[open+1:open+1+end], key[open+2+end:]
+	if strings.HasPrefix(rest, "{") {
+		// The tagged form: the tag, then the whole name escaped.
+		end := strings.IndexByte(rest, '}')
+		if end < 0 {
+			return "", "", "", false
+		}
+		name, ok = unescape(rest[1:end])
+		tag, tagged := core.HashTag(name)
+		return key[:open-1], name, rest[end+1:], ok && tagged && tag == first
+	}
+	name, ok = unescape(first)
+	_, tagged := core.HashTag(name)
+	return key[:open-1], name, rest, ok && !tagged
 }
 
 func mustBaseKey(t interface{ Fatalf(string, ...any) }, prefix, name string) string {
@@ -136,6 +149,23 @@ func TestEveryKeyAndChannelOfANameHashToOneSlot(t *testing.T) {
 		}
 		if other := mustBaseKey(t, prefixGen.Draw(t, "other prefix"), name); core.Slot(other) != slot {
 			t.Fatalf("the slot depends on the prefix: %q in %d, %q in %d", base, slot, other, core.Slot(other))
+		}
+	})
+}
+
+func TestNamesThatShareAHashTagShareItsSlot(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		tag := rapid.StringMatching(`[^}]{1,12}`).Draw(t, "tag")
+		prefix := prefixGen.Draw(t, "prefix")
+		for _, rest := range []string{"", ":sku-1", nameGen.Draw(t, "rest")} {
+			name := nameGen.Draw(t, "before")
+			if strings.IndexByte(name, '{') >= 0 {
+				name = ""
+			}
+			name += "{" + tag + "}" + rest
+			if got, want := core.Slot(mustBaseKey(t, prefix, name)+":q"), core.Slot(name); got != want {
+				t.Fatalf("%q is in slot %d, its tag %q in %d", name, got, tag, want)
+			}
 		}
 	})
 }
@@ -222,7 +252,8 @@ func TestPrefixWithABraceIsRejected(t *testing.T) {
 
 // TestLocksNamedWithBracesAreIndependentOnACluster holds locks whose names differ only in
 // braces and escapes, each by its own owner, all at once: no lock touches another's key, and
-// each key lives in the slot of its own (escaped) name, with its channel.
+// each key lives in the slot of its own (escaped) name, or of the name's hash tag when it has
+// one, with its channel.
 func TestLocksNamedWithBracesAreIndependentOnACluster(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Cluster(t).Client(t)
@@ -245,8 +276,13 @@ func TestLocksNamedWithBracesAreIndependentOnACluster(t *testing.T) {
 		l, err := reentrant.New(c, e.name)
 		require.NoError(t, err)
 		locks[i] = l
-		require.Equal(t, prefix+":{"+e.esc+"}", l.Key(), "key of %q", e.name)
-		slot := serverSlot(e.esc)
+		want, slot := prefix+":{"+e.esc+"}", serverSlot(e.esc)
+		if tag, ok := core.HashTag(e.name); ok {
+			// A name with a hash tag of its own lives in the slot of that tag, as Redis
+			// would place a key of that name.
+			want, slot = prefix+":{"+tag+"}{"+e.esc+"}", serverSlot(e.name)
+		}
+		require.Equal(t, want, l.Key(), "key of %q", e.name)
 		assert.Equal(t, slot, serverSlot(l.Key()), "%q is in the slot of its name", l.Key())
 		assert.Equal(t, slot, serverSlot(l.Key()+":ch"), "the channel of %q is in its slot", e.name)
 		assert.Equal(t, int(slot), core.Slot(l.Key()))
