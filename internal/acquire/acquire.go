@@ -122,7 +122,7 @@ func (a *attempt) start() end {
 		return e
 	}
 	if a.hub == nil && a.waits() {
-		a.hub = a.q.rt.Hub.Join(a.q.cfg.Grants, a.hold, a.q.cfg.Orphans) // free when subscribed
+		a.hub = a.q.hubJoin(a.hold) // free when subscribed
 	}
 	a.sentAt = time.Now()
 	// Nothing of this hold reached Redis before now: a lock or permits it is found to have
@@ -222,7 +222,7 @@ func (a *attempt) heldLocally() end {
 // and attempts again at once: a grant may have come before the subscription.
 func (a *attempt) subscribe() end {
 	var err error
-	if a.hub, err = a.q.rt.Hub.Wait(a.waitCtx, a.q.cfg.Grants, a.hold, a.q.cfg.Orphans); err != nil {
+	if a.hub, err = a.q.hubWait(a.waitCtx, a.hold); err != nil {
 		if a.waitCtx.Err() != nil {
 			err = nil // its context ended, or its wait bound ran out
 		}
@@ -258,7 +258,11 @@ func (a *attempt) wait() end {
 	select {
 	case <-a.hub.C:
 		if a.hub.Tagged() {
-			return a.tagged()
+			if !a.q.cfg.Parts {
+				return a.tagged()
+			}
+			// One part of what it waits for: the attempt below finds whether it has all.
+			a.hub.SetTag(a.hold)
 		}
 		// A wakeup to look again: a reconnect, or a change of the permits.
 	case o := <-out:
@@ -461,7 +465,7 @@ func (a *attempt) boardNow() (boarded bool, o outcome, ended error) {
 	if a.hub == nil {
 		// The first boarder of this Client subscribes first (as the first attempt would once
 		// queued), so that a grant after the release finds it.
-		hub, err := q.rt.Hub.Wait(a.waitCtx, q.cfg.Grants, a.hold, q.cfg.Orphans)
+		hub, err := q.hubWait(a.waitCtx, a.hold)
 		if err != nil {
 			return false, outcome{}, err
 		}

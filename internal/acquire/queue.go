@@ -164,6 +164,14 @@ type Won struct {
 type Config struct {
 	// Grants is this Client's grant channel: "<base key>:c:<Client id>".
 	Grants string
+	// More are further grant channels of a primitive over several names (a multi-name lock's,
+	// granted each name on that name's channel), with their Orphans: a waiter registers on
+	// Grants and on each of them.
+	More        []string
+	MoreOrphans []*core.Orphans
+	// Parts: a grant addressed to a waiter is one part of what it waits for (one name of a
+	// multi-name lock), so it attempts again instead of holding.
+	Parts bool
 	// WaiterTimeout is how long a queued waiter may go unheard of before it is dropped.
 	WaiterTimeout time.Duration
 	// Board is how long a waiter may wait for a release of this Client to carry its join or
@@ -210,6 +218,29 @@ type Queue struct {
 // New returns the Queue of one primitive value.
 func New(rt *core.Runtime, cfg Config) *Queue {
 	return &Queue{rt: rt, cfg: cfg}
+}
+
+// hubJoin registers hold with the hub on the Queue's channels if it is subscribed to all of
+// them already (see core.Hub.Join), else returns nil.
+func (q *Queue) hubJoin(hold string) *core.Waiter {
+	if q.cfg.More == nil {
+		return q.rt.Hub.Join(q.cfg.Grants, hold, q.cfg.Orphans)
+	}
+	return q.rt.Hub.JoinAll(q.channels(), hold, q.orphans())
+}
+
+// hubWait registers hold with the hub on the Queue's channels (see core.Hub.Wait).
+func (q *Queue) hubWait(ctx context.Context, hold string) (*core.Waiter, error) {
+	if q.cfg.More == nil {
+		return q.rt.Hub.Wait(ctx, q.cfg.Grants, hold, q.cfg.Orphans)
+	}
+	return q.rt.Hub.WaitAll(ctx, q.channels(), hold, q.orphans())
+}
+
+func (q *Queue) channels() []string { return append([]string{q.cfg.Grants}, q.cfg.More...) }
+
+func (q *Queue) orphans() []*core.Orphans {
+	return append([]*core.Orphans{q.cfg.Orphans}, q.cfg.MoreOrphans...)
 }
 
 // Runtime returns the Client's runtime.

@@ -92,6 +92,9 @@ type Waiter struct {
 	C      chan struct{}
 	done   bool
 	tagged bool // a message addressed to this waiter's tag arrived
+	// group are the waiters on the other channels of a WaitAll (sharing C and the tag); each
+	// of them has no group of its own.
+	group []*Waiter
 }
 
 func newHub(rt *Runtime) *Hub {
@@ -106,24 +109,64 @@ func newHub(rt *Runtime) *Hub {
 // grants on channel to hold ids of this Client that it no longer uses (see orphan.go). On
 // error (ctx done, Client closed) nothing stays registered. The caller must Close the waiter.
 func (h *Hub) Wait(ctx context.Context, channel, tag string, orphans *Orphans) (*Waiter, error) {
+	return h.WaitAll(ctx, []string{channel}, tag, []*Orphans{orphans})
+}
+
+// WaitAll is Wait for one waiter on several channels (a multi-name lock's, granted each name
+// on the name's channel): the waiter is woken by a message on any of them, answers to tag on
+// each, and is registered once every subscription is confirmed. orphans[i], when not nil, is
+// channels[i]'s handling of grants to unused hold ids.
+func (h *Hub) WaitAll(ctx context.Context, channels []string, tag string, orphans []*Orphans) (*Waiter, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return nil, ErrClosed
 	}
-	c := h.chans[channel]
-	var subscribe, start *hubConn
-	if c == nil {
-		conn, isNew := h.connFor(channel)
-		c = &hubChan{name: channel, conn: conn, state: subscribing, ready: make(chan struct{})}
-		h.chans[channel] = c
-		conn.chans++
-		subscribe = conn
-		if isNew {
-			start = conn
-			h.wg.Add(1) // under h.mu, so that close's Wait cannot miss it
+	var w *Waiter
+	readies := make([]chan struct{}, 0, len(channels))
+	for i, channel := range channels {
+		c := h.chans[channel]
+		if c == nil {
+			conn, isNew := h.connFor(channel)
+			c = &hubChan{name: channel, conn: conn, state: subscribing, ready: make(chan struct{})}
+			h.chans[channel] = c
+			conn.chans++
+			if isNew {
+				h.wg.Add(1) // under h.mu, so that close's Wait cannot miss it
+			}
+			// Sent from a goroutine of its own, so that Wait returns by ctx's deadline even
+			// when the server stalls (a new connection's handshake waits for the server). An
+			// error is a broken connection: go-redis keeps the channel in its set and
+			// subscribes again on reconnect, and the confirmation then arrives as usual.
+			go func(conn *hubConn, channel string, start bool) {
+				_ = h.subscribe(ctx, conn, channel)
+				if start {
+					h.receive(conn)
+				}
+			}(conn, channel, isNew)
+		}
+		w = h.add(w, c, tag, orphans[i])
+		readies = append(readies, c.ready)
+	}
+	h.mu.Unlock()
+
+	for _, ready := range readies {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			w.Close()
+			return nil, context.Cause(ctx)
+		case <-h.rt.closed:
+			w.Close()
+			return nil, ErrClosed
 		}
 	}
+	return w, nil
+}
+
+// add registers a waiter on c, with h.mu held: a new one, or, when lead is not nil, one of
+// lead's group (it shares lead's channel C and tag). It returns the group's lead.
+func (h *Hub) add(lead *Waiter, c *hubChan, tag string, orphans *Orphans) *Waiter {
 	if c.idle != nil {
 		c.idle.Stop()
 		c.idle = nil
@@ -131,58 +174,47 @@ func (h *Hub) Wait(ctx context.Context, channel, tag string, orphans *Orphans) (
 	if orphans != nil {
 		c.orphans = orphans
 	}
-	w := &Waiter{hub: h, ch: c, tag: tag, C: make(chan struct{}, 1)}
+	w := &Waiter{hub: h, ch: c, tag: tag}
+	if lead == nil {
+		w.C = make(chan struct{}, 1)
+		lead = w
+	} else {
+		w.C = lead.C
+		lead.group = append(lead.group, w)
+	}
 	c.waiters = append(c.waiters, w)
-	ready := c.ready
-	h.mu.Unlock()
-
-	if subscribe != nil {
-		// Sent from a goroutine of its own, so that Wait returns by ctx's deadline even when
-		// the server stalls (a new connection's handshake waits for the server). An error is a
-		// broken connection: go-redis keeps the channel in its set and subscribes again on
-		// reconnect, and the confirmation then arrives as usual.
-		go func() {
-			_ = h.subscribe(ctx, subscribe, channel)
-			if start != nil {
-				h.receive(start)
-			}
-		}()
-	}
-	select {
-	case <-ready:
-		return w, nil
-	case <-ctx.Done():
-		w.Close()
-		return nil, context.Cause(ctx)
-	case <-h.rt.closed:
-		w.Close()
-		return nil, ErrClosed
-	}
+	return lead
 }
 
 // Join registers a waiter on channel only if the hub is already subscribed to it, which costs
 // no round trip; otherwise it returns nil and the caller uses Wait when it must wait. orphans
 // is as for Wait. The caller must Close a returned waiter.
 func (h *Hub) Join(channel, tag string, orphans *Orphans) *Waiter {
+	return h.JoinAll([]string{channel}, tag, []*Orphans{orphans})
+}
+
+// JoinAll is Join for one waiter on several channels (see WaitAll): it registers only if the
+// hub is subscribed to every one of them.
+func (h *Hub) JoinAll(channels []string, tag string, orphans []*Orphans) *Waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := h.chans[channel]
-	if h.closed || c == nil || c.state != subscribed {
+	if h.closed {
 		return nil
 	}
-	if c.idle != nil {
-		c.idle.Stop()
-		c.idle = nil
+	for _, channel := range channels {
+		if c := h.chans[channel]; c == nil || c.state != subscribed {
+			return nil
+		}
 	}
-	if orphans != nil {
-		c.orphans = orphans
+	var w *Waiter
+	for i, channel := range channels {
+		w = h.add(w, h.chans[channel], tag, orphans[i])
 	}
-	w := &Waiter{hub: h, ch: c, tag: tag, C: make(chan struct{}, 1)}
-	c.waiters = append(c.waiters, w)
 	return w
 }
 
-// Close unregisters the waiter, passing on a wakeup it did not use. Idempotent.
+// Close unregisters the waiter (with its group), passing on a wakeup it did not use.
+// Idempotent.
 func (w *Waiter) Close() {
 	h := w.hub
 	h.mu.Lock()
@@ -190,6 +222,23 @@ func (w *Waiter) Close() {
 	if w.done {
 		return
 	}
+	pending := false
+	select {
+	case <-w.C:
+		pending = true
+	default:
+	}
+	// A wakeup of a group came from one of its channels, which one is not known: each
+	// channel gets one (a waiter woken for nothing looks again, and waits on).
+	w.leave(pending)
+	for _, m := range w.group {
+		m.leave(pending)
+	}
+}
+
+// leave takes w off its channel, with h.mu held, passing a pending wakeup on.
+func (w *Waiter) leave(pending bool) {
+	h := w.hub
 	w.done = true
 	c := w.ch
 	for i, x := range c.waiters {
@@ -198,10 +247,8 @@ func (w *Waiter) Close() {
 			break
 		}
 	}
-	select {
-	case <-w.C:
+	if pending {
 		c.wakeOne()
-	default:
 	}
 	if len(c.waiters) == 0 && c.state == subscribed && !h.closed {
 		h.startIdle(c)
@@ -557,7 +604,11 @@ func (h *Hub) Waiters() int {
 func (w *Waiter) Tagged() bool {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
-	return w.tagged
+	tagged := w.tagged
+	for _, m := range w.group {
+		tagged = tagged || m.tagged
+	}
+	return tagged
 }
 
 // SetTag changes the tag the waiter answers to (a waiter that had to start over under a new
@@ -566,4 +617,7 @@ func (w *Waiter) SetTag(tag string) {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
 	w.tag, w.tagged = tag, false
+	for _, m := range w.group {
+		m.tag, m.tagged = tag, false
+	}
 }
