@@ -74,6 +74,13 @@ var (
 	LockToken        = mustLoad("lock_token")
 	LockRenew        = mustLoad("lock_renew")
 	LockInfo         = mustLoad("lock_info")
+	// The multi-name lock (package multilock), on the exclusive locks' keys.
+	MultiAcquire   = mustLoad("multi_acquire")
+	MultiRelease   = mustLoad("multi_release")
+	MultiGiveUp    = mustLoad("multi_give_up")
+	MultiHeartbeat = mustLoad("multi_heartbeat")
+	MultiRenew     = mustLoad("multi_renew")
+	MultiToken     = mustLoad("multi_token")
 
 	RWWriteAcquire = mustLoad("rw_write_acquire")
 	RWWriteRelease = mustLoad("rw_write_release")

@@ -1,0 +1,105 @@
+-- multi_acquire: one attempt of a new hold on several names at once (package multilock),
+-- joining every name's queue on failure, in one arrival order (see _multi.lua).
+--
+-- KEYS     the names' triples: KEYS[3i-2] lock key l, KEYS[3i-1] queue list q, KEYS[3i]
+--          deadline zset d of name i (see _lock.lua), the names in one fixed order
+-- ARGV[1]  hold id
+-- ARGV[2]  lease in ms (> 0) the hold has once it holds every name
+-- ARGV[3]  waiter timeout in ms: a waiter not heard of for this long is dropped
+-- ARGV[4]  "1" to join the queues (or renew this waiter's places) on failure, "0" not to
+-- ARGV[5]  "1" for the hold's first attempt (it cannot be queued already), "0" for a later one
+-- ARGV[6]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+--
+-- Every name is taken in one step, or none: the hold takes them when each is free with
+-- nobody queued, or with this waiter at the head of its queue, or reserved for it already.
+-- Otherwise a first attempt joins, at the tail, the queue of every name it cannot take, and
+-- reserves each name that is free with nobody queued; a later attempt reserves each name
+-- whose queue it now heads, extends what is reserved for it, and renews its other places.
+-- A newcomer never passes a live waiter of any of its names. The hold always gets its
+-- fencing token, one for all its names.
+--
+-- Replies, {status, value} (as lock_acquire.lua's, decoded by DecodeAttempt):
+--   {1, token}  acquired every name
+--   {3, ms}     queued: wait at most ms before trying again without a message
+--   {3, ms, n}  the same for a first attempt, which joined: n is the length of its longest
+--               queue after the join
+--   {4, ms}     not acquired and not queued (ARGV[4] "0"); nothing is reserved for it
+--   {5, 0}      this waiter was dropped as dead from a queue (or lost a name reserved for
+--               it): it gave up everything and must start over under a new hold id
+--   error       WRONGTYPE when a key holds a value or type aqs did not write; nothing written
+local hold, lease, timeout = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local n = #KEYS / 3
+local vals, free = {}, true
+for i = 1, n do
+  local v = redis.call('GET', KEYS[3 * i - 2])
+  if v and not (string.byte(v, 37) == 58 and string.byte(v, 9) == 45) then
+    error({err = 'WRONGTYPE the lock key ' .. KEYS[3 * i - 2] .. ' holds a value aqs did not write'})
+  end
+  vals[i] = v
+  if free and (v or redis.call('EXISTS', KEYS[3 * i - 1]) == 1) then
+    free = false
+  end
+end
+--@include _multi
+if free then
+  -- The uncontended path: every name free, nobody queued.
+  local token, field = new_token()
+  for i = 1, n do
+    redis.call('SET', KEYS[3 * i - 2], hold .. field, 'PX', ARGV[2])
+  end
+  return {1, token}
+end
+if ARGV[5] == '1' then
+  -- Nothing is written until every key is known to be of its type (or absent).
+  for i = 1, n do
+    local tq = redis.call('TYPE', KEYS[3 * i - 1])['ok']
+    local td = redis.call('TYPE', KEYS[3 * i])['ok']
+    if (tq ~= 'none' and tq ~= 'list') or (td ~= 'none' and td ~= 'zset') then
+      error({err = 'WRONGTYPE the queue of ' .. KEYS[3 * i - 2] .. ' is of another type'})
+    end
+  end
+end
+local now = server_ms()
+local member = hold .. ' ' .. ARGV[3]
+local pub = ARGV[6]
+local state, all, wait = multi_state(vals, hold, member, now, pub)
+if ARGV[5] ~= '1' and not multi_live(state, member, now) then
+  multi_give_up(hold, member, now, pub)
+  return {5, 0}
+end
+if all then
+  local token, field = new_token()
+  for i = 1, n do
+    local l, q, d = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+    if state[i] == 'h' then
+      redis.call('LPOP', q)
+      redis.call('ZREM', d, member)
+    end
+    set_holder(l, q, d, hold .. field, lease, now)
+  end
+  return {1, token}
+end
+wait = math.max(1, wait or timeout)
+if ARGV[4] ~= '1' then
+  return {4, wait}
+end
+if ARGV[5] ~= '1' then
+  multi_wait(state, hold, member, now, timeout)
+  return {3, wait}
+end
+local deadline = string.format('%d', now + timeout)
+local longest = 0
+for i = 1, n do
+  local l, q, d = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+  if state[i] == 'f' then
+    reserve(l, hold, now, timeout)
+  else
+    local pushed = join_fresh(q, d, member, deadline, timeout)
+    if pushed > longest then
+      longest = pushed
+    end
+    local v = redis.call('GET', l)
+    mark_waited(l, v, lease_end(v), now, remaining(l, v, now), timeout)
+  end
+end
+return {3, wait, longest}

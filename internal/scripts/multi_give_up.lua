@@ -1,0 +1,15 @@
+-- multi_give_up: a waiter for several names stops waiting (its context ended, or its wait
+-- bound), or an attempt whose outcome is unknown is undone: whatever the hold has is given
+-- up (package multilock).
+--
+-- KEYS     the names' triples l, q, d, as multi_acquire.lua takes them
+-- ARGV[1]  hold id
+-- ARGV[2]  waiter timeout in ms (with ARGV[1], its queue member)
+-- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+--
+-- The waiter leaves every queue; each name it holds, or that is reserved for it or kept for
+-- it at the head of its queue, passes on to the next live waiter at once.
+--
+-- Replies: 2 it had a name, which passed on; 1 it was queued (and live) and left; 0 neither.
+--@include _multi
+return multi_give_up(ARGV[1], ARGV[1] .. ' ' .. ARGV[2], server_ms(), ARGV[3])

@@ -1,0 +1,32 @@
+-- multi_heartbeat: keep a waiter for several names alive (package multilock; its Client
+-- sends these in batches).
+--
+-- KEYS     the names' triples l, q, d, as multi_acquire.lua takes them
+-- ARGV[1]  hold id
+-- ARGV[2]  waiter timeout in ms (with ARGV[1], its queue member)
+-- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+--
+-- It renews the waiter's place in every queue, extends the names reserved for it, and
+-- reserves the free names whose queue it heads (see _multi.lua).
+--
+-- Replies (as DecodeBeat decodes them): 1 still queued; 2 every name is reserved for it
+-- now: it holds them all, for its waiter timeout, and sets its own lease; 0 it is no longer a
+-- live waiter (dropped as dead from a queue): it gave up everything.
+--@include _multi
+local hold, timeout = ARGV[1], tonumber(ARGV[2])
+local member = hold .. ' ' .. ARGV[2]
+local now = server_ms()
+local vals = {}
+for i = 1, #KEYS / 3 do
+  vals[i] = redis.call('GET', KEYS[3 * i - 2])
+end
+local state, all = multi_state(vals, hold, member, now, ARGV[3])
+if not multi_live(state, member, now) then
+  multi_give_up(hold, member, now, ARGV[3])
+  return 0
+end
+multi_wait(state, hold, member, now, timeout)
+if all then
+  return 2
+end
+return 1

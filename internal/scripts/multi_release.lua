@@ -1,0 +1,47 @@
+-- multi_release: end a hold of several names (package multilock), handing each name on.
+--
+-- KEYS     the names' triples l, q, d, as multi_acquire.lua takes them
+-- ARGV[1]  hold id
+-- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+--
+-- Each name the hold still has goes to the live head of its queue, whose Client is told (see
+-- hand_off in _lock.lua); with nobody queued it is freed.
+--
+-- Replies (decoded by DecodeRelease):
+--   {1}  released every name
+--   {4}  the hold had lost a name (its lease ran out, or it was taken from it): that name is
+--        left as it is; the names it still had are released all the same
+--   error WRONGTYPE when a key holds a value aqs did not write (checked before any write)
+--@include _lock
+local hold, pub = ARGV[1], ARGV[2]
+local n = #KEYS / 3
+local had, now = {}, nil
+local lost = false
+for i = 1, n do
+  local l = KEYS[3 * i - 2]
+  local v = redis.call('GET', l)
+  if rest_of(v, hold) then
+    local e = lease_end(v)
+    if e then
+      now = now or server_ms()
+    end
+    if e and e <= now then
+      lost = true
+    else
+      had[i] = true
+    end
+  else
+    lost = true
+  end
+end
+now = now or server_ms()
+for i = 1, n do
+  if had[i] then
+    local l, q, d = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+    hand_off(l, q, d, now, pub)
+  end
+end
+if lost then
+  return {4}
+end
+return {1}

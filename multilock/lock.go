@@ -1,0 +1,305 @@
+package multilock
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/acquire"
+	"github.com/redaqs/aqs/internal/core"
+	"github.com/redaqs/aqs/internal/excl"
+	"github.com/redaqs/aqs/internal/layout"
+	"github.com/redaqs/aqs/internal/scripts"
+)
+
+// ErrCrossSlot is matched by the error of New on Redis Cluster when the names do not all live
+// in one slot (see the package doc). That error also matches aqs.ErrInvalidArgument.
+var ErrCrossSlot = errors.New("multilock: names in more than one Redis Cluster slot")
+
+// Option configures a Lock at New; this package's With functions make them. A zero Option is
+// an invalid argument.
+type Option struct{ s *core.Setting }
+
+// WithWaiterTimeout sets how long a queued waiter may go unheard of before it is dropped from
+// the queues, and the names kept for it pass on: a waiter whose process died stalls those
+// behind it at most this long. It has the meaning and bounds of every package's
+// WithWaiterTimeout (at least 30ms; 5s by default).
+func WithWaiterTimeout(d time.Duration) Option { return Option{core.WaiterTimeout(d)} }
+
+// Lock is a lock on several names at once. Create it with New; it is safe for concurrent use.
+type Lock struct {
+	rt      *core.Runtime
+	names   []string // in the order of their keys, without duplicates
+	keys    []string // each name's lock key, queue and deadlines, in that order
+	locks   []string // the hold's key, then each name's lock key: the renewal's keys
+	holdKey string   // the key the Client files a hold under (it holds nothing in Redis)
+	timeout string   // the waiter timeout in ms
+	q       *acquire.Queue
+	// byDefault are the rule sets of calls with the default lease, made once.
+	byDefault *rules
+	what      string // the names, for errors and events
+}
+
+// New returns the lock on the given names, in any order; duplicates are one name. Any bytes
+// make a valid name, but not the empty one, and the list must not be empty. On Redis Cluster
+// the names must share a slot (see the package doc), or New fails with an error matching
+// ErrCrossSlot. Creating a Lock touches no key.
+func New(c *aqs.Client, names []string, opts ...Option) (*Lock, error) {
+	timeout, err := core.Settings(opts, func(o Option) *core.Setting { return o.s }, &struct{}{})
+	if err != nil {
+		return nil, err
+	}
+	rt := core.RuntimeOf(c)
+	if rt == nil {
+		return nil, core.Invalid("nil aqs client")
+	}
+	if len(names) == 0 {
+		return nil, core.Invalid("multilock: no names")
+	}
+	type named struct{ name, key string }
+	ns := make([]named, 0, len(names))
+	for _, name := range names {
+		key, err := rt.Key(name)
+		if err != nil {
+			return nil, err
+		}
+		ns = append(ns, named{name, key})
+	}
+	// One fixed order, the keys', for every request: not needed for fairness (a request joins
+	// every queue in one script) but it makes equal sets one value.
+	slices.SortFunc(ns, func(a, b named) int { return strings.Compare(a.key, b.key) })
+	ns = slices.CompactFunc(ns, func(a, b named) bool { return a.key == b.key })
+	if rt.Sharded {
+		slot := core.Slot(ns[0].key)
+		for _, n := range ns[1:] {
+			if s := core.Slot(n.key); s != slot {
+				return nil, fmt.Errorf("%w: %q is in slot %d, %q in slot %d; give the names one hash tag, as {tag}:name: %w",
+					ErrCrossSlot, ns[0].name, slot, n.name, s, core.Invalid("multilock: names across slots"))
+			}
+		}
+	}
+	l := &Lock{rt: rt, timeout: strconv.FormatInt(timeout.Milliseconds(), 10)}
+	sum := sha1.New()
+	for _, n := range ns {
+		l.names = append(l.names, n.name)
+		l.keys = append(l.keys, layout.LockKeys(n.key)...)
+		l.locks = append(l.locks, n.key)
+		_ = binary.Write(sum, binary.BigEndian, uint64(len(n.key)))
+		sum.Write([]byte(n.key))
+	}
+	// The hold's own key, in the slot of the first name: a Client files the hold under it, so
+	// that it is this lock's and no single name's.
+	l.holdKey = ns[0].key + ":m:" + hex.EncodeToString(sum.Sum(nil))
+	l.locks = append([]string{l.holdKey}, l.locks...)
+	l.what = strings.Join(l.names, ", ")
+
+	cfg := acquire.Config{WaiterTimeout: timeout, Name: l.what, Key: l.holdKey, Parts: true}
+	for i, key := range l.locks[1:] {
+		ch := layout.GrantChannel(key, rt.ID)
+		o := l.orphans(i)
+		if i == 0 {
+			cfg.Grants, cfg.Orphans = ch, o
+		} else {
+			cfg.More = append(cfg.More, ch)
+			cfg.MoreOrphans = append(cfg.MoreOrphans, o)
+		}
+	}
+	// No local hand-off: a release always serves the queues in order, and a Queue of its own
+	// per value is all the engine needs.
+	l.q = acquire.New(rt, cfg)
+	l.byDefault = l.newRules(core.LockConfig{})
+	return l, nil
+}
+
+// orphans gives back a name granted to a hold id this Client no longer uses (see
+// internal/core/orphan.go), name i's alone: the hold's other names, if any, pass on with
+// its liveness.
+func (l *Lock) orphans(i int) *core.Orphans {
+	keys, key := l.keys[3*i:3*i+3], l.locks[1+i]
+	return &core.Orphans{
+		GiveBack: func(ctx context.Context, hold string) error {
+			v, err := scripts.LockGiveUp.Run(ctx, l.rt.Pipe, keys, hold, "0", l.rt.PublishCommand()).Result()
+			if err == nil {
+				_, err = scripts.DecodeGiveUp(v)
+			}
+			return core.RedisError(key, err)
+		},
+		Holders: func(ctx context.Context) ([]string, error) {
+			cmd := redis.NewStringCmd(ctx, "get", key)
+			if err := l.rt.Pipe.Process(ctx, cmd); err != nil {
+				if err == redis.Nil {
+					return nil, nil
+				}
+				return nil, core.RedisError(key, err)
+			}
+			return layout.HoldsIn(cmd.Val()), nil
+		},
+	}
+}
+
+// Names returns the lock's names, without duplicates, in the order their keys sort in (the
+// order every script takes them in). The slice is the lock's own: do not modify it.
+func (l *Lock) Names() []string { return l.names }
+
+// Keys returns the Redis keys of every name: its lock key, its queue and its queue's
+// deadlines, the names in the order of Names. The slice is the lock's own: do not modify it.
+func (l *Lock) Keys() []string { return l.keys }
+
+// Lock blocks until the lock holds every name, or ctx is done, and returns the held context:
+// a child of ctx, cancelled when the hold ends (Unlock: cause aqs.ErrReleased) or can no
+// longer be trusted (any name lost: aqs.ErrLockLost), carrying the hold's fencing token.
+//
+// On failure Lock returns context.Cause(ctx) (or the Redis error) and leaves nothing behind:
+// it leaves every queue, and names kept for it pass on to the next waiters. It fails at once
+// with aqs.ErrInvalidArgument when ctx holds this lock already, or one of its names through
+// another lock (it would wait for itself), or for an invalid option. Options: aqs.WithLease,
+// aqs.WithFencingToken.
+func (l *Lock) Lock(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
+	cfg, err := core.ApplyOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	held, _, err := l.acquire(ctx, cfg, true)
+	return held, err
+}
+
+// TryLock takes every name only if each is free and nobody waits for it; with
+// aqs.WithWait(d) it joins the queues at their tails and waits up to d for its turn. Not
+// getting the lock is a result, not an error: it returns (nil, false, nil) and leaves nothing
+// behind. Otherwise it is Lock. Options: aqs.WithLease, aqs.WithFencingToken, aqs.WithWait.
+func (l *Lock) TryLock(ctx context.Context, opts ...aqs.TryLockOption) (context.Context, bool, error) {
+	cfg, err := core.ApplyOptions(opts)
+	if err != nil {
+		return nil, false, err
+	}
+	return l.acquire(ctx, cfg, false)
+}
+
+func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (context.Context, bool, error) {
+	if err := l.rt.Check(); err != nil {
+		return nil, false, err
+	}
+	if ctx.Err() != nil {
+		return nil, false, context.Cause(ctx)
+	}
+	if l.rt.Held(ctx, l.holdKey) != nil {
+		return nil, false, core.Invalid("multilock: the context holds the lock on %s already; it is not reentrant", l.what)
+	}
+	for i, key := range l.locks[1:] {
+		if l.rt.Held(ctx, key) != nil {
+			return nil, false, core.Invalid("multilock: the context holds %q through another lock; it would wait for itself", l.names[i])
+		}
+	}
+	r := l.byDefault
+	if cfg.Lease != 0 {
+		r = l.newRules(cfg)
+	}
+	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
+		Rules: r, Block: block, Wait: cfg.Wait, Primitive: "multilock",
+		Hold: &acquire.HoldSpec{Key: l.holdKey, Lease: r.leaseD, Watchdog: cfg.Lease == 0, Renew: scripts.MultiRenew,
+			RenewKeys: l.locks[1:], FetchToken: l.fetchToken, Token: cfg.Token, Release: l.Unlock},
+	})
+	return won.Held, ok, err
+}
+
+// Unlock releases the hold of ctx: every name goes to the live head of its queue, in one
+// script, or is freed when nobody waits; the held context ends with cause aqs.ErrReleased.
+// Unlock does not use ctx's cancellation, only its values, so it works with a held context
+// that is already done.
+//
+// It returns an error matching aqs.ErrNotOwner, and changes nothing, when ctx does not hold
+// this lock. When the hold had lost a name (its lease ran out, or fair's ForceUnlock ended
+// it), the error matches both aqs.ErrNotOwner and aqs.ErrLockLost: that name is left as it
+// is, and the names the hold still had are released. When Redis fails, Unlock returns that
+// error and the hold is released all the same locally; names the release did not reach are
+// handed on or freed when the lease ends.
+func (l *Lock) Unlock(ctx context.Context) error {
+	return acquire.Unlock(l.q, ctx, l.holdKey, acquire.Op{Kind: "multilock", Verb: "unlock", Name: l.what}, l.release)
+}
+
+func (l *Lock) release(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
+	var cmd *redis.Cmd
+	if e.Once {
+		cmd = scripts.MultiRelease.RunOnce(ctx, l.rt.Pipe, l.keys, e.Hold.ID, l.rt.PublishCommand())
+	} else {
+		cmd = scripts.MultiRelease.Run(ctx, l.rt.Pipe, l.keys, e.Hold.ID, l.rt.PublishCommand())
+	}
+	v, err := cmd.Result()
+	if err != nil {
+		return scripts.Release{}, core.RedisError(l.locks[1], err)
+	}
+	return scripts.DecodeRelease(v)
+}
+
+func (l *Lock) fetchToken(ctx context.Context, h *core.Hold) (int64, error) {
+	t, err := scripts.MultiToken.RunInt(ctx, l.rt.Pipe, l.locks, h.ID)
+	if err != nil {
+		return 0, core.RedisError(l.locks[1], err)
+	}
+	return t, nil
+}
+
+// rules is the multi-lock's rule set for the calls of one lease.
+type rules struct {
+	l      *Lock
+	lease  string // ms
+	leaseD time.Duration
+}
+
+func (l *Lock) newRules(cfg core.LockConfig) *rules {
+	lease := cfg.Lease
+	if lease == 0 {
+		lease = l.rt.Cfg.WatchdogTimeout
+	}
+	return &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), leaseD: lease}
+}
+
+func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
+	l := r.l
+	v, err := l.rt.RunAcquire(ctx, scripts.MultiAcquire, l.keys,
+		[]any{hold, r.lease, l.timeout, excl.Flag(t.Join), excl.Flag(t.First), l.rt.PublishCommand()}, excl.TookIt,
+		func(ctx context.Context) error { return r.GiveUp(ctx, hold) }).Result()
+	if err != nil {
+		return scripts.Attempt{}, core.RedisError(l.locks[1], err)
+	}
+	return scripts.DecodeAttempt(v)
+}
+
+func (r *rules) GiveUp(ctx context.Context, hold string) error {
+	l := r.l
+	v, err := scripts.MultiGiveUp.Run(ctx, l.rt.Pipe, l.keys, hold, l.timeout, l.rt.PublishCommand()).Result()
+	if err == nil {
+		_, err = scripts.DecodeGiveUp(v)
+	}
+	return core.RedisError(l.locks[1], err)
+}
+
+func (r *rules) Beat(hold string) *core.Beat {
+	l := r.l
+	return &core.Beat{Keys: l.keys, Script: scripts.MultiHeartbeat, Args: []any{hold, l.timeout, l.rt.PublishCommand()}}
+}
+
+// Confirm confirms, under the replica-sync policy, a hold that a heartbeat found complete:
+// the renewal of every name to the full lease, with WAIT after it.
+func (r *rules) Confirm(ctx context.Context, hold string) error {
+	l := r.l
+	v, err := l.rt.ConfirmGrant(ctx, scripts.MultiRenew, l.locks, []any{hold, r.lease},
+		func(reply any) bool { return reply == int64(1) }, func(ctx context.Context) error { return r.GiveUp(ctx, hold) })
+	if err != nil {
+		return core.RedisError(l.locks[1], err)
+	}
+	if v != int64(1) {
+		return fmt.Errorf("multilock: lock on %s: the names were gone when confirmed: %w", l.what, core.ErrLockLost)
+	}
+	return nil
+}
