@@ -92,11 +92,12 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind EventKind
 	// Primitive is the kind of primitive: "reentrant", "fair", "rwlock-read", "rwlock-write",
-	// "semaphore" (counting), "leased-semaphore" or "latch" (whose Await reports
-	// EventAcquired when it finds the count at zero, and holds nothing). Calls of 0 permits
-	// report nothing.
+	// "semaphore" (counting), "leased-semaphore", "latch" (whose Await reports
+	// EventAcquired when it finds the count at zero, and holds nothing) or "multilock". Calls
+	// of 0 permits report nothing.
 	Primitive string
-	// Name is the primitive's name, as given to its New.
+	// Name is the primitive's name, as given to its New; a multi-lock's names, as its Names
+	// returns them, joined by ", ".
 	Name string
 	// Wait is how long the call had waited (EventAcquired, EventQueued, EventGaveUp,
 	// EventFailed).

@@ -224,7 +224,18 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 // error and the hold is released all the same locally; names the release did not reach are
 // handed on or freed when the lease ends.
 func (l *Lock) Unlock(ctx context.Context) error {
-	return acquire.Unlock(l.q, ctx, l.holdKey, acquire.Op{Kind: "multilock", Verb: "unlock", Name: l.what}, l.release)
+	var hold string
+	if a := l.rt.Held(ctx, l.holdKey); a != nil {
+		hold = a.Hold().ID
+	}
+	err := acquire.Unlock(l.q, ctx, l.holdKey, acquire.Op{Kind: "multilock", Verb: "unlock", Name: l.what}, l.release)
+	if hold != "" && errors.Is(err, core.ErrLockLost) {
+		// A hold found lost may still have its other names, which would otherwise wait for
+		// their lease to end: they are released now (the release leaves a name it does not
+		// have as it is).
+		_, _ = scripts.MultiRelease.Run(context.WithoutCancel(ctx), l.rt.Pipe, l.keys, hold, l.rt.PublishCommand()).Result()
+	}
+	return err
 }
 
 func (l *Lock) release(ctx context.Context, e acquire.Ending) (scripts.Release, error) {
