@@ -128,9 +128,44 @@ func TestBadArguments(t *testing.T) {
 	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
 	_, err = multilock.New(nil, []string{"a"})
 	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
+	_, err = multilock.New(c, []string{"a"}, multilock.Option{})
+	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
+	_, err = multilock.New(c, []string{"a"}, multilock.WithWaiterTimeout(time.Millisecond))
+	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
 	m, err := multilock.New(c, []string{"b", "a", "b", "a"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "b"}, m.Names())
+
+	ctx := context.Background()
+	_, _, err = m.TryLock(ctx, aqs.WithLease(0))
+	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
+	_, _, err = m.TryLock(ctx, aqs.WithWait(-1))
+	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
+	_, err = m.Lock(ctx, aqs.WithLease(-time.Second))
+	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
+	assert.ErrorIs(t, m.Unlock(ctx), aqs.ErrNotOwner)
+	for _, k := range m.Keys() {
+		n, err := rdb.Exists(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "%s was written by a refused call", k)
+	}
+
+	// After Close every call fails with aqs.ErrClosed; a hold's names are not deleted, they
+	// expire.
+	c2 := newClient(t, rdb)
+	m2, err := multilock.New(c2, names(t, 2))
+	require.NoError(t, err)
+	held, err := m2.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c2.Close())
+	_, err = m2.Lock(ctx)
+	assert.ErrorIs(t, err, aqs.ErrClosed)
+	assert.ErrorIs(t, m2.Unlock(held), aqs.ErrClosed)
+	<-held.Done()
+	assert.ErrorIs(t, context.Cause(held), aqs.ErrLockLost)
+	ttl, err := rdb.PTTL(ctx, m2.Keys()[0]).Result()
+	require.NoError(t, err)
+	assert.Positive(t, ttl)
 }
 
 func TestNamesAcrossSlotsAreRefusedOnACluster(t *testing.T) {
