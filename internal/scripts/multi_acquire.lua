@@ -14,7 +14,7 @@
 -- nobody queued, or with this waiter at the head of its queue, or reserved for it already.
 -- Otherwise a first attempt joins, at the tail, the queue of every name it cannot take, and
 -- reserves each name that is free with nobody queued; a later attempt reserves each name
--- whose queue it now heads, extends what is reserved for it, and renews its other places.
+-- whose queue it now heads (its heartbeats renew its places and what is reserved for it).
 -- A newcomer never passes a live waiter of any of its names. The hold always gets its
 -- fencing token, one for all its names.
 --
@@ -84,7 +84,17 @@ if ARGV[4] ~= '1' then
   return {4, wait}
 end
 if ARGV[5] ~= '1' then
-  multi_wait(state, hold, member, now, timeout)
+  -- A later attempt (most often after one of its names was granted to it) reserves the names
+  -- whose queue it now heads, and renews nothing else: its heartbeats keep its places and
+  -- what is reserved for it alive (multi_heartbeat.lua), from a third of the waiter timeout
+  -- after its join, whose deadline lasts the whole timeout.
+  for i = 1, n do
+    if state[i] == 'h' then
+      redis.call('LPOP', KEYS[3 * i - 1])
+      redis.call('ZREM', KEYS[3 * i], member)
+      reserve(KEYS[3 * i - 2], hold, now, timeout)
+    end
+  end
   return {3, wait}
 end
 local deadline = string.format('%d', now + timeout)
