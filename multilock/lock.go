@@ -45,8 +45,9 @@ type Lock struct {
 	holdKey string   // the key the Client files a hold under (it holds nothing in Redis)
 	timeout string   // the waiter timeout in ms
 	q       *acquire.Queue
-	// byDefault are the rule sets of calls with the default lease, made once.
-	byDefault *rules
+	// byDefault are the rule sets of calls with the default lease, without and with the
+	// fencing token, made once.
+	byDefault [2]*rules
 	what      string // the names, for errors and events
 }
 
@@ -117,7 +118,7 @@ func New(c *aqs.Client, names []string, opts ...Option) (*Lock, error) {
 	// No local hand-off: a release always serves the queues in order, and a Queue of its own
 	// per value is all the engine needs.
 	l.q = acquire.New(rt, cfg)
-	l.byDefault = l.newRules(core.LockConfig{})
+	l.byDefault = [2]*rules{l.newRules(core.LockConfig{}), l.newRules(core.LockConfig{Token: true})}
 	return l, nil
 }
 
@@ -200,7 +201,7 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 			return nil, false, core.Invalid("multilock: the context holds %q through another lock; it would wait for itself", l.names[i])
 		}
 	}
-	r := l.byDefault
+	r := l.byDefault[b2i(cfg.Token)]
 	if cfg.Lease != 0 {
 		r = l.newRules(cfg)
 	}
@@ -265,6 +266,7 @@ type rules struct {
 	l      *Lock
 	lease  string // ms
 	leaseD time.Duration
+	token  bool // the fencing token is assigned at acquisition
 }
 
 func (l *Lock) newRules(cfg core.LockConfig) *rules {
@@ -272,13 +274,13 @@ func (l *Lock) newRules(cfg core.LockConfig) *rules {
 	if lease == 0 {
 		lease = l.rt.Cfg.WatchdogTimeout
 	}
-	return &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), leaseD: lease}
+	return &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), leaseD: lease, token: cfg.Token}
 }
 
 func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	l := r.l
 	v, err := l.rt.RunAcquire(ctx, scripts.MultiAcquire, l.keys,
-		[]any{hold, r.lease, l.timeout, excl.Flag(t.Join), excl.Flag(t.First), l.rt.PublishCommand()}, excl.TookIt,
+		[]any{hold, r.lease, l.timeout, excl.Flag(t.Join), excl.Flag(t.First), l.rt.PublishCommand(), excl.Flag(r.token)}, excl.TookIt,
 		func(ctx context.Context) error { return r.GiveUp(ctx, hold) }).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(l.locks[1], err)
@@ -313,4 +315,11 @@ func (r *rules) Confirm(ctx context.Context, hold string) error {
 		return fmt.Errorf("multilock: lock on %s: the names were gone when confirmed: %w", l.what, core.ErrLockLost)
 	}
 	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

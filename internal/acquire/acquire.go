@@ -261,8 +261,12 @@ func (a *attempt) wait() end {
 			if !a.q.cfg.Parts {
 				return a.tagged()
 			}
-			// One part of what it waits for: the attempt below finds whether it has all.
-			a.hub.SetTag(a.hold)
+			// Parts of what it waits for: it attempts again once as many have come as the
+			// last attempt found missing (each is granted by a message; a part that comes
+			// another way comes with a wakeup, its heartbeat, or its fallback timer).
+			if a.hub.TaggedCount() < a.r.Missing {
+				again = false
+			}
 		}
 		// A wakeup to look again: a reconnect, or a change of the permits.
 	case o := <-out:
@@ -350,6 +354,11 @@ func (a *attempt) attempt(first bool) (scripts.Attempt, error) {
 		return scripts.Attempt{}, err
 	}
 	hold := a.hold
+	if a.q.cfg.Parts && a.hub != nil {
+		// The parts granted from now on are counted for the next wait; those granted before
+		// are what this attempt finds.
+		a.hub.SetTag(hold)
+	}
 	t := Try{First: first, Join: a.waits()}
 	t.Local = first && t.Join && a.c.Local && a.q.cfg.Streak > 0 && a.q.cfg.Board > 0 &&
 		a.locals < maxLocals

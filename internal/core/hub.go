@@ -611,6 +611,23 @@ func (w *Waiter) Tagged() bool {
 	return tagged
 }
 
+// TaggedCount reports on how many of its channels a message addressed to the waiter's tag
+// has arrived (see WaitAll), since it registered or its tag was last set.
+func (w *Waiter) TaggedCount() int {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	n := 0
+	if w.tagged {
+		n++
+	}
+	for _, m := range w.group {
+		if m.tagged {
+			n++
+		}
+	}
+	return n
+}
+
 // SetTag changes the tag the waiter answers to (a waiter that had to start over under a new
 // hold id) and forgets any earlier tagged message.
 func (w *Waiter) SetTag(tag string) {

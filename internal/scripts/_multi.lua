@@ -15,6 +15,10 @@
 -- liveness. It holds once every name is reserved for it or free with it at the head. A
 -- waiter found dead in any queue gives up everything and starts over, as every waiter does.
 --
+-- Every name reserved for a waiter after the attempt that queued it is published on the name's
+-- grant channel, so that its Client can count them and attempt again only once the last one
+-- it missed has come: an attempt that queues reports how many it misses.
+--
 -- Waits go one way only: a waiter waits for names reserved for, or held by, waiters that
 -- joined before it (every queue it shares with them has them ahead), so no cycle of waits can
 -- form.
@@ -31,10 +35,12 @@ end
 -- is held by or reserved for hold, 'h' when it is free with hold the live head of its queue,
 -- 'f' when it is free with nobody queued, false otherwise. A free name kept for another live
 -- head is handed to that head (as lock_acquire.lua does). vals are the names' values, read
--- already (GET). It returns the states, whether every one is 'r', 'h' or 'f', and the
--- shortest remaining lease of a name held by another (or nil).
+-- already (GET); for a name held by another, vals[i] is set to its live value and left[i] to
+-- its remaining lease. It returns the states, whether every one is 'r', 'h' or 'f', the
+-- shortest remaining lease of a name held by another (or nil), left, and how many names are
+-- held by others.
 local function multi_state(vals, hold, member, now, pub)
-  local state, all, wait = {}, true, nil
+  local state, all, wait, left, others = {}, true, nil, {}, 0
   for i = 1, #KEYS / 3 do
     local l, q, d = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
     local v = live_value(vals[i], now)
@@ -55,14 +61,16 @@ local function multi_state(vals, hold, member, now, pub)
       if v then
         state[i] = false
         all = false
+        others = others + 1
         local w = remaining(l, v, now)
+        vals[i], left[i] = v, w
         if not wait or w < wait then
           wait = w
         end
       end
     end
   end
-  return state, all, wait
+  return state, all, wait, left, others
 end
 
 -- multi_give_up leaves nothing of hold, queued as member, in Redis: it leaves every queue, and
@@ -92,10 +100,11 @@ local function multi_give_up(hold, member, now, pub)
   return had
 end
 
--- multi_wait goes on waiting after an attempt or heartbeat found state (see multi_state): a
--- name at whose head it is is reserved now, a reserved one is extended, and its place in every
--- other queue is renewed with the lock key kept alive behind the holder.
-local function multi_wait(state, hold, member, now, timeout)
+-- multi_wait goes on waiting after a heartbeat found state (see multi_state): a name at whose
+-- head it is is reserved now, and published to its Client on the name's channel as any grant
+-- is (with pub), a reserved one is extended, and its place in every other queue is renewed
+-- with the lock key kept alive behind the holder.
+local function multi_wait(state, hold, member, now, timeout, pub)
   local deadline = string.format('%d', now + timeout)
   for i = 1, #KEYS / 3 do
     local l, q, d = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
@@ -103,6 +112,7 @@ local function multi_wait(state, hold, member, now, timeout)
       redis.call('LPOP', q)
       redis.call('ZREM', d, member)
       reserve(l, hold, now, timeout)
+      redis.call(pub, l .. ':c:' .. string.sub(hold, 1, 36), hold)
     elseif state[i] == 'r' then
       reserve(l, hold, now, timeout)
     else

@@ -9,19 +9,22 @@
 -- ARGV[4]  "1" to join the queues (or renew this waiter's places) on failure, "0" not to
 -- ARGV[5]  "1" for the hold's first attempt (it cannot be queued already), "0" for a later one
 -- ARGV[6]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[7]  "1" to assign the fencing token when it acquires, "0" not to (see multi_token.lua)
 --
 -- Every name is taken in one step, or none: the hold takes them when each is free with
 -- nobody queued, or with this waiter at the head of its queue, or reserved for it already.
 -- Otherwise a first attempt joins, at the tail, the queue of every name it cannot take, and
 -- reserves each name that is free with nobody queued; a later attempt reserves each name
 -- whose queue it now heads (its heartbeats renew its places and what is reserved for it).
--- A newcomer never passes a live waiter of any of its names. The hold always gets its
--- fencing token, one for all its names.
+-- A newcomer never passes a live waiter of any of its names. A hold's fencing token is one for
+-- all its names.
 --
 -- Replies, {status, value} (as lock_acquire.lua's, decoded by DecodeAttempt):
---   {1, token}  acquired every name
---   {3, ms}     queued: wait at most ms before trying again without a message
---   {3, ms, n}  the same for a first attempt, which joined: n is the length of its longest
+--   {1, token}  acquired every name; the fencing token when ARGV[7] was "1", else 0
+--   {3, ms, 0, k}  queued: wait at most ms before trying again without a message; k names
+--               are held by others (each is published to the waiter's Client on its grant
+--               channel when it is reserved for it: see _multi.lua)
+--   {3, ms, n, k}  the same for a first attempt, which joined: n is the length of its longest
 --               queue after the join
 --   {4, ms}     not acquired and not queued (ARGV[4] "0"); nothing is reserved for it
 --   {5, 0}      this waiter was dropped as dead from a queue (or lost a name reserved for
@@ -43,32 +46,28 @@ end
 --@include _multi
 if free then
   -- The uncontended path: every name free, nobody queued.
-  local token, field = new_token()
+  local token, field = 0, ''
+  if ARGV[7] == '1' then
+    token, field = new_token()
+  end
   for i = 1, n do
     redis.call('SET', KEYS[3 * i - 2], hold .. field, 'PX', ARGV[2])
   end
   return {1, token}
 end
-if ARGV[5] == '1' then
-  -- Nothing is written until every key is known to be of its type (or absent).
-  for i = 1, n do
-    local tq = redis.call('TYPE', KEYS[3 * i - 1])['ok']
-    local td = redis.call('TYPE', KEYS[3 * i])['ok']
-    if (tq ~= 'none' and tq ~= 'list') or (td ~= 'none' and td ~= 'zset') then
-      error({err = 'WRONGTYPE the queue of ' .. KEYS[3 * i - 2] .. ' is of another type'})
-    end
-  end
-end
 local now = server_ms()
 local member = hold .. ' ' .. ARGV[3]
 local pub = ARGV[6]
-local state, all, wait = multi_state(vals, hold, member, now, pub)
+local state, all, wait, left, others = multi_state(vals, hold, member, now, pub)
 if ARGV[5] ~= '1' and not multi_live(state, member, now) then
   multi_give_up(hold, member, now, pub)
   return {5, 0}
 end
 if all then
-  local token, field = new_token()
+  local token, field = 0, ''
+  if ARGV[7] == '1' then
+    token, field = new_token()
+  end
   for i = 1, n do
     local l, q, d = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
     if state[i] == 'h' then
@@ -95,21 +94,60 @@ if ARGV[5] ~= '1' then
       reserve(KEYS[3 * i - 2], hold, now, timeout)
     end
   end
-  return {3, wait}
+  return {3, wait, 0, others}
 end
+-- The join: first every push, then every deadline, each undone if a key of another type
+-- refuses it, so that a refused join leaves nothing (names handed on above were handed on as
+-- any attempt would have); only then the reservations and the marks on the lock keys.
 local deadline = string.format('%d', now + timeout)
 local longest = 0
+local pushed = {}
 for i = 1, n do
-  local l, q, d = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-  if state[i] == 'f' then
-    reserve(l, hold, now, timeout)
-  else
-    local pushed = join_fresh(q, d, member, deadline, timeout)
-    if pushed > longest then
-      longest = pushed
+  if state[i] ~= 'f' then
+    local r = redis.pcall('RPUSH', KEYS[3 * i - 1], member)
+    if type(r) == 'table' and r.err then
+      for j = 1, i - 1 do
+        if pushed[j] then
+          redis.call('RPOP', KEYS[3 * j - 1])
+        end
+      end
+      error(r)
     end
-    local v = redis.call('GET', l)
-    mark_waited(l, v, lease_end(v), now, remaining(l, v, now), timeout)
+    pushed[i] = r
+    if r > longest then
+      longest = r
+    end
   end
 end
-return {3, wait, longest}
+for i = 1, n do
+  if pushed[i] then
+    local r = redis.pcall('ZADD', KEYS[3 * i], deadline, member)
+    if type(r) == 'table' and r.err then
+      for j = 1, n do
+        if pushed[j] then
+          redis.call('RPOP', KEYS[3 * j - 1])
+          if j < i then
+            redis.call('ZREM', KEYS[3 * j], member)
+          end
+        end
+      end
+      error(r)
+    end
+  end
+end
+for i = 1, n do
+  local l, q, d = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+  if pushed[i] then
+    if pushed[i] == 1 then
+      redis.call('PEXPIRE', q, 2 * timeout)
+    else
+      extend_ttl(q, 2 * timeout)
+    end
+    extend_ttl(d, 2 * timeout)
+    local v = vals[i]
+    mark_waited(l, v, lease_end(v), now, left[i], timeout)
+  else
+    reserve(l, hold, now, timeout)
+  end
+end
+return {3, wait, longest, others}

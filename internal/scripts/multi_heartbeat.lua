@@ -7,7 +7,7 @@
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 --
 -- It renews the waiter's place in every queue, extends the names reserved for it, and
--- reserves the free names whose queue it heads (see _multi.lua).
+-- reserves the free names whose queue it heads, publishing each as a grant (see _multi.lua).
 --
 -- Replies (as DecodeBeat decodes them): 1 still queued; 2 every name is reserved for it
 -- now: it holds them all, for its waiter timeout, and sets its own lease; 0 it is no longer a
@@ -25,7 +25,7 @@ if not multi_live(state, member, now) then
   multi_give_up(hold, member, now, ARGV[3])
   return 0
 end
-multi_wait(state, hold, member, now, timeout)
+multi_wait(state, hold, member, now, timeout, ARGV[3])
 if all then
   return 2
 end

@@ -21,24 +21,30 @@ for i = 1, n do
   local l = KEYS[3 * i - 2]
   local v = redis.call('GET', l)
   if rest_of(v, hold) then
+    had[i] = v
     local e = lease_end(v)
     if e then
       now = now or server_ms()
     end
     if e and e <= now then
       lost = true
-    else
-      had[i] = true
+      had[i] = nil
     end
   else
     lost = true
   end
 end
-now = now or server_ms()
 for i = 1, n do
   if had[i] then
     local l, q, d = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-    hand_off(l, q, d, now, pub)
+    if not string.find(had[i], ' w', 38, true) then
+      -- Nobody queued for the name since it was taken (a join marks it w, see
+      -- _lock_value.lua): it is simply freed.
+      redis.call('DEL', l)
+    else
+      now = now or server_ms()
+      hand_off(l, q, d, now, pub)
+    end
   end
 end
 if lost then

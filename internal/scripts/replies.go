@@ -83,6 +83,10 @@ type Attempt struct {
 	// dropped), when the script reports it (an integer among the trailing values); 0 when it
 	// does not (a later attempt of a queued hold, a script that reports no length).
 	QueueLen int
+	// Missing, for Queued, is how many parts of what the hold waits for are still to be
+	// granted to it (a multi-name lock's names not reserved for it), when the script reports
+	// it (a second integer among the trailing values); 0 when it does not.
+	Missing int
 }
 
 // DecodeAttempt decodes an attempt script's reply {status, value, grants...}: value is the
@@ -107,10 +111,16 @@ func DecodeAttempt(v any) (Attempt, error) {
 	}
 	r.Mine = holds(a[2:])
 	if r.Status == Queued {
+		ints := 0
 		for _, x := range a[2:] {
 			if n, ok := x.(int64); ok {
-				r.QueueLen = int(n)
-				break
+				if ints == 0 {
+					r.QueueLen = int(n)
+				} else {
+					r.Missing = int(n)
+					break
+				}
+				ints++
 			}
 		}
 	}
