@@ -31,8 +31,9 @@ import (
 //     updates it under the write lock;
 //   - pool (demo_pool.go): workers run jobs under the permits of a leased semaphore, and one
 //     worker process is killed with SIGKILL in the middle of a job;
-//   - inventory (demo_inventory.go): buyers wait on a Condition of the fair lock for stock that
-//     a restocker adds and signals.
+//   - inventory: buyers reserve carts of 1 to 4 SKUs, each cart with one multi-lock on its SKUs
+//     (demo_carts.go); then buyers wait on a Condition of the fair lock for stock that a
+//     restocker adds and signals (demo_inventory.go).
 //
 // Each scenario ends with rows for the summary table, some of them checks; the command fails
 // when any check does. The resources the locks guard are written non-atomically on purpose (a
@@ -51,10 +52,14 @@ progress as they go and a summary table at the end:
            worker process is killed with SIGKILL mid-job, and its permit comes back
            when its lease runs out;
   inventory
+           first, buyers reserve carts of 1 to 4 SKUs, each cart under one
+           multi-lock on its SKUs, bought whole or refused whole: no SKU oversold,
+           no SKU held by two carts at once, no deadlock (every Lock returns), and
+           carts that share a SKU served in the order they joined its queue; then
            buyers reserve items one at a time under the fair lock, waiting on its
-           Condition while the stock is 0; a restocker adds stock in batches and
-           signals once per item: none oversold, no buyer left waiting while stock
-           is left, and waiters woken in the order they began to wait.
+           Condition while the stock is 0, while a restocker adds stock in batches
+           and signals once per item: none oversold, no buyer left waiting while
+           stock is left, and waiters woken in the order they began to wait.
 
 The exit status is 1 when any check fails.`
 
@@ -65,7 +70,9 @@ type demoConfig struct {
 	processes int
 
 	buyers, tickets        int           // tickets (buyers: inventory too)
-	items, batch           int           // inventory
+	carts, skus            int           // inventory's carts
+	cartDeadline           time.Duration // inventory's carts
+	items, batch           int           // inventory's restocking
 	readers, writes        int           // config
 	workers, permits, jobs int           // pool
 	jobTime                time.Duration // pool
@@ -84,7 +91,7 @@ var scenarios = []scenario{
 	{"tickets", "ticket sales with the fair lock", runTickets},
 	{"config", "shared configuration with the read-write lock", runConfig},
 	{"pool", "a worker pool with the leased-permit semaphore", runPool},
-	{"inventory", "inventory reservation with a Condition of the fair lock", runInventory},
+	{"inventory", "inventory reservation: carts with the multi-lock, restocking with a Condition", runInventory},
 }
 
 func runDemo(ctx context.Context, e *env, args []string) error {
@@ -102,8 +109,13 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.jobs, "jobs", 60, "pool: jobs to run; the kill comes after a third of them, and the\n"+
 		"run goes on until the killed worker's permit is back")
 	fs.DurationVar(&cfg.jobTime, "job-time", 150*time.Millisecond, "pool: how long a job takes, about")
-	fs.IntVar(&cfg.items, "items", 5, "inventory: the items each buyer reserves, one at a time; the restocker adds\n"+
-		"exactly what the buyers want in all")
+	fs.IntVar(&cfg.carts, "carts", 6, "inventory: the carts each buyer reserves, of 1 to 4 SKUs, one after the other")
+	fs.IntVar(&cfg.skus, "skus", 8, "inventory: the SKUs of the store, each stocked with about 3/4 of what the carts\n"+
+		"ask of it, so that some sell out")
+	fs.DurationVar(&cfg.cartDeadline, "cart-deadline", defaultCartDeadline, "inventory: how long a buyer's Lock on a cart "+
+		"may wait before the buyer counts\nas stuck in a deadlock (under the demo's "+stallTimeout.String()+" stall timeout)")
+	fs.IntVar(&cfg.items, "items", 5, "inventory: the items each buyer reserves, one at a time, after the carts; the\n"+
+		"restocker adds exactly what the buyers want in all")
 	fs.IntVar(&cfg.batch, "batch", 6, "inventory: the restocker's largest batch, one every "+restockEvery.String())
 	fs.DurationVar(&cfg.lease, "lease", 2*time.Second, "the watchdog timeout of the workers' aqs Clients: how long the\n"+
 		"permit of a killed worker stays leased at most")
@@ -135,7 +147,7 @@ func (cfg *demoConfig) check(which string) error {
 		{"processes", cfg.processes}, {"buyers", cfg.buyers}, {"tickets", cfg.tickets},
 		{"readers", cfg.readers}, {"writes", cfg.writes},
 		{"workers", cfg.workers}, {"permits", cfg.permits}, {"jobs", cfg.jobs},
-		{"items", cfg.items}, {"batch", cfg.batch},
+		{"carts", cfg.carts}, {"skus", cfg.skus}, {"items", cfg.items}, {"batch", cfg.batch},
 	} {
 		if f.v < 1 {
 			return usagef("--%s must be at least 1, not %d", f.name, f.v)
@@ -143,6 +155,10 @@ func (cfg *demoConfig) check(which string) error {
 	}
 	if cfg.jobTime <= 0 {
 		return usagef("--job-time must be positive, not %v", cfg.jobTime)
+	}
+	if cfg.cartDeadline <= 0 || cfg.cartDeadline >= stallTimeout {
+		// A stuck buyer must be heard of before the demo gives up on silent workers.
+		return usagef("--cart-deadline must be positive and under %v, not %v", stallTimeout, cfg.cartDeadline)
 	}
 	if cfg.lease < 30*time.Millisecond {
 		return usagef("--lease must be at least 30ms, not %v", cfg.lease)
@@ -204,7 +220,7 @@ type demoRun struct {
 	client *aqs.Client
 	start  time.Time // of the current scenario, for the progress lines
 	// metrics sums the current scenario's metrics lines (--metrics; else nil), from procs
-	// worker processes.
+	// worker processes (of each of its fleets).
 	metrics *demoMetrics
 	procs   int
 }
@@ -234,7 +250,8 @@ func (d *demoRun) startFleet(ctx context.Context, specs []workerSpec) (*fleet, e
 	if err != nil {
 		return nil, err
 	}
-	f.metrics, d.procs = d.metrics, len(specs)
+	f.metrics = d.metrics
+	d.procs += len(specs)
 	pids := make([]string, len(f.procs))
 	for i, p := range f.procs {
 		pids[i] = fmt.Sprint(p.pid())
@@ -290,6 +307,7 @@ func demo(ctx context.Context, e *env, conn *redisConn, cfg demoConfig) error {
 		if cfg.metrics {
 			d.metrics = newDemoMetrics()
 		}
+		d.procs = 0
 		rows, err := s.run(ctx, d)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)

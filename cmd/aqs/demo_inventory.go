@@ -15,7 +15,13 @@ import (
 	"github.com/redaqs/aqs/fair"
 )
 
-// Inventory reservation with a Condition of the fair lock.
+// Inventory reservation.
+//
+// The scenario runs in two stages, each with worker processes of its own: carts of several
+// SKUs reserved with the multi-lock (demo_carts.go), then single items reserved under one fair
+// lock, waiting on its Condition for a restocker's stock (here).
+//
+// Restocking with a Condition of the fair lock.
 //
 // Stock is a counter in Redis, written under one fair lock. Buyers in several processes each
 // reserve Items items, one at a time: each item is one hold of the lock, in which the buyer
@@ -191,10 +197,24 @@ const (
 		"take it would wait forever; it then stops the buyers and counts them."
 )
 
-// runInventory is the parent side of the inventory reservation: it sets the stock up, runs the
-// buyers and the restocker to the end, probing for buyers left waiting once restocking is
-// over, and judges the run.
+// runInventory runs the inventory's two stages, the carts and the restocking, and returns the
+// rows of both.
 func runInventory(ctx context.Context, d *demoRun) ([]summaryRow, error) {
+	carts, err := runCarts(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	restock, err := runRestock(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return append(carts, restock...), nil
+}
+
+// runRestock is the parent side of the restocking: it sets the stock up, runs the buyers and
+// the restocker to the end, probing for buyers left waiting once restocking is over, and
+// judges the run.
+func runRestock(ctx context.Context, d *demoRun) ([]summaryRow, error) {
 	name := d.cfg.name + "-inventory"
 	lock, err := fair.New(d.client, name)
 	if err != nil {
@@ -233,7 +253,7 @@ func setUpInventory(ctx context.Context, d *demoRun, lock *fair.Lock, name strin
 		return err
 	}
 	total := cfg.processes * cfg.buyers * cfg.items
-	d.printf("  stock 0 (key %s); fair lock %q (key %s), its condition %q\n", k.stock, name, lock.Key(), stockCondition)
+	d.printf("  restocking: stock 0 (key %s); fair lock %q (key %s), its condition %q\n", k.stock, name, lock.Key(), stockCondition)
 	d.printf("  %d processes x %d buyers, %s each, one a hold: while the stock is 0, wait on the condition\n",
 		cfg.processes, cfg.buyers, plural(cfg.items, "item"))
 	d.printf("  a restocker (one more process) adds %d items in batches of 1 to %d, every %v, with a Signal per item\n",

@@ -15,22 +15,29 @@ import (
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
-func TestDemoInventoryReservesEveryItemOnceAndWakesWaitersInWaitOrder(t *testing.T) {
+// The inventory reserves every cart whole or not at all, in arrival order among carts that share
+// a SKU, with no deadlock; then every item once, waking waiters in wait order.
+func TestDemoInventoryReservesCartsAndItemsInOrderNoneOversold(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Single(t)
 	name, args := demoArgs(t, "inventory", "--redis", srv.Addr())
 	code, stdout, stderr := aqsRun(t.Context(), nil, args...)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	assertInventoryOK(t, stdout)
-	assert.Contains(t, stdout, "all 4 checks passed")
+	assert.Contains(t, stdout, "all 10 checks passed")
+	assert.Contains(t, stdout, "carts: 4 SKUs, names {"+name+"-store}:sku-1 to {"+name+"-store}:sku-4 (one hash tag), 7 units each in stock")
 	assert.Contains(t, stdout, `fair lock "`+name+`-inventory" (key aqs:{`+name+`-inventory}), its condition "stock"`)
 	assert.Contains(t, stdout, "FIFO violations among waiters: a buyer whose Wait on the condition returns")
 
-	// The buyers in two processes of their own, the restocker in a third.
+	// The cart buyers in two processes of their own; then the buyers in two more, the
+	// restocker in a third.
 	pids := workerPIDs(t, stdout)
-	require.Len(t, pids, 1)
-	assert.Len(t, pids[0], 3)
-	assert.NotContains(t, pids[0], os.Getpid())
+	require.Len(t, pids, 2)
+	assert.Len(t, pids[0], 2)
+	assert.Len(t, pids[1], 3)
+	for _, p := range pids {
+		assert.NotContains(t, p, os.Getpid())
+	}
 	assertNoDemoKeys(t, srv, name)
 }
 
@@ -204,6 +211,6 @@ func TestDemoInventoryFailsWhenBuyersAreLeftWaitingWithStock(t *testing.T) {
 	assert.Regexp(t, checkRow("left waiting with stock", `4 buyers, 4 items in stock; 1 look after the last restock`, "FAILED"), stdout)
 	assert.Regexp(t, checkRow("items reserved", `0 of 4 restocked, 4 in stock, in \S+, 4 buyers in 2 processes`, "FAILED"), stdout)
 	assert.Contains(t, stdout, "left waiting with 0 of 1 item")
-	assert.Contains(t, stdout, "2 of 4 checks FAILED")
+	assert.Contains(t, stdout, "2 of 10 checks FAILED")
 	assertNoDemoKeys(t, srv, name)
 }

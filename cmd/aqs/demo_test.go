@@ -31,7 +31,7 @@ var smallDemo = []string{
 	"--buyers", "2", "--tickets", "30",
 	"--readers", "2", "--writes", "3",
 	"--workers", "2", "--permits", "2", "--jobs", "9", "--job-time", "100ms", "--lease", "1s",
-	"--items", "3", "--batch", "3",
+	"--carts", "4", "--skus", "4", "--items", "3", "--batch", "3",
 }
 
 // demoArgs returns the demo's command line for scenarios ("all" or a list) at smallDemo's
@@ -81,9 +81,20 @@ func assertPoolOK(t *testing.T, stdout string) {
 	assert.Contains(t, stdout, "SIGKILL to process 2")
 }
 
-// assertInventoryOK checks the summary rows of the inventory reservation at smallDemo's size.
+// assertInventoryOK checks the summary rows of the inventory reservation at smallDemo's size:
+// its carts (at 4 SKUs, 8 units in stock each), then its restocking.
 func assertInventoryOK(t *testing.T, stdout string) {
 	t.Helper()
+	assert.Regexp(t, checkRow("carts reserved", `16 of 16: \d+ bought whole, \d+ refused whole \(a SKU sold out\), in \S+, 4 buyers in 2 processes`, "ok"), stdout)
+	assert.Regexp(t, checkRow("SKUs oversold", `0 \(units beyond a SKU's stock\); on each of 4 SKUs stock \+ sold = 7, lowest \d+; \d sold out`, "ok"), stdout)
+	assert.Regexp(t, checkRow("SKUs held twice at once", `0 in [1-9]\d* holds of a SKU`, "ok"), stdout)
+	assert.Regexp(t, checkRow("carts deadlocked", `0: every Lock returned; longest wait \S+`, "ok"), stdout)
+	assert.Regexp(t, checkRow("FIFO violations among carts", `0 in 16 carts, \d+ \(cart, cart queued before it on a shared SKU\) pairs checked`, "ok"), stdout)
+	assert.Regexp(t, checkRow("carts in one order", `yes: the holders of the 4 SKUs fit one order of the carts; 0 in cycles, 0 misplaced`, "ok"), stdout)
+	assert.Regexp(t, checkRow("cart sizes", `1 SKU: \d+, 2: \d+, 3: \d+, 4: \d+`, ""), stdout)
+	assert.Regexp(t, checkRow("longest wait for a cart", `\S+ \(cart p\d/b\d#\d\); p50 \S+ of 16 carts`, ""), stdout)
+	assert.Contains(t, stdout, "cart 16/16")
+	assert.Contains(t, stdout, "FIFO violations among carts: a cart that holds its SKUs while a cart that was already")
 	assert.Regexp(t, checkRow("items reserved", `12 of 12 restocked, 0 in stock, in \S+, 4 buyers in 2 processes`, "ok"), stdout)
 	assert.Regexp(t, checkRow("oversold", `0 \(beyond the restocked\); 12 reserved \+ 0 in stock = 12 restocked`, "ok"), stdout)
 	assert.Regexp(t, checkRow("FIFO violations among waiters", `0 in [1-9]\d* wakes; 0 of [1-9]\d* reservations out of the order of their Waits`, "ok"), stdout)
@@ -131,16 +142,16 @@ func TestDemoRunsEveryScenarioAcrossProcessesAndEveryCheckPasses(t *testing.T) {
 	assertConfigOK(t, stdout)
 	assertPoolOK(t, stdout)
 	assertInventoryOK(t, stdout)
-	assert.Contains(t, stdout, "all 13 checks passed")
+	assert.Contains(t, stdout, "all 19 checks passed")
 	assert.NotContains(t, stdout, "FAILED")
 	assert.NotContains(t, stderr, "throwaway")
 
-	// Each scenario ran in processes of its own: 2, 2 readers and a writer, 2, 2 buyers' and a
-	// restocker.
+	// Each scenario ran in processes of its own: 2, 2 readers and a writer, 2, and the
+	// inventory's 2 cart buyers' then 2 buyers' and a restocker.
 	pids := workerPIDs(t, stdout)
-	require.Len(t, pids, 4)
+	require.Len(t, pids, 5)
 	seen := map[int]bool{os.Getpid(): true}
-	for i, want := range []int{2, 3, 2, 3} {
+	for i, want := range []int{2, 3, 2, 2, 3} {
 		assert.Len(t, pids[i], want, "scenario %d", i+1)
 		for _, pid := range pids[i] {
 			assert.False(t, seen[pid], "pid %d is the test's or another worker's", pid)
@@ -266,6 +277,10 @@ func TestDemoCommandLineErrorsExitWithStatus2(t *testing.T) {
 		{[]string{"--tickets", "0"}, "--tickets must be at least 1"},
 		{[]string{"--items", "0"}, "--items must be at least 1"},
 		{[]string{"--batch", "-1"}, "--batch must be at least 1"},
+		{[]string{"--carts", "0"}, "--carts must be at least 1"},
+		{[]string{"--skus", "0"}, "--skus must be at least 1"},
+		{[]string{"--cart-deadline", "0s"}, "--cart-deadline must be positive and under 30s, not 0s"},
+		{[]string{"--cart-deadline", "30s"}, "--cart-deadline must be positive and under 30s, not 30s"},
 		{[]string{"--scenario", "inventory,stock"}, `unknown scenario "stock"`},
 		{[]string{"--lease", "10ms"}, "--lease must be at least 30ms"},
 		{[]string{"--job-time", "0s"}, "--job-time must be positive"},
@@ -279,7 +294,7 @@ func TestDemoCommandLineErrorsExitWithStatus2(t *testing.T) {
 	// One process is enough without the pool.
 	var cfg demoConfig
 	cfg.processes, cfg.buyers, cfg.tickets, cfg.readers, cfg.writes, cfg.workers, cfg.permits, cfg.jobs = 1, 1, 1, 1, 1, 1, 3, 1
-	cfg.items, cfg.batch = 1, 1
+	cfg.items, cfg.batch, cfg.carts, cfg.skus, cfg.cartDeadline = 1, 1, 1, 1, time.Second
 	cfg.jobTime, cfg.lease = time.Millisecond, time.Second
 	assert.NoError(t, cfg.check("tickets,config,inventory"))
 }

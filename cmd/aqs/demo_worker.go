@@ -68,6 +68,11 @@ type workerSpec struct {
 	Metrics bool          `json:"metrics,omitempty"`  // observe the Client (see demo_metrics.go)
 	Items   int           `json:"items,omitempty"`    // shoppers: items each; restocker: items in all
 	Batch   int           `json:"batch,omitempty"`    // restocker: the largest batch
+	Carts   int           `json:"carts,omitempty"`    // carts: carts each
+	SKUs    int           `json:"skus,omitempty"`     // carts: the SKUs of the store
+	Stock   int           `json:"stock,omitempty"`    // carts: the stock each SKU started with
+	// Deadline is, for carts, how long a cart's Lock may wait before its buyer counts as stuck.
+	Deadline time.Duration `json:"deadline,omitempty"`
 }
 
 // The roles, each implemented in its scenario's file.
@@ -78,6 +83,7 @@ var roles = map[string]func(ctx context.Context, w *worker) error{
 	rolePool:      runPoolWorkers,
 	roleShoppers:  runShoppers,
 	roleRestocker: runRestocker,
+	roleCarts:     runCartBuyers,
 }
 
 // workerExec is how the demo starts a worker process: path with args, demoWorkerEnv added to

@@ -7,8 +7,8 @@
 // Commands:
 //
 //	demo    run the four uses across processes: tickets (fair lock), config (read-write lock),
-//	        pool (leased semaphore, a worker killed mid-job), inventory (a Condition of the
-//	        fair lock)
+//	        pool (leased semaphore, a worker killed mid-job), inventory (carts with the
+//	        multi-lock, then a Condition of the fair lock)
 //	inspect show what is at a name: aqs inspect NAME [--json]
 //	unlock  force the release of a name: aqs unlock --force NAME [--yes]
 //
@@ -70,7 +70,7 @@ type command struct {
 
 // commands lists the subcommands in the order usage shows them.
 var commands = []command{
-	{"demo", "run ticket sales, a shared config and a worker pool across processes", runDemo},
+	{"demo", "run ticket sales, a shared config, a worker pool and inventory reservation across processes", runDemo},
 	{"inspect", "show what is at a name: holders, leases, tokens, queue, permits", runInspect},
 	{"unlock", "force the release of a name whoever holds it (--force), waking its waiters", runUnlock},
 }
