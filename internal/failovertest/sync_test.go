@@ -15,6 +15,7 @@ import (
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/testkit/redistest"
+	"github.com/redaqs/aqs/multilock"
 	"github.com/redaqs/aqs/reentrant"
 	"github.com/redaqs/aqs/rwlock"
 	"github.com/redaqs/aqs/semaphore"
@@ -132,6 +133,18 @@ func TestReplicaSyncWithoutReplicasUndoesEveryAcquisition(t *testing.T) {
 			require.NoError(t, err)
 			assert.False(t, locked, "fair lock left held")
 
+			m, err := multilock.New(c, []string{"{" + name + "-m}:a", "{" + name + "-m}:b"})
+			require.NoError(t, err)
+			_, err = m.Lock(ctx) // multi_acquire.lua
+			unacked(t, err)
+			_, _, err = m.TryLock(ctx, aqs.WithFencingToken())
+			unacked(t, err)
+			for _, k := range m.Keys() {
+				n, err := topo.rdb(t).Exists(ctx, k).Result()
+				require.NoError(t, err)
+				assert.Zero(t, n, "multi-lock key %s left behind", k)
+			}
+
 			rw, err := rwlock.New(c, name+"-rw")
 			require.NoError(t, err)
 			_, err = rw.Lock(ctx)
@@ -224,6 +237,28 @@ func TestReplicaSyncWithAReplicaAcquiresAndConfirmsGrants(t *testing.T) {
 	require.NoError(t, f.Unlock(held))
 	require.NoError(t, <-got)
 	assert.GreaterOrEqual(t, waits(), before+1, "the granted waiter ran no WAIT")
+
+	// A multi-lock: one name granted by a fair lock's release, the other free; the waiter
+	// confirms the whole hold with a WAIT of its own.
+	ml, err := multilock.New(c, []string{"{" + name + "-m}:a", "{" + name + "-m}:b"})
+	require.NoError(t, err)
+	fa, err := fair.New(c, "{"+name+"-m}:a")
+	require.NoError(t, err)
+	held, err = fa.Lock(ctx)
+	require.NoError(t, err)
+	go func() {
+		h, err := ml.Lock(ctx)
+		if err == nil {
+			err = ml.Unlock(h)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool { return queued(t, g, fa.Key()+":q") == 1 },
+		10*time.Second, 5*time.Millisecond, "the multi-lock waiter never queued")
+	before = waits()
+	require.NoError(t, fa.Unlock(held))
+	require.NoError(t, <-got)
+	assert.GreaterOrEqual(t, waits(), before+1, "the multi-lock waiter ran no WAIT")
 
 	// A counting semaphore: permits granted by a release.
 	s, err := semaphore.New(c, name+"-s")
