@@ -89,8 +89,8 @@ func TestKilledMultiLockHolderPassesEveryNameOnWhenItsLeaseEnds(t *testing.T) {
 		assertNotBefore(t, x.got[k3], x.rel[k1], "the fair lock of c, queued behind the multi-lock, got c")
 		assertNotBefore(t, x.got[k4], x.rel[k1], "the fair lock of d, kept for the multi-lock, got d")
 		last := slices.MaxFunc([]time.Time{ends[a], ends[b], ends[c]}, time.Time.Compare)
-		t.Logf("holder of %d names killed; its lease ended %v after the kill; the waiters got the names %v (fair, a) "+
-			"and %v (multi-lock, b and c) after the kill; watchdog timeout %v", 3, last.Sub(killed).Round(time.Millisecond),
+		t.Logf("holder of 3 names killed; its lease ended %v after the kill; the waiters got the names %v (fair, a) "+
+			"and %v (multi-lock, b and c) after the kill; watchdog timeout %v", last.Sub(killed).Round(time.Millisecond),
 			x.got[k2].Sub(killed).Round(time.Millisecond), x.got[k1].Sub(killed).Round(time.Millisecond), killWatchdog)
 		assertNothingHeldOrQueued(t, rdb, ns)
 	})
@@ -161,6 +161,7 @@ func TestKilledMultiLockWaiterLeavesEveryQueueAndItsKeptNamesPassOn(t *testing.T
 		require.NoError(t, own.Unlock(held))
 		x.awaitAll(t, []int{k3}, killTolerance)
 		x.end(t)
+		assertNotBefore(t, x.got[k3], released, "the multi-lock on a and c got a")
 		assertNotBefore(t, x.got[k3], x.rel[k2], "the multi-lock on a and c, behind the one on c and d, got c")
 		t.Logf("waiter for 3 names (2 kept for it) killed; the kept names passed %v (b) and %v (c) after the kill; "+
 			"waiter timeout %v; the multi-lock behind it on a got it %v after the test's release",
