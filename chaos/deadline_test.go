@@ -35,7 +35,7 @@ func TestBlockingCallsReturnByTheirDeadlineWhenRedisStallsOrRefuses(t *testing.T
 	type op struct{ kind, op string }
 	ops := []op{
 		{kindReentrant, opExclusive}, {kindFair, opExclusive}, {kindRWLock, opExclusive},
-		{kindRWLock, opRead}, {kindCounting, "1"}, {kindLeased, "1"},
+		{kindRWLock, opRead}, {kindCounting, "1"}, {kindLeased, "1"}, {kindMulti, opExclusive},
 	}
 	var kinds []string
 	for _, o := range ops {

@@ -67,7 +67,10 @@ func TestHistoriesStayLinearizableUnderFaultsThatFailNoCall(t *testing.T) {
 	}
 	forEachKind(t, names, func(t *testing.T, name string) {
 		fault := linFaults[slices.Index(names, name)]
-		for _, kind := range append(slices.Clone(allKinds), kindLatch) {
+		// The multi-lock has no runner here: lintest's lock runner re-enters its holds, which
+		// a multi-lock refuses (it is not reentrant).
+		kinds := slices.DeleteFunc(slices.Clone(allKinds), func(k string) bool { return k == kindMulti })
+		for _, kind := range append(kinds, kindLatch) {
 			t.Run(kind, func(t *testing.T) {
 				for round := range rounds {
 					linRound(t, kind, round, fault.name, fault.every, fault.inject)

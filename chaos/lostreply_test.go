@@ -162,6 +162,7 @@ func TestReleaseWhoseReplyIsLostSucceedsAndReleasesOnce(t *testing.T) {
 	}{
 		{kindReentrant, opExclusive, "", scripts.LockRelease.SHA()},
 		{kindFair, opExclusive, "", scripts.LockRelease.SHA()},
+		{kindMulti, opExclusive, "", scripts.MultiRelease.SHA()},
 		{kindRWLock, opExclusive, "", scripts.RWWriteRelease.SHA()},
 		{kindRWLock, opRead, "plain commands", "zrem"},
 		{kindRWLock, opRead, "re-entered", scripts.RWReadRelease.SHA()},

@@ -8,13 +8,16 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/fair"
+	"github.com/redaqs/aqs/multilock"
 	"github.com/redaqs/aqs/reentrant"
 	"github.com/redaqs/aqs/rwlock"
 	"github.com/redaqs/aqs/semaphore"
 )
 
-// The five primitives behind one interface, so that every fault runs against each of them,
-// in the test process as in a child.
+// The six primitives behind one interface, so that every fault runs against each of them,
+// in the test process as in a child. The multi-lock is here on one fixed cart of names
+// (multiNames), where it is one exclusive lock on all of them; its loads of overlapping carts
+// have a test of their own (carts_test.go).
 
 // The primitives' kinds.
 const (
@@ -23,13 +26,14 @@ const (
 	kindRWLock    = "rwlock"
 	kindCounting  = "counting"
 	kindLeased    = "leased"
+	kindMulti     = "multilock"
 )
 
-var allKinds = []string{kindReentrant, kindFair, kindRWLock, kindCounting, kindLeased}
+var allKinds = []string{kindReentrant, kindFair, kindRWLock, kindCounting, kindLeased, kindMulti}
 
 // Operations: what one acquisition takes.
 const (
-	opExclusive = "x" // the lock (reentrant, fair), the write side (rwlock)
+	opExclusive = "x" // the lock (reentrant, fair, multilock), the write side (rwlock)
 	opRead      = "r" // the read side (rwlock)
 	// A semaphore's operation is its number of permits, "1", "2", ….
 )
@@ -54,13 +58,15 @@ type prim struct {
 	rw      *rwlock.Lock
 	cs      *semaphore.Semaphore
 	ls      *semaphore.Leased
+	ml      *multilock.Lock
+	names   []*fair.Lock // the multi-lock's names, each seen as its fair lock (free)
 }
 
 // primConfig is what every process must agree on for one primitive.
 type primConfig struct {
 	kind          string
 	name          string
-	waiterTimeout time.Duration // fair lock, rwlock writers, semaphores
+	waiterTimeout time.Duration // fair lock, rwlock writers, semaphores, multi-lock
 	permits       int           // semaphores
 }
 
@@ -91,6 +97,17 @@ func newPrim(ctx context.Context, c *aqs.Client, cfg primConfig) (*prim, error) 
 			p.key, p.keys = p.ls.Key(), p.ls.Keys()
 			_, err = p.ls.TrySetPermits(ctx, cfg.permits)
 		}
+	case kindMulti:
+		if p.ml, err = multilock.New(c, multiNames(cfg.name), multilock.WithWaiterTimeout(cfg.waiterTimeout)); err == nil {
+			p.key, p.keys = p.ml.Keys()[0], p.ml.Keys()
+			for _, n := range p.ml.Names() {
+				f, ferr := fair.New(c, n)
+				if ferr != nil {
+					return nil, ferr
+				}
+				p.names = append(p.names, f)
+			}
+		}
 	default:
 		err = fmt.Errorf("unknown kind %q", cfg.kind)
 	}
@@ -98,6 +115,13 @@ func newPrim(ctx context.Context, c *aqs.Client, cfg primConfig) (*prim, error) 
 		return nil, err
 	}
 	return p, nil
+}
+
+// multiNames is the multi-lock's cart of a primitive named name: three names in one slot,
+// the first of which is the one whose queue the tests look at (prim.key).
+func multiNames(name string) []string {
+	tag := "{" + name + "}:"
+	return []string{tag + "a", tag + "b", tag + "c"}
 }
 
 // held is one acquisition.
@@ -132,10 +156,13 @@ func (p *prim) acquire(ctx context.Context, op string, opts ...aqs.LeaseOption) 
 	h := &held{}
 	var err error
 	switch p.kind {
-	case kindReentrant, kindFair:
+	case kindReentrant, kindFair, kindMulti:
 		lock := func(ctx context.Context, opts ...aqs.LockOption) (context.Context, error) {
-			if p.re != nil {
+			switch {
+			case p.re != nil:
 				return p.re.Lock(ctx, opts...)
+			case p.ml != nil:
+				return p.ml.Lock(ctx, opts...)
 			}
 			return p.fa.Lock(ctx, opts...)
 		}
@@ -143,8 +170,11 @@ func (p *prim) acquire(ctx context.Context, op string, opts ...aqs.LeaseOption) 
 			return nil, err
 		}
 		h.release = func() error {
-			if p.re != nil {
+			switch {
+			case p.re != nil:
 				return p.re.Unlock(h.ctx)
+			case p.ml != nil:
+				return p.ml.Unlock(h.ctx)
 			}
 			return p.fa.Unlock(h.ctx)
 		}
@@ -191,8 +221,8 @@ func (p *prim) acquire(ctx context.Context, op string, opts ...aqs.LeaseOption) 
 	return h, nil
 }
 
-// free reports whether nobody holds the primitive: the lock is free, or every permit is
-// available.
+// free reports whether nobody holds the primitive: the lock is free (each of the multi-lock's
+// names), or every permit is available.
 func (p *prim) free(ctx context.Context) (bool, error) {
 	switch p.kind {
 	case kindReentrant:
@@ -207,6 +237,13 @@ func (p *prim) free(ctx context.Context) (bool, error) {
 	case kindCounting:
 		n, err := p.cs.Available(ctx)
 		return n == p.permits, err
+	case kindMulti:
+		for _, f := range p.names {
+			if locked, err := f.IsLocked(ctx); err != nil || locked {
+				return false, err
+			}
+		}
+		return true, nil
 	default:
 		n, err := p.ls.Available(ctx)
 		return n == p.permits, err

@@ -57,7 +57,7 @@ func (s *fencedStore) write(token int64) bool {
 
 func TestStalledHolderIsFencedOff(t *testing.T) {
 	rounds := scale(2, 8)
-	forEachKind(t, []string{kindReentrant, kindFair, kindRWLock, kindLeased}, func(t *testing.T, kind string) {
+	forEachKind(t, []string{kindReentrant, kindFair, kindRWLock, kindLeased, kindMulti}, func(t *testing.T, kind string) {
 		srv := redistest.Single(t)
 		c := newCast(t, srv.Addr(), primConfig{kind: kind, name: redistest.Name(t),
 			waiterTimeout: time.Second, permits: 1}, time.Second)
