@@ -234,3 +234,24 @@ func checkCartRow(t *testing.T, client *aqs.Client, im *impl, key string) {
 		t.Fatal(err)
 	}
 }
+
+func TestReportMethodPutsTheCartsFiguresAndTheVersionsInTheirPlaces(t *testing.T) {
+	var b strings.Builder
+	writeReport(&b, machine{}, config{rounds: 9, slice: 300 * time.Millisecond, work: 10 * time.Microsecond}, nil)
+	report := b.String()
+	for _, want := range []string{
+		fmt.Sprintf("a cart of %d to %d names at once", cartMin, cartMax),
+		fmt.Sprintf("pause %v ± 50%%, start again", cartBackoff),
+		"go-redsync/redsync " + version("github.com/go-redsync/redsync/v4") + ":",
+		"bsm/redislock " + version("github.com/bsm/redislock") + ",",
+		"redis/rueidis " + version("github.com/redis/rueidis") + " rueidislock",
+		"go-redis " + version("github.com/redis/go-redis/v9") + " client",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report's Method lacks %q", want)
+		}
+	}
+	if strings.Contains(report, "%!") {
+		t.Errorf("the report has a formatting error: %s", report[strings.Index(report, "%!")-60:][:120])
+	}
+}

@@ -162,9 +162,9 @@ client).
 | overlaps | critical sections that found another holder inside: must be 0 |
 | errors | calls that failed (and were retried) |
 | acquisitions | acquisitions counted over all rounds: the sample behind the figures |
-`, cfg.rounds, cfg.slice, cfg.work, manyNames, cartMin, cartMax, cartBackoff,
+`, cfg.rounds, cfg.slice, cfg.work, manyNames, cartMin, cartMax,
 		version("github.com/go-redsync/redsync/v4"), version("github.com/bsm/redislock"),
-		version("github.com/redis/rueidis"), version("github.com/redis/go-redis/v9"))
+		version("github.com/redis/rueidis"), cartBackoff, version("github.com/redis/go-redis/v9"))
 	writePeerMethod(b, m.peers)
 	b.WriteString("\n## Results\n")
 	for _, r := range results {

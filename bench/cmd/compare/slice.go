@@ -227,7 +227,9 @@ func runLock(ctx context.Context, acquire acquireFunc, id int64, stop time.Time,
 				break
 			}
 			if ctx.Err() != nil {
-				w.cut = append(w.cut, int64(time.Since(t0)))
+				// Its length at stop, not at the return: how long a library takes to notice
+				// the cancellation is no part of the wait.
+				w.cut = append(w.cut, int64(min(time.Since(t0), stop.Sub(t0))))
 				return
 			}
 			w.fail(err)
