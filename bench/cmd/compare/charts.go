@@ -113,6 +113,10 @@ var chartNames = map[string]string{
 	"etcd concurrency.Mutex (--unsafe-no-fsync)":                      "etcd Mutex, no fsync",
 	"ZooKeeper floor: create + delete of an ephemeral node":           "ZooKeeper floor: create + delete",
 	"ZooKeeper lock recipe (go-zookeeper zk.Lock)":                    "ZooKeeper lock",
+	"aqs multilock, a value per cart":                                 "aqs multilock",
+	"aqs fair, one name at a time in sorted order":                    "aqs fair, one at a time",
+	"redislock, sorted, release all and retry":                        "redislock, retry all",
+	"redsync, sorted, release all and retry":                          "redsync, retry all",
 }
 
 func chartName(name string) string {

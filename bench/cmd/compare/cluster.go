@@ -48,6 +48,8 @@ var clusterImplNames = []string{
 	"redislock, linear 100ms",
 	"redislock, linear 1ms",
 	"rueidislock (defaults)",
+	// The cart scenarios' rows (carts.go), from clusterCartMultiRow on.
+	cartImplNames[0], cartImplNames[1], cartImplNames[2], cartImplNames[3],
 }
 
 const (
@@ -81,6 +83,12 @@ func clusterScenarios(cfg config) []scenario {
 		out = append(out, scenario{tag: "cluster-procs", cluster: true,
 			title: fmt.Sprintf("Redis Cluster, 3 masters: %d processes × 16 goroutines, each lock one of %d names at random, held for no time", cfg.procs, manyNames),
 			procs: cfg.procs, goroutines: 16, names: manyNames})
+		for _, pool := range cartPools {
+			out = append(out, scenario{tag: fmt.Sprintf("cluster-carts-%d", pool), cluster: true, cart: true,
+				title: fmt.Sprintf("Redis Cluster, 3 masters: carts, %d processes × 8 goroutines, each takes %d–%d names at once of %d (one hash tag, one slot), held for the critical section",
+					cfg.procs, cartMin, cartMax, pool),
+				procs: cfg.procs, goroutines: 8, names: pool})
+		}
 	}
 	return out
 }
@@ -262,6 +270,9 @@ func newClusterImpls(ctx context.Context, addrs []string) (*procImpls, error) {
 		return repeat(acquireFunc(acq), n), nil
 	}})
 
+	// The carts' rows, on the same ClusterClient as the rows above.
+	p.impls = append(p.impls, newCartImpls(client, trips, rl, rs, trips)...)
+
 	for i, im := range p.impls {
 		if im.name != clusterImplNames[i] {
 			panic("compare: newClusterImpls out of step with clusterImplNames at " + im.name)
@@ -365,7 +376,12 @@ func (cb *clusterBench) runScenario(ctx context.Context, cfg config, si int, sc 
 	if f := flag.Lookup("impls"); f != nil {
 		sel = f.Value.String()
 	}
-	impls := chooseRows(clusterImplNames, clusterFloor, sel)
+	var impls []int
+	for _, i := range chooseRows(clusterImplNames, clusterFloor, sel) {
+		if runsIn(sc, p.impls[i], i == clusterFloor) {
+			impls = append(impls, i)
+		}
+	}
 	n := len(p.impls)
 	rows := make([]row, n)
 	for _, i := range impls {
@@ -388,6 +404,7 @@ func (cb *clusterBench) runScenario(ctx context.Context, cfg config, si int, sc 
 				Goroutines: sc.goroutines,
 				Names:      sc.names,
 				Sleep:      int64(sc.sleep),
+				Cart:       sc.cart,
 			}
 			setup := clusterSetup(i)
 			if children != nil {
@@ -433,11 +450,16 @@ func (cb *clusterBench) runScenario(ctx context.Context, cfg config, si int, sc 
 // writeClusterNotes writes what a cluster section's table needs besides its rows: how the
 // rows use the cluster, the connections they cost (conns.go), and aqs against the fastest
 // other library.
-func writeClusterNotes(b *strings.Builder, rows []row) {
+func writeClusterNotes(b *strings.Builder, sc scenario, rows []row) {
 	b.WriteString("\nOn a Redis Cluster of 3 masters and no replicas, started by the run on loopback. Each process " +
-		"has one go-redis ClusterClient, shared by aqs, redsync, redislock and the floor; rueidislock has its own " +
-		"rueidis client. \"A value per goroutine and name\": each goroutine builds its own Lock value of every name " +
-		"before the slice, where the other aqs rows share one value of a name among the process's goroutines.\n")
+		"has one go-redis ClusterClient, shared by aqs, redsync, redislock and the floor")
+	if sc.cart {
+		b.WriteString(". Every name of a slice has the same hash tag, so all live on one master.\n")
+	} else {
+		b.WriteString("; rueidislock has its own rueidis client. \"A value per goroutine and name\": each goroutine builds " +
+			"its own Lock value of every name before the slice, where the other aqs rows share one value of a name among the " +
+			"process's goroutines.\n")
+	}
 	writeConns(b, rows)
 	// aqs against the fastest other library, round by round, as the conclusions do elsewhere.
 	var parts []string

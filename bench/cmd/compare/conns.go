@@ -152,14 +152,7 @@ func writeConns(b *strings.Builder, rows []row) {
 	b.WriteString("| Implementation | pub/sub connections per Client | shard channels per Client | dialled per second |\n")
 	b.WriteString("|---|--:|--:|--:|\n")
 	join := func(xs []string) string { return strings.Join(xs, " / ") }
-	isAQS := func(i int) bool {
-		for _, a := range clusterAQSRows {
-			if a == i {
-				return true
-			}
-		}
-		return false
-	}
+	isAQS := func(i int) bool { return strings.HasPrefix(clusterImplNames[i], "aqs ") }
 	for i, r := range rows {
 		c := r.conns
 		if c == nil || len(r.rates) == 0 || c.secs == 0 {

@@ -30,7 +30,8 @@ type acquireFunc func(ctx context.Context) (release func() error, err error)
 
 // impl is one implementation as one process sees it. A floor row has op: one operation of
 // one goroutine, on a key of its own. A lock has locks: the acquire functions of n goroutines
-// contending for the lock named key.
+// contending for the lock named key. A way to take a cart of names (carts.go) has carts: the
+// cart functions of n goroutines that take their carts from pool.
 type impl struct {
 	name string
 	// op is one operation of a floor row on key; hold is the critical section, which the
@@ -38,6 +39,7 @@ type impl struct {
 	op    func(key string, hold func()) error
 	per   int64 // operations one op call counts for (0: 1)
 	locks func(key string, n int) ([]acquireFunc, error)
+	carts func(pool []string, n int) ([]cartFunc, error)
 	// manyOnly marks a row of the many-names scenarios only (the server's pipelined capacity);
 	// oneOnly, a row left out of them (the FIFO floor, a hand-off on one key).
 	manyOnly, oneOnly bool
@@ -99,6 +101,8 @@ var implNames = []string{
 	"ZooKeeper floor: create + delete of an ephemeral node",
 	"ZooKeeper lock recipe (go-zookeeper zk.Lock)",
 	"aqs rwlock, write side",
+	// The cart scenarios' rows (carts.go), from cartMultiRow on.
+	cartImplNames[0], cartImplNames[1], cartImplNames[2], cartImplNames[3],
 }
 
 const (
@@ -357,6 +361,14 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 			return aqsLocks(func(ctx context.Context) (context.Context, error) { return l.Lock(ctx) }, l.Unlock, n), nil
 		}})
 
+	// The carts' rows: aqs's on the process's Client; redislock and redsync on a go-redis
+	// client of their own, whose commands are counted.
+	cartRDB := newRDB()
+	cartTrips := &tripCounter{}
+	cartRDB.AddHook(cartTrips)
+	p.impls = append(p.impls, newCartImpls(client, trips, redislock.New(cartRDB),
+		redsync.New(redsyncgoredis.NewPool(cartRDB)), cartTrips)...)
+
 	for i, im := range p.impls {
 		if im.name != implNames[i] {
 			panic("compare: newImpls out of step with implNames at " + im.name)
@@ -365,8 +377,8 @@ func newImpls(ctx context.Context, addr string) (*procImpls, error) {
 	return p, nil
 }
 
-func repeat(f acquireFunc, n int) []acquireFunc {
-	out := make([]acquireFunc, n)
+func repeat[F any](f F, n int) []F {
+	out := make([]F, n)
 	for i := range out {
 		out[i] = f
 	}

@@ -64,7 +64,13 @@ type scenario struct {
 	io int
 	// cluster runs it on a 3-master Redis Cluster, with the rows of cluster.go.
 	cluster bool
+	// cart makes every acquisition take a cart of 2 to 4 of the names (carts.go), held for the
+	// busy work; only the cart rows, and the floor cycle, run in it.
+	cart bool
 }
+
+// cartPools are the sizes of the pools of names the cart scenarios draw their carts from.
+var cartPools = []int{100, 1000}
 
 // manyNames is how many lock names the many-names scenarios spread their acquisitions over.
 const manyNames = 1000
@@ -88,7 +94,7 @@ func main() {
 	flag.IntVar(&cfg.procs, "procs", 4, "processes of the multi-process scenario, 8 goroutines each (0: leave it out)")
 	flag.BoolVar(&cfg.v, "v", false, "log every slice's rate to stderr")
 	flag.StringVar(&cfg.out, "o", "", "also write the report to this file (make bench-compare: ../BENCHMARKS.md), and its charts to bench/charts/ beside it")
-	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs, many-procs-1ms, cluster and cluster-procs (default all)")
+	only := flag.String("scenarios", "", "comma-separated scenarios to run, of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs, many-procs-1ms, carts-100, carts-1000, cluster, cluster-procs, cluster-carts-100 and cluster-carts-1000 (default all)")
 	rowsFlag := flag.String("impls", "", "comma-separated words; run only the rows whose name contains one of them, in any case (and the floor cycle, which the ratios need); default all")
 	flag.Parse()
 	cfg.impls, cfg.asked = chooseImpls(*rowsFlag), *rowsFlag != ""
@@ -166,6 +172,14 @@ func run(cfg config) error {
 				procs: cfg.procs, goroutines: 16, names: manyNames, sleep: hold})
 		}
 	}
+	if cfg.procs > 0 {
+		for _, pool := range cartPools {
+			scenarios = append(scenarios, scenario{tag: fmt.Sprintf("carts-%d", pool), cart: true,
+				title: fmt.Sprintf("Carts: %d processes × 8 goroutines, each takes %d–%d names at once of %d, held for the critical section",
+					cfg.procs, cartMin, cartMax, pool),
+				procs: cfg.procs, goroutines: 8, names: pool})
+		}
+	}
 	scenarios = append(scenarios, clusterScenarios(cfg)...)
 	if cfg.only != nil {
 		var chosen []scenario
@@ -175,7 +189,8 @@ func run(cfg config) error {
 			}
 		}
 		if len(chosen) == 0 {
-			return fmt.Errorf("-scenarios names none of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs, many-procs-1ms, cluster, cluster-procs")
+			return fmt.Errorf("-scenarios names none of 1, 2, 8, 32, procs, 32-io, procs-io, many, many-1ms, many-procs, many-procs-1ms, " +
+				"carts-100, carts-1000, cluster, cluster-procs, cluster-carts-100, cluster-carts-1000 (the processes' and carts' scenarios need -procs above 0)")
 		}
 		scenarios = chosen
 	}
@@ -239,6 +254,20 @@ func chooseImpls(sel string) []int {
 	return chosen
 }
 
+// runsIn says whether row im runs in scenario sc; floor marks the table's floor cycle, which
+// every scenario runs (the ratios need it). The FIFO floor is a hand-off on one key, the
+// server's pipelined capacity a figure of the many-names scenarios only, and the ways to take
+// a cart run in the cart scenarios, alone.
+func runsIn(sc scenario, im *impl, floor bool) bool {
+	switch {
+	case floor:
+		return true
+	case sc.cart || im.carts != nil:
+		return sc.cart && im.carts != nil
+	}
+	return !(sc.names > 0 && im.oneOnly || sc.names == 0 && im.manyOnly)
+}
+
 // containsFold says whether s contains substr, letter case aside (-impls zookeeper).
 func containsFold(s, substr string) bool {
 	return strings.Contains(strings.ToLower(s), strings.ToLower(substr))
@@ -267,11 +296,9 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 		}
 	}
 
-	// The rows of this scenario: the FIFO floor is a hand-off on one key, the server's
-	// pipelined capacity a figure of the many-names scenarios only.
 	var impls []int
 	for _, i := range cfg.impls {
-		if im := p.impls[i]; !(sc.names > 0 && im.oneOnly || sc.names == 0 && im.manyOnly) {
+		if runsIn(sc, p.impls[i], i == floorCycle) {
 			impls = append(impls, i)
 		}
 	}
@@ -296,6 +323,7 @@ func runScenario(p *procImpls, addr string, cfg config, si int, sc scenario) ([]
 				Names:      sc.names,
 				Sleep:      int64(sc.sleep),
 				IO:         sc.io,
+				Cart:       sc.cart,
 			}
 			// Time to build the goroutines' handles before the start: a thousand names'
 			// take a moment.
@@ -401,7 +429,7 @@ func writeTable(b *strings.Builder, sc scenario, rows []row) {
 			} else {
 				cells = append(cells, "—")
 			}
-			if sc.names == 0 {
+			if sc.names == 0 || sc.cart {
 				cells = append(cells, fmt.Sprint(r.overlaps))
 			} else {
 				cells = append(cells, "—") // holders of many names at once: no witness
@@ -419,6 +447,9 @@ func writeTable(b *strings.Builder, sc scenario, rows []row) {
 	if !sc.cluster { // the cluster's rows are its own (clusterImplNames), without the peers
 		notes = append(notes, peerFloorNotes(rows)...)
 	}
+	if sc.cart {
+		notes, trips = append(notes, cartNotes(sc, rows)...), nil // the rows' clients are not all the aqs Client's
+	}
 	if len(trips) > 0 {
 		notes = append(notes, "Commands per round trip of the aqs Client's go-redis client (its auto-pipeline; all rounds): "+
 			strings.Join(trips, ", ")+".")
@@ -430,6 +461,6 @@ func writeTable(b *strings.Builder, sc scenario, rows []row) {
 		writeCPUTable(b, rows)
 	}
 	if sc.cluster {
-		writeClusterNotes(b, rows)
+		writeClusterNotes(b, sc, rows)
 	}
 }

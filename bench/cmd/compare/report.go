@@ -116,6 +116,12 @@ never download the libraries it compares against); each run replaces it, and its
   made before the end count.
 - **Many names.** Each acquisition takes one of %d names at random (a lock per order, per
   seat), held for the time the title gives.
+- **Carts.** Each acquisition takes a cart of %d to %d names at once (each size as likely),
+  drawn from a pool of 100 or 1,000 names that share one hash tag, and holds all of them for
+  the critical section: a shop reserving the SKUs of a cart. Only the ways to take a cart run
+  there, beside the floor cycle (whose "× floor" is still one name's cycle). The witness keeps
+  a mark per name, so an overlap on any name counts. A wait runs from the first call for a
+  cart to holding all of its names, retries included.
 - **Where the CPU goes.** Each slice also measures, over its window, the CPU time and the
   voluntary context switches (a thread woken from sleep) of the processes that ran it, and the
   redis-server's CPU, commands (a script's own calls counted, as INFO counts them) and main
@@ -139,6 +145,9 @@ never download the libraries it compares against); each run replaces it, and its
 | rueidislock | redis/rueidis %s rueidislock, defaults (3 keys, majority of 2) |
 | capacity: SET × 16 per pipeline | the server's pipelined capacity (many-names scenarios) |
 | aqs reentrant, aqs fair, a value per call | the same Client, with a Lock value built for every acquisition (New in a request's handler) |
+| aqs multilock, a value per cart | (carts) multilock.New on the cart's names for every cart, then Lock / Unlock: one request in every name's queue at once |
+| aqs fair, one name at a time in sorted order | (carts) a fair.Lock per name shared by the process's goroutines, locked in sorted order, each on the held context of the one before, unlocked in reverse |
+| redislock / redsync, sorted, release all and retry | (carts) what their users write today: one try of each name in sorted order (redislock Obtain without retry, redsync TryLockContext); on the first name taken, release those taken, pause %v ± 50%%, start again |
 
 Each library has its own go-redis %s client with its defaults (rueidislock its own rueidis
 client).
@@ -153,9 +162,9 @@ client).
 | overlaps | critical sections that found another holder inside: must be 0 |
 | errors | calls that failed (and were retried) |
 | acquisitions | acquisitions counted over all rounds: the sample behind the figures |
-`, cfg.rounds, cfg.slice, cfg.work, manyNames,
+`, cfg.rounds, cfg.slice, cfg.work, manyNames, cartMin, cartMax,
 		version("github.com/go-redsync/redsync/v4"), version("github.com/bsm/redislock"),
-		version("github.com/redis/rueidis"), version("github.com/redis/go-redis/v9"))
+		version("github.com/redis/rueidis"), cartBackoff, version("github.com/redis/go-redis/v9"))
 	writePeerMethod(b, m.peers)
 	b.WriteString("\n## Results\n")
 	for _, r := range results {
@@ -258,6 +267,18 @@ func conclusions(results []result) []string {
 	versus("many-procs", false)
 	versus("32", true)
 	versus("procs", true)
+	for _, r := range results {
+		if r.sc.cart {
+			if s := cartSummary(r.sc, r.rows); s != "" {
+				where := ""
+				if r.sc.cluster {
+					where = ", Redis Cluster"
+				}
+				out = append(out, fmt.Sprintf("Carts of %d–%d names among %d, %d processes × %d goroutines%s: %s",
+					cartMin, cartMax, r.sc.names, r.sc.procs, r.sc.goroutines, where, s))
+			}
+		}
+	}
 	if p := peerConclusion(results); p != "" {
 		out = append(out, p)
 	}

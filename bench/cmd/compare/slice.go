@@ -34,6 +34,9 @@ type sliceSpec struct {
 	// nanoseconds of sleep (a critical section that waits on I/O) instead of the busy work.
 	Names int   `json:"names,omitempty"`
 	Sleep int64 `json:"sleep,omitempty"`
+	// Cart, with Names, makes a lock's goroutines take at every acquisition a cart of those
+	// names (carts.go), held for the busy work as a lock on one name is.
+	Cart bool `json:"cart,omitempty"`
 	// IO is how many round trips to Redis the critical section makes after its work (a GET
 	// each, on the application's own client): a critical section that reads what the lock
 	// guards.
@@ -102,18 +105,25 @@ func runSlice(p *procImpls, im *impl, sp sliceSpec, wit *witness, work time.Dura
 			}
 		}
 	}
-	if sp.Names > 0 {
+	if sp.Names > 0 && !sp.Cart {
 		hold = func() { time.Sleep(time.Duration(sp.Sleep)) }
 		if sp.Sleep <= 0 {
 			hold = func() {}
 		}
+	}
+	namesWit := wit
+	if sp.Names > 0 {
 		wit = nil // many holders at once, of different names: the witness is for one lock
 	}
-	if im.locks != nil {
+	if im.locks != nil || im.carts != nil {
 		var err error
-		if sp.Names > 0 {
+		switch {
+		case sp.Cart:
+			// A holder of a cart reports its names to the witness's marks.
+			acquire, err = cartLocks(im, sp.Key, sp.Names, sp.Goroutines, namesWit)
+		case sp.Names > 0:
 			acquire, err = manyLocks(im, sp.Key, sp.Names, sp.Goroutines)
-		} else {
+		default:
 			acquire, err = im.locks(sp.Key, sp.Goroutines)
 		}
 		if err != nil {
@@ -217,7 +227,9 @@ func runLock(ctx context.Context, acquire acquireFunc, id int64, stop time.Time,
 				break
 			}
 			if ctx.Err() != nil {
-				w.cut = append(w.cut, int64(time.Since(t0)))
+				// Its length at stop, not at the return: how long a library takes to notice
+				// the cancellation is no part of the wait.
+				w.cut = append(w.cut, int64(min(time.Since(t0), stop.Sub(t0))))
 				return
 			}
 			w.fail(err)
