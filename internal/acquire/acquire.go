@@ -261,12 +261,18 @@ func (a *attempt) wait() end {
 			if !a.q.cfg.Parts {
 				return a.tagged()
 			}
-			// Parts of what it waits for: it attempts again once as many have come as the
-			// last attempt found missing (each is granted by a message; a part that comes
-			// another way comes with a wakeup, its heartbeat, or its fallback timer).
-			if a.hub.TaggedCount() < a.r.Missing {
-				again = false
+			// Parts of what it waits for, each granted by a message: once every part the last
+			// attempt found missing has come, the call has it all, as a grant (see partsSince);
+			// until then it waits on. A part that comes another way comes with a wakeup, its
+			// heartbeat's news, or its fallback timer. An attempt that reports no missing
+			// parts is attempted again.
+			if a.r.Missing == nil {
+				break
 			}
+			if a.hub.TaggedOn(a.r.Missing) {
+				return fin(a.won(a.partsSince(), a.q.cfg.WaiterTimeout, 0, true))
+			}
+			again = false
 		}
 		// A wakeup to look again: a reconnect, or a change of the permits.
 	case o := <-out:
@@ -277,6 +283,9 @@ func (a *attempt) wait() end {
 			again = false // still queued; nothing happened
 		}
 	case <-granted:
+		if a.q.cfg.Parts {
+			return fin(a.won(a.partsSince(), a.q.cfg.WaiterTimeout, 0, true))
+		}
 		return fin(a.won(a.since(), a.q.cfg.WaiterTimeout, 0, true))
 	case <-dropped:
 		a.r = scripts.Attempt{Status: scripts.Dropped}
@@ -423,6 +432,18 @@ func callFast(a *attempt, rules Rules) (bool, error) {
 		a.q.attempted(counted, "")
 	}
 	return ok, err
+}
+
+// partsSince is since for a hold whose parts were granted one by one (Config.Parts): each
+// part's lease runs to the hold's liveness deadline, which only its join and its heartbeats
+// renew, not its later attempts.
+func (a *attempt) partsSince() time.Time {
+	if a.place != nil {
+		if s := a.place.since(); s.After(a.joinedAt) {
+			return s
+		}
+	}
+	return a.joinedAt
 }
 
 // since is when the lease of a grant to the hold started at the earliest: after the last

@@ -611,21 +611,25 @@ func (w *Waiter) Tagged() bool {
 	return tagged
 }
 
-// TaggedCount reports on how many of its channels a message addressed to the waiter's tag
-// has arrived (see WaitAll), since it registered or its tag was last set.
-func (w *Waiter) TaggedCount() int {
+// TaggedOn reports whether a message addressed to the waiter's tag has arrived on each of
+// the channels parts names (by their index in WaitAll's channels), since it registered or its
+// tag was last set.
+func (w *Waiter) TaggedOn(parts []int) bool {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
-	n := 0
-	if w.tagged {
-		n++
-	}
-	for _, m := range w.group {
-		if m.tagged {
-			n++
+	for _, i := range parts {
+		m := w
+		if i > 0 {
+			if i > len(w.group) {
+				return false
+			}
+			m = w.group[i-1]
+		}
+		if !m.tagged {
+			return false
 		}
 	}
-	return n
+	return true
 }
 
 // SetTag changes the tag the waiter answers to (a waiter that had to start over under a new

@@ -16,8 +16,9 @@
 -- waiter found dead in any queue gives up everything and starts over, as every waiter does.
 --
 -- Every name reserved for a waiter after the attempt that queued it is published on the name's
--- grant channel, so that its Client can count them and attempt again only once the last one
--- it missed has come: an attempt that queues reports how many it misses.
+-- grant channel, as any grant is: an attempt that queues reports which names it misses, and
+-- once a grant of each of them has come, its Client holds every name without another attempt
+-- (each reserved name's lease runs to its liveness deadline, renewed by its heartbeats).
 --
 -- Waits go one way only: a waiter waits for names reserved for, or held by, waiters that
 -- joined before it (every queue it shares with them has them ahead), so no cycle of waits can
@@ -37,10 +38,10 @@ end
 -- head is handed to that head (as lock_acquire.lua does). vals are the names' values, read
 -- already (GET); for a name held by another, vals[i] is set to its live value and left[i] to
 -- its remaining lease. It returns the states, whether every one is 'r', 'h' or 'f', the
--- shortest remaining lease of a name held by another (or nil), left, and how many names are
--- held by others.
+-- shortest remaining lease of a name held by another (or nil), left, and the 0-based indexes
+-- of the names held by others.
 local function multi_state(vals, hold, member, now, pub)
-  local state, all, wait, left, others = {}, true, nil, {}, 0
+  local state, all, wait, left, others = {}, true, nil, {}, {}
   for i = 1, #KEYS / 3 do
     local l, q, d = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
     local v = live_value(vals[i], now)
@@ -61,7 +62,7 @@ local function multi_state(vals, hold, member, now, pub)
       if v then
         state[i] = false
         all = false
-        others = others + 1
+        others[#others + 1] = i - 1
         local w = remaining(l, v, now)
         vals[i], left[i] = v, w
         if not wait or w < wait then

@@ -21,11 +21,11 @@
 --
 -- Replies, {status, value} (as lock_acquire.lua's, decoded by DecodeAttempt):
 --   {1, token}  acquired every name; the fencing token when ARGV[7] was "1", else 0
---   {3, ms, 0, k}  queued: wait at most ms before trying again without a message; k names
---               are held by others (each is published to the waiter's Client on its grant
---               channel when it is reserved for it: see _multi.lua)
---   {3, ms, n, k}  the same for a first attempt, which joined: n is the length of its longest
---               queue after the join
+--   {3, ms, 0, i...}  queued: wait at most ms before trying again without a message; the
+--               names at 0-based indexes i... are held by others (each is published to the
+--               waiter's Client on its grant channel when it is reserved for it: see _multi.lua)
+--   {3, ms, n, i...}  the same for a first attempt, which joined: n is the length of its
+--               longest queue after the join
 --   {4, ms}     not acquired and not queued (ARGV[4] "0"); nothing is reserved for it
 --   {5, 0}      this waiter was dropped as dead from a queue (or lost a name reserved for
 --               it): it gave up everything and must start over under a new hold id
@@ -94,7 +94,7 @@ if ARGV[5] ~= '1' then
       reserve(KEYS[3 * i - 2], hold, now, timeout)
     end
   end
-  return {3, wait, 0, others}
+  return {3, wait, 0, unpack(others)}
 end
 -- The join: first every push, then every deadline, each undone if a key of another type
 -- refuses it, so that a refused join leaves nothing (names handed on above were handed on as
@@ -150,4 +150,4 @@ for i = 1, n do
     reserve(l, hold, now, timeout)
   end
 end
-return {3, wait, longest, others}
+return {3, wait, longest, unpack(others)}

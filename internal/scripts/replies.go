@@ -83,10 +83,11 @@ type Attempt struct {
 	// dropped), when the script reports it (an integer among the trailing values); 0 when it
 	// does not (a later attempt of a queued hold, a script that reports no length).
 	QueueLen int
-	// Missing, for Queued, is how many parts of what the hold waits for are still to be
-	// granted to it (a multi-name lock's names not reserved for it), when the script reports
-	// it (a second integer among the trailing values); 0 when it does not.
-	Missing int
+	// Missing, for Queued, are the parts of what the hold waits for that are still to be
+	// granted to it (a multi-name lock's names not reserved for it, by their 0-based index),
+	// when the script reports them (the integers after the first among the trailing values);
+	// nil when it does not.
+	Missing []int
 }
 
 // DecodeAttempt decodes an attempt script's reply {status, value, grants...}: value is the
@@ -117,8 +118,7 @@ func DecodeAttempt(v any) (Attempt, error) {
 				if ints == 0 {
 					r.QueueLen = int(n)
 				} else {
-					r.Missing = int(n)
-					break
+					r.Missing = append(r.Missing, int(n))
 				}
 				ints++
 			}
