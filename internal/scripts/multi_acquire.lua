@@ -35,26 +35,30 @@ local n = #KEYS / 3
 local vals, free = {}, true
 for i = 1, n do
   local v = redis.call('GET', KEYS[3 * i - 2])
-  if v and not (string.byte(v, 37) == 58 and string.byte(v, 9) == 45) then
-    error({err = 'WRONGTYPE the lock key ' .. KEYS[3 * i - 2] .. ' holds a value aqs did not write'})
-  end
-  vals[i] = v
-  if free and (v or redis.call('EXISTS', KEYS[3 * i - 1]) == 1) then
+  if v then
+    if not (string.byte(v, 37) == 58 and string.byte(v, 9) == 45) then
+      error({err = 'WRONGTYPE the lock key ' .. KEYS[3 * i - 2] .. ' holds a value aqs did not write'})
+    end
     free = false
   end
+  vals[i] = v
 end
---@include _multi
 if free then
-  -- The uncontended path: every name free, nobody queued.
-  local token, field = 0, ''
+  -- The uncontended path, before any definition is made (each costs the server a closure on
+  -- every run): every name free, so nobody live is queued for any (while a live waiter is
+  -- queued, the lock key exists: see _lock_value.lua). The token as new_token makes it.
+  local token, value = 0, hold
   if ARGV[7] == '1' then
-    token, field = new_token()
+    local t = redis.call('TIME')
+    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    value = hold .. ' t' .. string.format('%d', token)
   end
   for i = 1, n do
-    redis.call('SET', KEYS[3 * i - 2], hold .. field, 'PX', ARGV[2])
+    redis.call('SET', KEYS[3 * i - 2], value, 'PX', ARGV[2])
   end
   return {1, token}
 end
+--@include _multi
 local now = server_ms()
 local member = hold .. ' ' .. ARGV[3]
 local pub = ARGV[6]
