@@ -556,10 +556,15 @@ func (m *Multi) Renew(now Time, hold string, lease int64) bool {
 // returns ErrNotOwner; the names it still had are released all the same, and Released says
 // how many.
 //
-// Release panics on misuse (see the type's doc).
+// Release panics on misuse (see the type's doc), and if the request is a live waiter: the
+// real lock releases only a hold it has (the script would hand on the names reserved for the
+// waiter, and leave it in the other queues).
 func (m *Multi) Release(now Time, hold string) (MultiReleaseResult, error) {
 	const op = "Multi.Release"
 	r := m.request(op, now, hold)
+	if r.waiting && now < r.deadline {
+		panic(fmt.Sprintf("model: %s of %s, a live waiter", op, hold))
+	}
 	m.at(op, now)
 	var res MultiReleaseResult
 	for _, name := range r.names {

@@ -634,6 +634,11 @@ func TestMultiMisusePanics(t *testing.T) {
 			m.Attempt(0, MultiRequest{Hold: "h", Names: []string{"a"}, Lease: 1}, true)
 			m.Renew(0, "h", -1)
 		},
+		"release by a waiter": func(m *Multi) {
+			m.Attempt(0, MultiRequest{Hold: "h", Names: []string{"a"}, Lease: 1}, true)
+			m.Attempt(0, MultiRequest{Hold: "w", Names: []string{"a", "b"}, Lease: 1}, true)
+			m.Release(0, "w")
+		},
 		"time going back":      func(m *Multi) { m.Owner(5, "a"); m.Owner(4, "a") },
 		"non-positive timeout": func(*Multi) { NewMulti(0) },
 	}
