@@ -468,12 +468,15 @@ func (m *Multi) attempt(now Time, r *multiReq, enqueue, first bool) MultiResult 
 //     first) and extends every name reserved for it to its new deadline; if every name is
 //     then its own, it holds them all until that deadline and the reply is BeatGranted (its
 //     Client renews them to its lease).
-//   - A request that holds every name already (it holds, or was handed every name and
-//     learns it now) gets BeatGranted, and nothing changes: a heartbeat never shortens a
-//     hold.
+//   - A request that holds already (a multi-lock's that took its names, or a fair request
+//     handed its name, which learns it now) gets BeatGranted, and nothing changes: a
+//     heartbeat never shortens a hold.
 //   - Any other request is not waiting (its deadline passed, it gave up or was dropped, or
 //     it lost what it held): BeatDropped. A multi-lock's request gives up whatever it still
 //     had then, as an attempt does.
+//
+// The holds listed after the status are the other requests the heartbeat completed (see
+// MultiResult.Granted).
 //
 // Heartbeat panics on misuse (see the type's doc).
 func (m *Multi) Heartbeat(now Time, hold string) (BeatStatus, []string) {
