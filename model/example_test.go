@@ -107,3 +107,32 @@ func ExampleRW() {
 	// w1's grant lasts until its liveness deadline: 41 ms
 	// w1 releases, granted: [r2]
 }
+
+// Requests for several names join every queue they need at once, in one arrival order: a
+// request for {a, b} reserves b, which is free, while it waits for a, so a later request for
+// b alone waits behind it; the release of a completes it.
+func ExampleMulti() {
+	m := model.NewMulti(50) // waiters stay live 50 ms after their last attempt or heartbeat
+
+	alice := model.MultiRequest{Hold: "alice", Names: []string{"a"}, Lease: 100, Fair: true}
+	cart := model.MultiRequest{Hold: "cart", Names: []string{"a", "b"}, Lease: 100}
+	bob := model.MultiRequest{Hold: "bob", Names: []string{"b"}, Lease: 100, Fair: true}
+	fmt.Println("alice:", m.Attempt(0, alice, true).Status)
+	fmt.Println("cart:", m.Attempt(1, cart, true).Status)
+	fmt.Println("b is reserved for:", m.Owner(1, "b"))
+	fmt.Println("bob:", m.Attempt(2, bob, true).Status)
+
+	r, _ := m.Release(10, "alice")
+	fmt.Println("alice releases, granted:", r.Granted)
+	fmt.Println("cart:", m.AttemptAgain(11, "cart", true).Status)
+	r, _ = m.Release(20, "cart")
+	fmt.Println("cart releases, granted:", r.Granted)
+	// Output:
+	// alice: acquired
+	// cart: queued
+	// b is reserved for: cart
+	// bob: queued
+	// alice releases, granted: [cart]
+	// cart: acquired
+	// cart releases, granted: [bob]
+}
