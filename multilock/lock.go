@@ -2,9 +2,6 @@ package multilock
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,9 +42,9 @@ type Lock struct {
 	holdKey string   // the key the Client files a hold under (it holds nothing in Redis)
 	timeout string   // the waiter timeout in ms
 	q       *acquire.Queue
-	// byDefault are the rule sets of calls with the default lease, without and with the
-	// fencing token, made once.
-	byDefault [2]*rules
+	// def are the rule sets of calls with the default lease, without and with the fencing
+	// token, made with the Lock.
+	def [2]rules
 	what      string // the names, for errors and events
 }
 
@@ -89,63 +86,78 @@ func New(c *aqs.Client, names []string, opts ...Option) (*Lock, error) {
 			}
 		}
 	}
-	l := &Lock{rt: rt, timeout: strconv.FormatInt(timeout.Milliseconds(), 10)}
-	sum := sha1.New()
-	for _, n := range ns {
-		l.names = append(l.names, n.name)
-		l.keys = append(l.keys, layout.LockKeys(n.key)...)
-		l.locks = append(l.locks, n.key)
-		_ = binary.Write(sum, binary.BigEndian, uint64(len(n.key)))
-		sum.Write([]byte(n.key))
-	}
+	n := len(ns)
+	l := &Lock{rt: rt, timeout: strconv.FormatInt(timeout.Milliseconds(), 10),
+		names: make([]string, n), keys: make([]string, 0, 3*n), locks: make([]string, n+1)}
 	// The hold's own key, in the slot of the first name: a Client files the hold under it, so
-	// that it is this lock's and no single name's.
-	l.holdKey = ns[0].key + ":m:" + hex.EncodeToString(sum.Sum(nil))
-	l.locks = append([]string{l.holdKey}, l.locks...)
+	// that it is this lock's and no single name's. It names the set by a 64-bit FNV-1a hash of
+	// its keys (each with its length), and Unlock checks the hold's keys besides.
+	h := uint64(14695981039346656037)
+	mix := func(b byte) { h = (h ^ uint64(b)) * 1099511628211 }
+	for i, nm := range ns {
+		l.names[i] = nm.name
+		l.keys = append(l.keys, nm.key, nm.key+layout.QueueSuffix, nm.key+layout.DeadlineSuffix)
+		l.locks[1+i] = nm.key
+		for k := len(nm.key); k > 0; k >>= 8 {
+			mix(byte(k))
+		}
+		mix(0)
+		for j := 0; j < len(nm.key); j++ {
+			mix(nm.key[j])
+		}
+	}
+	l.holdKey = ns[0].key + ":m:" + strconv.FormatUint(h, 36)
+	l.locks[0] = l.holdKey
 	l.what = strings.Join(l.names, ", ")
 
-	cfg := acquire.Config{WaiterTimeout: timeout, Name: l.what, Key: l.holdKey, Parts: true}
-	for i, key := range l.locks[1:] {
-		ch := layout.GrantChannel(key, rt.ID)
-		o := l.orphans(i)
-		if i == 0 {
-			cfg.Grants, cfg.Orphans = ch, o
-		} else {
-			cfg.More = append(cfg.More, ch)
-			cfg.MoreOrphans = append(cfg.MoreOrphans, o)
+	cfg := acquire.Config{WaiterTimeout: timeout, Name: l.what, Key: l.holdKey, Parts: true,
+		Grants: layout.GrantChannel(ns[0].key, rt.ID), Orphans: &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}}
+	if n > 1 {
+		cfg.More = make([]string, n-1)
+		for i, nm := range ns[1:] {
+			cfg.More[i] = layout.GrantChannel(nm.key, rt.ID)
 		}
 	}
 	// No local hand-off: a release always serves the queues in order, and a Queue of its own
 	// per value is all the engine needs.
 	l.q = acquire.New(rt, cfg)
-	l.byDefault = [2]*rules{l.newRules(core.LockConfig{}), l.newRules(core.LockConfig{Token: true})}
+	l.def[0] = rules{l: l, lease: l.leaseOf(0), leaseD: rt.Cfg.WatchdogTimeout}
+	l.def[1] = l.def[0]
+	l.def[1].token = true
 	return l, nil
 }
 
-// orphans gives back a name granted to a hold id this Client no longer uses (see
-// internal/core/orphan.go), name i's alone: the hold's other names, if any, pass on with
-// its liveness.
-func (l *Lock) orphans(i int) *core.Orphans {
-	keys, key := l.keys[3*i:3*i+3], l.locks[1+i]
-	return &core.Orphans{
-		GiveBack: func(ctx context.Context, hold string) error {
-			v, err := scripts.LockGiveUp.Run(ctx, l.rt.Pipe, keys, hold, "0", l.rt.PublishCommand()).Result()
-			if err == nil {
-				_, err = scripts.DecodeGiveUp(v)
-			}
-			return core.RedisError(key, err)
-		},
-		Holders: func(ctx context.Context) ([]string, error) {
-			cmd := redis.NewStringCmd(ctx, "get", key)
-			if err := l.rt.Pipe.Process(ctx, cmd); err != nil {
-				if err == redis.Nil {
-					return nil, nil
-				}
-				return nil, core.RedisError(key, err)
-			}
-			return layout.HoldsIn(cmd.Val()), nil
-		},
+// giveBack passes on whatever Redis granted to hold, a hold id this Client no longer uses (see
+// internal/core/orphan.go): its names, reserved or held, and its places in the queues.
+func (l *Lock) giveBack(ctx context.Context, hold string) error {
+	v, err := scripts.MultiGiveUp.Run(ctx, l.rt.Pipe, l.keys, hold, l.timeout, l.rt.PublishCommand()).Result()
+	if err == nil {
+		_, err = scripts.DecodeGiveUp(v)
 	}
+	return core.RedisError(l.locks[1], err)
+}
+
+// holders returns the hold ids that hold the names, or for which they are reserved.
+func (l *Lock) holders(ctx context.Context) ([]string, error) {
+	cmd := redis.NewSliceCmd(ctx, append([]any{"mget"}, anys(l.locks[1:])...)...)
+	if err := l.rt.Pipe.Process(ctx, cmd); err != nil {
+		return nil, core.RedisError(l.locks[1], err)
+	}
+	var out []string
+	for _, v := range cmd.Val() {
+		if s, ok := v.(string); ok {
+			out = append(out, layout.HoldsIn(s)...)
+		}
+	}
+	return out, nil
+}
+
+func anys(ss []string) []any {
+	a := make([]any, len(ss))
+	for i, s := range ss {
+		a[i] = s
+	}
+	return a
 }
 
 // Names returns the lock's names, without duplicates, in the order their keys sort in (the
@@ -193,17 +205,15 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 	if ctx.Err() != nil {
 		return nil, false, context.Cause(ctx)
 	}
-	if l.rt.Held(ctx, l.holdKey) != nil {
+	if key, ok := l.rt.HeldAny(ctx, l.locks); ok {
+		if i := slices.Index(l.locks, key); i > 0 {
+			return nil, false, core.Invalid("multilock: the context holds %q already, through this or another lock; it would wait for itself", l.names[i-1])
+		}
 		return nil, false, core.Invalid("multilock: the context holds the lock on %s already; it is not reentrant", l.what)
 	}
-	for i, key := range l.locks[1:] {
-		if l.rt.Held(ctx, key) != nil {
-			return nil, false, core.Invalid("multilock: the context holds %q through another lock; it would wait for itself", l.names[i])
-		}
-	}
-	r := l.byDefault[b2i(cfg.Token)]
+	r := &l.def[b2i(cfg.Token)]
 	if cfg.Lease != 0 {
-		r = l.newRules(cfg)
+		r = &rules{l: l, lease: l.leaseOf(cfg.Lease), leaseD: cfg.Lease, token: cfg.Token}
 	}
 	won, ok, err := l.q.Acquire(ctx, &acquire.Call{
 		Rules: r, Block: block, Wait: cfg.Wait, Primitive: "multilock",
@@ -227,6 +237,10 @@ func (l *Lock) acquire(ctx context.Context, cfg core.LockConfig, block bool) (co
 func (l *Lock) Unlock(ctx context.Context) error {
 	var hold string
 	if a := l.rt.Held(ctx, l.holdKey); a != nil {
+		if !slices.Equal(a.Hold().Keys(), l.locks) {
+			// Another lock's hold whose own key is this lock's: their names' hashes met.
+			return fmt.Errorf("multilock: unlock %s: %w", l.what, core.ErrNotOwner)
+		}
 		hold = a.Hold().ID
 	}
 	err := acquire.Unlock(l.q, ctx, l.holdKey, acquire.Op{Kind: "multilock", Verb: "unlock", Name: l.what}, l.release)
@@ -269,12 +283,13 @@ type rules struct {
 	token  bool // the fencing token is assigned at acquisition
 }
 
-func (l *Lock) newRules(cfg core.LockConfig) *rules {
-	lease := cfg.Lease
+// leaseOf returns a hold's lease in ms, as the scripts take it: lease, or the watchdog
+// timeout for 0.
+func (l *Lock) leaseOf(lease time.Duration) string {
 	if lease == 0 {
 		lease = l.rt.Cfg.WatchdogTimeout
 	}
-	return &rules{l: l, lease: strconv.FormatInt(lease.Milliseconds(), 10), leaseD: lease, token: cfg.Token}
+	return strconv.FormatInt(lease.Milliseconds(), 10)
 }
 
 func (r *rules) Attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {

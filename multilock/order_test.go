@@ -224,6 +224,18 @@ func TestALockIsNotReentrant(t *testing.T) {
 	require.NoError(t, err)
 	_, err = m.Lock(held)
 	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
+	// Another multi-lock that shares a name, or one of another Lock value of the same names.
+	overlapping := newLock(t, c, []string{ns[1], ns[0] + "-other"})
+	_, err = overlapping.Lock(held)
+	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
+	_, _, err = newLock(t, c, ns).TryLock(held)
+	assert.ErrorIs(t, err, aqs.ErrInvalidArgument)
+	// A disjoint one nests.
+	disjoint := newLock(t, c, []string{ns[0] + "-x", ns[1] + "-y"})
+	inner, err := disjoint.Lock(held)
+	require.NoError(t, err)
+	assert.ErrorIs(t, overlapping.Unlock(inner), aqs.ErrNotOwner)
+	require.NoError(t, disjoint.Unlock(inner))
 	require.NoError(t, m.Unlock(held))
 
 	f, err := fair.New(c, ns[1])

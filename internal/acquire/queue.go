@@ -165,10 +165,9 @@ type Config struct {
 	// Grants is this Client's grant channel: "<base key>:c:<Client id>".
 	Grants string
 	// More are further grant channels of a primitive over several names (a multi-name lock's,
-	// granted each name on that name's channel), with their Orphans: a waiter registers on
-	// Grants and on each of them.
-	More        []string
-	MoreOrphans []*core.Orphans
+	// granted each name on that name's channel): a waiter registers on Grants and on each of
+	// them, Orphans handling every one.
+	More []string
 	// Parts: a grant addressed to a waiter is one part of what it waits for (one name of a
 	// multi-name lock), so it attempts again instead of holding.
 	Parts bool
@@ -213,34 +212,33 @@ type Queue struct {
 	waiters  []*waiter    // local waiters that may take a hand-off, in the order they came
 	streak   int          // local hand-offs in a row
 	kept     atomic.Value // the primitive's value kept with the Queue (see Keep)
+	chans    []string     // Grants and More, when there are More
 }
 
 // New returns the Queue of one primitive value.
 func New(rt *core.Runtime, cfg Config) *Queue {
-	return &Queue{rt: rt, cfg: cfg}
+	q := &Queue{rt: rt, cfg: cfg}
+	if cfg.More != nil {
+		q.chans = append(append(make([]string, 0, 1+len(cfg.More)), cfg.Grants), cfg.More...)
+	}
+	return q
 }
 
 // hubJoin registers hold with the hub on the Queue's channels if it is subscribed to all of
 // them already (see core.Hub.Join), else returns nil.
 func (q *Queue) hubJoin(hold string) *core.Waiter {
-	if q.cfg.More == nil {
+	if q.chans == nil {
 		return q.rt.Hub.Join(q.cfg.Grants, hold, q.cfg.Orphans)
 	}
-	return q.rt.Hub.JoinAll(q.channels(), hold, q.orphans())
+	return q.rt.Hub.JoinAll(q.chans, hold, q.cfg.Orphans)
 }
 
 // hubWait registers hold with the hub on the Queue's channels (see core.Hub.Wait).
 func (q *Queue) hubWait(ctx context.Context, hold string) (*core.Waiter, error) {
-	if q.cfg.More == nil {
+	if q.chans == nil {
 		return q.rt.Hub.Wait(ctx, q.cfg.Grants, hold, q.cfg.Orphans)
 	}
-	return q.rt.Hub.WaitAll(ctx, q.channels(), hold, q.orphans())
-}
-
-func (q *Queue) channels() []string { return append([]string{q.cfg.Grants}, q.cfg.More...) }
-
-func (q *Queue) orphans() []*core.Orphans {
-	return append([]*core.Orphans{q.cfg.Orphans}, q.cfg.MoreOrphans...)
+	return q.rt.Hub.WaitAll(ctx, q.chans, hold, q.cfg.Orphans)
 }
 
 // Runtime returns the Client's runtime.

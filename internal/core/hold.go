@@ -194,6 +194,27 @@ func (rt *Runtime) Held(ctx context.Context, key string) *Acquisition {
 	return nil
 }
 
+// HeldAny returns a key of keys that a hold of an unreleased acquisition in ctx has (its Key
+// or one of its renewal keys: a multi-name lock's names), and whether there is one.
+func (rt *Runtime) HeldAny(ctx context.Context, keys []string) (string, bool) {
+	for a := acqFrom(ctx); a != nil; a = a.parent {
+		if a.hold.rt != rt || a.isReleased() {
+			continue
+		}
+		for _, k := range a.hold.keys {
+			for _, key := range keys {
+				if k == key {
+					return key, true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// Keys returns the hold's keys: its Key, then the renewal's other keys.
+func (h *Hold) Keys() []string { return h.keys }
+
 // Token returns the fencing token of the innermost unreleased acquisition in ctx, asking
 // Redis for it on the first request of the hold. It fails with ErrNotOwner when ctx holds no
 // lock, and with ErrLockLost when the hold is gone.

@@ -109,14 +109,14 @@ func newHub(rt *Runtime) *Hub {
 // grants on channel to hold ids of this Client that it no longer uses (see orphan.go). On
 // error (ctx done, Client closed) nothing stays registered. The caller must Close the waiter.
 func (h *Hub) Wait(ctx context.Context, channel, tag string, orphans *Orphans) (*Waiter, error) {
-	return h.WaitAll(ctx, []string{channel}, tag, []*Orphans{orphans})
+	return h.WaitAll(ctx, []string{channel}, tag, orphans)
 }
 
 // WaitAll is Wait for one waiter on several channels (a multi-name lock's, granted each name
 // on the name's channel): the waiter is woken by a message on any of them, answers to tag on
-// each, and is registered once every subscription is confirmed. orphans[i], when not nil, is
-// channels[i]'s handling of grants to unused hold ids.
-func (h *Hub) WaitAll(ctx context.Context, channels []string, tag string, orphans []*Orphans) (*Waiter, error) {
+// each, and is registered once every subscription is confirmed. orphans, when not nil, is
+// every channel's handling of grants to unused hold ids.
+func (h *Hub) WaitAll(ctx context.Context, channels []string, tag string, orphans *Orphans) (*Waiter, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -124,7 +124,7 @@ func (h *Hub) WaitAll(ctx context.Context, channels []string, tag string, orphan
 	}
 	var w *Waiter
 	readies := make([]chan struct{}, 0, len(channels))
-	for i, channel := range channels {
+	for _, channel := range channels {
 		c := h.chans[channel]
 		if c == nil {
 			conn, isNew := h.connFor(channel)
@@ -145,7 +145,7 @@ func (h *Hub) WaitAll(ctx context.Context, channels []string, tag string, orphan
 				}
 			}(conn, channel, isNew)
 		}
-		w = h.add(w, c, tag, orphans[i])
+		w = h.add(w, c, tag, orphans)
 		readies = append(readies, c.ready)
 	}
 	h.mu.Unlock()
@@ -190,12 +190,12 @@ func (h *Hub) add(lead *Waiter, c *hubChan, tag string, orphans *Orphans) *Waite
 // no round trip; otherwise it returns nil and the caller uses Wait when it must wait. orphans
 // is as for Wait. The caller must Close a returned waiter.
 func (h *Hub) Join(channel, tag string, orphans *Orphans) *Waiter {
-	return h.JoinAll([]string{channel}, tag, []*Orphans{orphans})
+	return h.JoinAll([]string{channel}, tag, orphans)
 }
 
 // JoinAll is Join for one waiter on several channels (see WaitAll): it registers only if the
 // hub is subscribed to every one of them.
-func (h *Hub) JoinAll(channels []string, tag string, orphans []*Orphans) *Waiter {
+func (h *Hub) JoinAll(channels []string, tag string, orphans *Orphans) *Waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -207,8 +207,8 @@ func (h *Hub) JoinAll(channels []string, tag string, orphans []*Orphans) *Waiter
 		}
 	}
 	var w *Waiter
-	for i, channel := range channels {
-		w = h.add(w, h.chans[channel], tag, orphans[i])
+	for _, channel := range channels {
+		w = h.add(w, h.chans[channel], tag, orphans)
 	}
 	return w
 }
