@@ -94,9 +94,30 @@ func New(c *aqs.Client, names []string, opts ...Option) (*Lock, error) {
 	// its keys (each with its length), and Unlock checks the hold's keys besides.
 	h := uint64(14695981039346656037)
 	mix := func(b byte) { h = (h ^ uint64(b)) * 1099511628211 }
+	// Every name's queue, deadlines and grant channel, cut from one string.
+	grant := layout.GrantChannel("", rt.ID) // ":c:<Client id>"
+	size := 0
+	for _, nm := range ns {
+		size += 3*len(nm.key) + len(layout.QueueSuffix) + len(layout.DeadlineSuffix) + len(grant)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, nm := range ns {
+		for _, suffix := range [...]string{layout.QueueSuffix, layout.DeadlineSuffix, grant} {
+			b.WriteString(nm.key)
+			b.WriteString(suffix)
+		}
+	}
+	all, at := b.String(), 0
+	cut := func(n int) string {
+		at += n
+		return all[at-n : at]
+	}
+	channels := make([]string, n)
 	for i, nm := range ns {
 		l.names[i] = nm.name
-		l.keys = append(l.keys, nm.key, nm.key+layout.QueueSuffix, nm.key+layout.DeadlineSuffix)
+		l.keys = append(l.keys, nm.key, cut(len(nm.key)+len(layout.QueueSuffix)), cut(len(nm.key)+len(layout.DeadlineSuffix)))
+		channels[i] = cut(len(nm.key) + len(grant))
 		l.locks[1+i] = nm.key
 		for k := len(nm.key); k > 0; k >>= 8 {
 			mix(byte(k))
@@ -111,13 +132,7 @@ func New(c *aqs.Client, names []string, opts ...Option) (*Lock, error) {
 	l.what = strings.Join(l.names, ", ")
 
 	cfg := acquire.Config{WaiterTimeout: timeout, Name: l.what, Key: l.holdKey, Parts: true,
-		Grants: layout.GrantChannel(ns[0].key, rt.ID), Orphans: &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}}
-	if n > 1 {
-		cfg.More = make([]string, n-1)
-		for i, nm := range ns[1:] {
-			cfg.More[i] = layout.GrantChannel(nm.key, rt.ID)
-		}
-	}
+		Grants: channels[0], More: channels[1:], Orphans: &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}}
 	// No local hand-off: a release always serves the queues in order, and a Queue of its own
 	// per value is all the engine needs.
 	l.q = acquire.New(rt, cfg)

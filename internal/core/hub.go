@@ -123,8 +123,9 @@ func (h *Hub) WaitAll(ctx context.Context, channels []string, tag string, orphan
 		return nil, ErrClosed
 	}
 	var w *Waiter
+	ws := newWaiters(len(channels))
 	readies := make([]chan struct{}, 0, len(channels))
-	for _, channel := range channels {
+	for i, channel := range channels {
 		c := h.chans[channel]
 		if c == nil {
 			conn, isNew := h.connFor(channel)
@@ -145,7 +146,10 @@ func (h *Hub) WaitAll(ctx context.Context, channels []string, tag string, orphan
 				}
 			}(conn, channel, isNew)
 		}
-		w = h.add(w, c, tag, orphans)
+		w = h.add(w, &ws[i], c, tag, orphans)
+		if i == 0 {
+			grouped(w, len(channels)-1)
+		}
 		readies = append(readies, c.ready)
 	}
 	h.mu.Unlock()
@@ -164,9 +168,10 @@ func (h *Hub) WaitAll(ctx context.Context, channels []string, tag string, orphan
 	return w, nil
 }
 
-// add registers a waiter on c, with h.mu held: a new one, or, when lead is not nil, one of
-// lead's group (it shares lead's channel C and tag). It returns the group's lead.
-func (h *Hub) add(lead *Waiter, c *hubChan, tag string, orphans *Orphans) *Waiter {
+// add registers w, a new waiter, on c, with h.mu held: alone, or, when lead is not nil, as
+// one of lead's group (it shares lead's channel C and tag; lead.group has room for it). It
+// returns the group's lead.
+func (h *Hub) add(lead, w *Waiter, c *hubChan, tag string, orphans *Orphans) *Waiter {
 	if c.idle != nil {
 		c.idle.Stop()
 		c.idle = nil
@@ -174,7 +179,7 @@ func (h *Hub) add(lead *Waiter, c *hubChan, tag string, orphans *Orphans) *Waite
 	if orphans != nil {
 		c.orphans = orphans
 	}
-	w := &Waiter{hub: h, ch: c, tag: tag}
+	*w = Waiter{hub: h, ch: c, tag: tag}
 	if lead == nil {
 		w.C = make(chan struct{}, 1)
 		lead = w
@@ -184,6 +189,16 @@ func (h *Hub) add(lead *Waiter, c *hubChan, tag string, orphans *Orphans) *Waite
 	}
 	c.waiters = append(c.waiters, w)
 	return lead
+}
+
+// newWaiters returns n waiters to register, made at once.
+func newWaiters(n int) []Waiter { return make([]Waiter, n) }
+
+// grouped makes room in lead for a group of n more waiters.
+func grouped(lead *Waiter, n int) {
+	if n > 0 {
+		lead.group = make([]*Waiter, 0, n)
+	}
 }
 
 // Join registers a waiter on channel only if the hub is already subscribed to it, which costs
@@ -207,8 +222,12 @@ func (h *Hub) JoinAll(channels []string, tag string, orphans *Orphans) *Waiter {
 		}
 	}
 	var w *Waiter
-	for _, channel := range channels {
-		w = h.add(w, h.chans[channel], tag, orphans)
+	ws := newWaiters(len(channels))
+	for i, channel := range channels {
+		w = h.add(w, &ws[i], h.chans[channel], tag, orphans)
+		if i == 0 {
+			grouped(w, len(channels)-1)
+		}
 	}
 	return w
 }
