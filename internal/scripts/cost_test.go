@@ -156,6 +156,15 @@ type costClient struct {
 	seq int
 }
 
+// multiKeys returns the keys of n names sharing a hash tag, as multilock passes them.
+func multiKeys(base string, n int) []string {
+	var keys []string
+	for i := range n {
+		keys = append(keys, lockKeys(fmt.Sprintf("%s:{t}%d", base, i))...)
+	}
+	return keys
+}
+
 func newCostClient() *costClient { return &costClient{id: uuid.NewString()} }
 
 func (c *costClient) hold() string {
@@ -274,6 +283,33 @@ var costScenarios = []costScenario{
 			rider := holder.hold()
 			wantStatus(t, evalsha(t, ctx, c, scripts.LockRelease, keys, h, "1", "PUBLISH", costWait, "", "0",
 				rider+" "+strconv.Itoa(costWait)), 3, "release")
+			h = fmt.Sprintf("%s:%d", waiter.id, waiter.seq)
+			holder, waiter = waiter, holder
+		}
+	}},
+	// A multi-lock of three names, uncontended: acquire and release.
+	{"multi-uncontended-3", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
+		keys := multiKeys("cost:mu", 3)
+		a := newCostClient()
+		return func() {
+			h := a.hold()
+			wantStatus(t, evalsha(t, ctx, c, scripts.MultiAcquire, keys, h, costWait, costWait, "1", "1", "PUBLISH", "0"), 1, "acquire")
+			wantStatus(t, evalsha(t, ctx, c, scripts.MultiRelease, keys, h, "PUBLISH"), 1, "release")
+		}
+	}},
+	// A contended multi-lock of three names: the holder's Client arrives with a new hold of
+	// the same names (joining every queue behind the waiter of the other Client), then the
+	// holder releases, handing every name to that waiter, which holds on the grants alone.
+	{"multi-handoff-3", func(t *testing.T, ctx context.Context, c *redis.Client) func() {
+		keys := multiKeys("cost:mh", 3)
+		holder, waiter := newCostClient(), newCostClient()
+		h := holder.hold()
+		wantStatus(t, evalsha(t, ctx, c, scripts.MultiAcquire, keys, h, costWait, costWait, "1", "1", "PUBLISH", "0"), 1, "first")
+		wantStatus(t, evalsha(t, ctx, c, scripts.MultiAcquire, keys, waiter.hold(), costWait, costWait, "1", "1", "PUBLISH", "0"), 3, "second")
+		return func() {
+			next := holder.hold()
+			wantStatus(t, evalsha(t, ctx, c, scripts.MultiAcquire, keys, next, costWait, costWait, "1", "1", "PUBLISH", "0"), 3, "arrival")
+			wantStatus(t, evalsha(t, ctx, c, scripts.MultiRelease, keys, h, "PUBLISH"), 1, "release")
 			h = fmt.Sprintf("%s:%d", waiter.id, waiter.seq)
 			holder, waiter = waiter, holder
 		}
