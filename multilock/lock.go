@@ -44,8 +44,8 @@ type Lock struct {
 	q       *acquire.Queue
 	// def are the rule sets of calls with the default lease, without and with the fencing
 	// token, made with the Lock.
-	def [2]rules
-	what      string // the names, for errors and events
+	def  [2]rules
+	what string // the names, for errors and events
 }
 
 // New returns the lock on the given names, in any order; duplicates are one name. Any bytes
