@@ -14,6 +14,9 @@ import (
 	"github.com/redaqs/aqs/multilock"
 )
 
+// A multi-lock is an aqs.Locker, so aqs.NewSyncLocker takes it.
+var _ aqs.Locker = (*multilock.Lock)(nil)
+
 func TestLockHoldsEveryNameAndUnlockFreesThem(t *testing.T) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()

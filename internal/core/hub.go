@@ -173,8 +173,7 @@ func (h *Hub) WaitAll(ctx context.Context, channels []string, tag string, orphan
 // returns the group's lead.
 func (h *Hub) add(lead, w *Waiter, c *hubChan, tag string, orphans *Orphans) *Waiter {
 	if c.idle != nil {
-		c.idle.Stop()
-		c.idle = nil
+		c.idle.Stop() // kept, to be Reset when the channel is idle again
 	}
 	if orphans != nil {
 		c.orphans = orphans
@@ -502,6 +501,13 @@ func (h *Hub) drop(c *hubChan) {
 }
 
 func (h *Hub) startIdle(c *hubChan) {
+	if c.idle != nil {
+		// The channel's timer, stopped when a waiter came: one per channel, not one per
+		// idle period. A run of it that was on its way when stopped finds waiters, or finds
+		// the channel idle again and ends its linger early: harmless.
+		c.idle.Reset(h.rt.Cfg.Linger)
+		return
+	}
 	c.idle = time.AfterFunc(h.rt.Cfg.Linger, func() {
 		h.mu.Lock()
 		if h.closed || h.chans[c.name] != c || len(c.waiters) > 0 || c.state != subscribed {
