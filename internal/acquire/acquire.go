@@ -272,7 +272,7 @@ func (a *attempt) wait() end {
 			if a.hub.TaggedOn(a.r.Missing) {
 				return fin(a.won(a.partsSince(), a.q.cfg.WaiterTimeout, 0, true))
 			}
-			again = false
+			again = a.hub.Looked() // a wakeup to look again may have come in the same signal
 		}
 		// A wakeup to look again: a reconnect, or a change of the permits.
 	case o := <-out:

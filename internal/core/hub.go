@@ -92,6 +92,7 @@ type Waiter struct {
 	C      chan struct{}
 	done   bool
 	tagged bool // a message addressed to this waiter's tag arrived
+	looked bool // a wakeup to look again arrived (not a message addressed to it)
 	// group are the waiters on the other channels of a WaitAll (sharing C and the tag); each
 	// of them has no group of its own.
 	group []*Waiter
@@ -594,6 +595,7 @@ func (c *hubChan) wakeOne() {
 	for _, w := range c.waiters {
 		select {
 		case w.C <- struct{}{}:
+			w.looked = true
 			return
 		default:
 		}
@@ -602,6 +604,7 @@ func (c *hubChan) wakeOne() {
 
 func (c *hubChan) wakeAll() {
 	for _, w := range c.waiters {
+		w.looked = true
 		w.wake()
 	}
 }
@@ -657,13 +660,27 @@ func (w *Waiter) TaggedOn(parts []int) bool {
 	return true
 }
 
+// Looked reports whether a wakeup to look again (not a message addressed to the waiter's
+// tag) has come, on any of its channels, since it registered or its tag was last set: a
+// waiter that counts its grants (TaggedOn) looks again then, since such a wakeup may share
+// one signal of C with a grant.
+func (w *Waiter) Looked() bool {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	looked := w.looked
+	for _, m := range w.group {
+		looked = looked || m.looked
+	}
+	return looked
+}
+
 // SetTag changes the tag the waiter answers to (a waiter that had to start over under a new
-// hold id) and forgets any earlier tagged message.
+// hold id) and forgets any earlier tagged message and wakeup to look again.
 func (w *Waiter) SetTag(tag string) {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
-	w.tag, w.tagged = tag, false
+	w.tag, w.tagged, w.looked = tag, false, false
 	for _, m := range w.group {
-		m.tag, m.tagged = tag, false
+		m.tag, m.tagged, m.looked = tag, false, false
 	}
 }
