@@ -240,21 +240,7 @@ func RunLocks(t *testing.T, clients []*aqs.Client, locks [][]Locker, waits bool)
 			l := mine[in.key]
 			wc := startWait(in.wait, w)
 			callAt := w.Now()
-			var hctx context.Context
-			var ok bool
-			var err error
-			switch in.wait.how {
-			case waitNone:
-				hctx, ok, err = l.TryLock(wc.ctx)
-			case waitBound:
-				hctx, ok, err = l.TryLock(wc.ctx, aqs.WithWait(in.wait.d))
-			default:
-				hctx, err = l.Lock(wc.ctx)
-				ok = err == nil
-				if contextEnded(in.wait, err) {
-					err = nil // its wait ran out
-				}
-			}
+			hctx, ok, err := take(l, wc, in.wait)
 			retAt := w.Now()
 			var live bool
 			in.wait, live = wc.ended(callAt)

@@ -332,21 +332,7 @@ func RunMultiLocks(t *testing.T, clients []*aqs.Client, names int, lock MultiLoc
 				l := lock(w.Client, in.names, in.fair)
 				wc := startWait(in.wait, w)
 				callAt := w.Now()
-				var hctx context.Context
-				var ok bool
-				var err error
-				switch in.wait.how {
-				case waitNone:
-					hctx, ok, err = l.TryLock(wc.ctx)
-				case waitBound:
-					hctx, ok, err = l.TryLock(wc.ctx, aqs.WithWait(in.wait.d))
-				default:
-					hctx, err = l.Lock(wc.ctx)
-					ok = err == nil
-					if contextEnded(in.wait, err) {
-						err = nil // its wait ran out
-					}
-				}
+				hctx, ok, err := take(l, wc, in.wait)
 				retAt := w.Now()
 				in.wait, _ = wc.ended(callAt)
 				if err != nil {

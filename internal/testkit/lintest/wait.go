@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/redaqs/aqs"
 )
 
 // How a call that may wait ends its wait, and what that tells the check.
@@ -173,4 +175,22 @@ func splitWait(op porcupine.Operation, w Wait, ok bool, join, end any) (porcupin
 		}
 	}
 	return j, e
+}
+
+// take makes the acquisition that w describes of l, with the context wc made for it: a
+// TryLock, a TryLock with a wait bound, or a Lock. A Lock whose context ended because its
+// wait ran out did not get the lock, with no error.
+func take(l Locker, wc *waitCall, w Wait) (held context.Context, ok bool, err error) {
+	switch w.how {
+	case waitNone:
+		return l.TryLock(wc.ctx)
+	case waitBound:
+		return l.TryLock(wc.ctx, aqs.WithWait(w.d))
+	}
+	held, err = l.Lock(wc.ctx)
+	ok = err == nil
+	if contextEnded(w, err) {
+		err = nil // its wait ran out
+	}
+	return held, ok, err
 }
