@@ -223,6 +223,23 @@ func runHoggedCartBuyers(ctx context.Context, w *worker) error {
 			return err
 		}
 		err = runCartBuyers(ctx, w)
+		// The store is held on until no buyer of any process waits for its SKUs any longer
+		// (each gives up at its deadline, and leaves the queues), so that none gets a cart
+		// in time. No event tells this process of the others' give-ups: it looks.
+		for err == nil {
+			var n int64
+			for i := 2; i < len(s.all.Keys()); i += 3 {
+				c, zerr := w.rdb.ZCard(ctx, s.all.Keys()[i]).Result()
+				if zerr != nil {
+					err = zerr
+				}
+				n += c
+			}
+			if n == 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
 		if uerr := s.all.Unlock(held); err == nil {
 			err = uerr
 		}
