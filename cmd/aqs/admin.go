@@ -15,11 +15,11 @@ import (
 	"github.com/redaqs/aqs/internal/core"
 )
 
-// What inspect and unlock share: they look at a Redis that already holds primitives, so
+// What inspect, unlock and run share: they use a Redis that other processes share, so
 // unlike demo they never start a throwaway server, and they take the address of a Redis
 // Cluster or of Sentinel as well as a single server's.
 
-// adminFlags are the flags of inspect and unlock.
+// adminFlags are the flags of inspect, unlock and run.
 type adminFlags struct {
 	redis  string
 	prefix string
@@ -92,7 +92,7 @@ func openAdmin(ctx context.Context, e *env, f *adminFlags) (*admin, error) {
 	}
 	if addr == "" {
 		return nil, usagef("no Redis address: give --redis host:port or set %s "+
-			"(inspect and unlock look at an existing Redis; they start none)", redisURLEnv)
+			"(inspect, unlock and run use an existing Redis; they start none)", redisURLEnv)
 	}
 	rdb, single, err := newUniversalClient(addr)
 	if err != nil {

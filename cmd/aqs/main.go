@@ -11,14 +11,20 @@
 //	        multi-lock, then a Condition of the fair lock)
 //	inspect show what is at a name: aqs inspect NAME [--json]
 //	unlock  force the release of a name: aqs unlock --force NAME [--yes]
+//	run     run a command while holding a name: aqs run [flags] NAME -- command args...
 //
 // Every command reaches Redis at the address of its --redis flag (host:port, or a redis://,
 // rediss:// or unix:// URL), else at $REDIS_URL. With neither, demo starts a throwaway
 // redis-server from PATH on a free loopback port and stops it when it exits.
-// inspect and unlock start none: they look at an existing Redis, and also take a Redis
+// inspect, unlock and run start none: they use an existing Redis, and also take a Redis
 // Cluster (any node, or host:port,host:port,...) or Sentinel (redis://...?master_name=NAME).
 //
-// Exit status: 0 on success, 1 on failure, 2 on a usage error, 130 when interrupted.
+// Exit status: 0 on success, 1 on failure, 2 on a usage error, 130 when interrupted. aqs run
+// exits with its command's status instead, and keeps its own statuses out of the range
+// commands commonly use, as timeout(1) and env(1) do: 75 when NAME was not acquired within
+// --wait, 76 when the hold was lost and the command stopped, 125 when aqs run itself failed
+// (a bad command line among them), 126 when the command cannot be executed, 127 when it was
+// not found, 128+N when a signal N killed the command or, while it waited for NAME, aqs run.
 //
 // Install it with go install github.com/redaqs/aqs/cmd/aqs@latest, or run it from a checkout
 // with go run ./cmd/aqs. For example:
@@ -27,6 +33,7 @@
 //	aqs demo --redis localhost:6379 --scenario pool --permits 5
 //	aqs inspect --redis localhost:6379 orders  # holders, leases, tokens, queue, permits
 //	aqs unlock --force --yes --redis localhost:6379 orders
+//	aqs run --redis localhost:6379 nightly-report -- ./report.sh --since yesterday
 //
 // demo runs each scenario across several OS processes (it runs itself again as workers) and
 // ends with a table of its checks: every ticket sold once and buyers served in arrival order,
@@ -36,7 +43,10 @@
 // aqs inspect -h describes. unlock --force releases whatever holds the name and lets its
 // waiters in, after asking unless --yes is given; the former holders learn it at their next
 // renewal. Both fail with a clear message on a wrong address, an empty name, or a key that no
-// aqs primitive would write. Run aqs <command> -h for every flag.
+// aqs primitive would write. run holds the fair lock NAME (or, with --permits K, one of K
+// permits of the leased semaphore NAME) while its command runs, gives the command the hold's
+// fencing token in $AQS_FENCING_TOKEN, and stops the command before another holder can start
+// should the hold be lost. Run aqs <command> -h for every flag.
 package main
 
 import (
@@ -54,9 +64,13 @@ import (
 
 // env is what a command may use of the process, so that tests can run commands in-process.
 type env struct {
+	stdin          io.Reader // the stdin of run's command (nil: none)
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	worker         workerExec // how demo starts its worker processes (the zero value: this executable)
+	// signals relays the process's signals sig to c until stop is called: signal.Notify, for
+	// the commands that handle signals themselves (run). nil relays none.
+	signals func(c chan<- os.Signal, sig ...os.Signal) (stop func())
 }
 
 // command is one subcommand. run parses its own flags from args (the arguments after the
@@ -66,16 +80,50 @@ type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, e *env, args []string) error
+	// ownSignals: the command handles SIGINT and SIGTERM itself (through env.signals), and
+	// main does not cancel its ctx on them.
+	ownSignals bool
+	// usageStatus is the exit status of a usage error; 0 means 2.
+	usageStatus int
 }
 
 // commands lists the subcommands in the order usage shows them.
 var commands = []command{
-	{"demo", "run ticket sales, a shared config, a worker pool and inventory reservation across processes", runDemo},
-	{"inspect", "show what is at a name: holders, leases, tokens, queue, permits", runInspect},
-	{"unlock", "force the release of a name whoever holds it (--force), waking its waiters", runUnlock},
+	{name: "demo", summary: "run ticket sales, a shared config, a worker pool and inventory reservation across processes", run: runDemo},
+	{name: "inspect", summary: "show what is at a name: holders, leases, tokens, queue, permits", run: runInspect},
+	{name: "unlock", summary: "force the release of a name whoever holds it (--force), waking its waiters", run: runUnlock},
+	{name: "run", summary: "run a command while holding a name (a fair lock, or a permit with --permits)", run: runRun,
+		ownSignals: true, usageStatus: exitRunFailed},
 }
 
-// usageError is an error in the command line: the exit status is then 2.
+// lookup returns the command of the given name, or nil.
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// exitStatus is an error that sets the exit status itself (aqs run's statuses). Its err, when
+// not nil, is printed as the command's message.
+type exitStatus struct {
+	code int
+	err  error
+}
+
+func (x *exitStatus) Error() string {
+	if x.err == nil {
+		return fmt.Sprintf("exit status %d", x.code)
+	}
+	return x.err.Error()
+}
+
+func (x *exitStatus) Unwrap() error { return x.err }
+
+// usageError is an error in the command line: the exit status is then 2 (or the command's
+// usageStatus).
 type usageError struct {
 	err      error
 	reported bool // the flag package has printed it already, with the command's usage
@@ -95,12 +143,32 @@ func main() {
 	if spec, ok := os.LookupEnv(demoWorkerEnv); ok {
 		os.Exit(demoWorkerMain(spec)) // a worker process of demo (demo_worker.go)
 	}
-	// Ctrl-C and SIGTERM cancel ctx: commands stop their work, and run returns only after the
-	// deferred clean-ups (a throwaway redis-server among them) have run.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
-	stop()
-	os.Exit(code)
+	os.Exit(mainArgs(os.Args[1:]))
+}
+
+// mainArgs runs the command line args (without the program name) with the process's stdio,
+// environment and signals, and returns the exit status.
+func mainArgs(args []string) int {
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, signals: relaySignals}
+	ctx := context.Background()
+	var c *command
+	if len(args) > 0 {
+		c = lookup(args[0])
+	}
+	if c == nil || !c.ownSignals {
+		// Ctrl-C and SIGTERM cancel ctx: commands stop their work, and run returns only after
+		// the deferred clean-ups (a throwaway redis-server among them) have run.
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+	return run(ctx, args, e)
+}
+
+// relaySignals is env.signals for the process.
+func relaySignals(c chan<- os.Signal, sig ...os.Signal) (stop func()) {
+	signal.Notify(c, sig...)
+	return func() { signal.Stop(c) }
 }
 
 // quietLogger discards go-redis's log.
@@ -120,12 +188,10 @@ func run(ctx context.Context, args []string, e *env) int {
 		usage(e.stdout)
 		return 0
 	}
-	for _, c := range commands {
-		if c.name != name {
-			continue
-		}
+	if c := lookup(name); c != nil {
 		err := c.run(ctx, e, args[1:])
 		var ue *usageError
+		var xs *exitStatus
 		switch {
 		case err == nil:
 			return 0
@@ -135,7 +201,15 @@ func run(ctx context.Context, args []string, e *env) int {
 			if !ue.reported {
 				fmt.Fprintf(e.stderr, "aqs %s: %v (see aqs %s -h)\n", name, err, name)
 			}
+			if c.usageStatus != 0 {
+				return c.usageStatus
+			}
 			return 2
+		case errors.As(err, &xs):
+			if xs.err != nil {
+				fmt.Fprintf(e.stderr, "aqs %s: %v\n", name, xs.err)
+			}
+			return xs.code
 		case ctx.Err() != nil:
 			fmt.Fprintf(e.stderr, "aqs %s: interrupted\n", name)
 			return 130

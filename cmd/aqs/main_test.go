@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 
 	"github.com/redaqs/aqs/internal/testkit/redistest"
@@ -16,6 +17,11 @@ func TestMain(m *testing.M) {
 	// The demo's worker processes are this test binary run again (see testWorkers).
 	if spec, ok := os.LookupEnv(demoWorkerEnv); ok {
 		os.Exit(demoWorkerMain(spec))
+	}
+	// The aqs processes of the run tests are this test binary run again (see startAqs).
+	if _, ok := os.LookupEnv(asAqsEnv); ok {
+		redis.SetLogger(quietLogger{})
+		os.Exit(mainArgs(os.Args[1:]))
 	}
 	os.Exit(redistest.Main(m))
 }
