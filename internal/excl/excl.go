@@ -32,6 +32,9 @@ type Config struct {
 	Board  time.Duration
 	Stay   bool
 	Streak int
+	// Beside, when not empty, is the suffix of a key beside the lock key that lives as long as
+	// a hold does: the hold's renewals extend it with the lock (an election's leader record).
+	Beside string
 }
 
 // Lock is one exclusive lock value.
@@ -81,6 +84,9 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 	qc.Orphans = &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}
 	l.q = acquire.Shared(rt, cfg.Kind, qc)
 	l.side = Side{RT: rt, Key: key, Kind: cfg.Kind, Name: name, Primitive: cfg.Kind, Queue: l.q, Unlock: l.Unlock}
+	if cfg.Beside != "" {
+		l.side.RenewKeys = []string{key + cfg.Beside}
+	}
 	l.byDefault = [2]*rules{l.newRules(core.LockConfig{}), l.newRules(core.LockConfig{Token: true})}
 	// Another value of the name may have been made meanwhile: the first one kept is every one.
 	return l.q.Keep(l).(*Lock), nil
