@@ -192,6 +192,10 @@ func (cfg *demoConfig) check(which string) error {
 		return usagef("pool: --processes %d x --workers %d: the workers outside the killed process must be at least --permits %d",
 			cfg.processes, cfg.workers, cfg.permits)
 	}
+	if cfg.runs("leader") && cfg.candidates < 2 {
+		// The first leader is killed: a standby must be there to take over.
+		return usagef("leader: --candidates must be at least 2, not %d", cfg.candidates)
+	}
 	if cfg.name == "" {
 		var b [3]byte
 		rand.Read(b[:]) // never fails; see crypto/rand.Read

@@ -294,6 +294,7 @@ func TestDemoCommandLineErrorsExitWithStatus2(t *testing.T) {
 		{[]string{"--carts", "0"}, "--carts must be at least 1"},
 		{[]string{"--skus", "0"}, "--skus must be at least 1"},
 		{[]string{"--candidates", "0"}, "--candidates must be at least 1"},
+		{[]string{"--candidates", "1"}, "leader: --candidates must be at least 2, not 1"},
 		{[]string{"--cart-deadline", "0s"}, "--cart-deadline must be positive and under 30s, not 0s"},
 		{[]string{"--cart-deadline", "30s"}, "--cart-deadline must be positive and under 30s, not 30s"},
 		{[]string{"--scenario", "inventory,stock"}, `unknown scenario "stock"`},
