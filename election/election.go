@@ -170,12 +170,13 @@ func (c *leading) Err() error {
 
 // Proclaim changes the leader's value, keeping its leadership and fencing token; Leader and
 // Observe report the new value from then on. leading is the context Campaign returned (or a
-// context derived from it).
+// context derived from it), whose deadline, if any, bounds the call.
 //
 // It fails with an error matching aqs.ErrNotOwner when leading does not lead this election
 // (it never did, or resigned), and with one matching aqs.ErrLockLost when the leadership was
-// lost; the value is unchanged then. A value longer than MaxValue fails with
-// aqs.ErrInvalidArgument. When Redis fails, the value may or may not have changed.
+// lost; a leading context that is done for another reason (the context Campaign was given
+// ended) fails with its cause. The value is unchanged then. A value longer than MaxValue fails
+// with aqs.ErrInvalidArgument. When Redis fails, the value may or may not have changed.
 func (e *Election) Proclaim(leading context.Context, value string) error {
 	if err := e.rt.Check(); err != nil {
 		return err
@@ -190,10 +191,10 @@ func (e *Election) Proclaim(leading context.Context, value string) error {
 	if h.Expire() {
 		return fmt.Errorf("election: proclaim %q: %w", e.name, errors.Join(aqs.ErrLockLost, aqs.ErrNotOwner))
 	}
-	// The call is bounded by the leading context's values, not its cancellation: a leader
-	// whose context a caller cancelled for its own reasons still leads.
-	ctx := context.WithoutCancel(leading)
-	cmd, acked := e.rt.RunReplicated(ctx, scripts.ElectProclaim, e.keys, []any{h.ID, value, e.rt.PublishCommand()})
+	if leading.Err() != nil {
+		return context.Cause(leading)
+	}
+	cmd, acked := e.rt.RunReplicated(leading, scripts.ElectProclaim, e.keys, []any{h.ID, value, e.rt.PublishCommand()})
 	n, err := cmd.Int64()
 	switch {
 	case err != nil:
