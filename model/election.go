@@ -340,32 +340,58 @@ func (m *Election) Changes(now Time) []Leadership {
 }
 
 // ElectionObserver is the reference model of one Observe of an election: of the changes it
-// hears, which it reports. It hears the changes published on the election's channel while it
-// is subscribed, in their order, and, each time its subscription is confirmed (at first, and
-// again after a broken one), the leader read then ([Election.Leader]), so a change it missed
-// while it was not subscribed is replaced by the current leader, if any.
+// hears, which it reports, and what its receiver takes from its channel. It hears the changes
+// published on the election's channel while it is subscribed, in their order, and, each time
+// its subscription is confirmed (at first, and again after a broken one), the leader read
+// then ([Election.Leader]), so a change it missed while it was not subscribed is replaced by
+// the current leader, if any.
 //
 // It reports a change it hears only when the change comes after the last one it heard in the
 // order of changes ([Leadership.Before]), and not even then when that change has the same
-// token and value as the last one it heard: its reports are increasing in (token, revision),
-// never the same token and value twice in a row. Its channel holds one report, so a receiver
-// that falls behind finds the latest; what it receives is a subsequence of the reports.
+// token and value as the last one it heard: its reports are increasing in (token, revision).
+// Its channel holds one report: a report the receiver has not taken ([ElectionObserver.Receive])
+// is replaced by the next, and a report that would bring back the token and value the
+// receiver took last is not sent at all. So the receiver finds the latest change, never the
+// same token and value twice in a row, and once it took what its channel holds it has the
+// token and value of the last change heard.
 //
 // The zero ElectionObserver has heard nothing.
 type ElectionObserver struct {
-	last Leadership
+	last Leadership // the last change heard
 	seen bool
+
+	slot Leadership // the report in the channel, while full
+	full bool
+	took Leadership // the last report the receiver took
+	tkn  bool
 }
 
 // Hear gives the observer a change, published or read; it reports whether the observer
-// reports it.
+// sends it on its channel.
 func (o *ElectionObserver) Hear(l Leadership) bool {
 	if o.seen && !o.last.Before(l) {
 		return false
 	}
 	same := o.seen && l.Token == o.last.Token && l.Value == o.last.Value
 	o.last, o.seen = l, true
-	return !same
+	if same {
+		return false
+	}
+	o.full = false // a report not taken is replaced
+	if o.tkn && l.Token == o.took.Token && l.Value == o.took.Value {
+		return false
+	}
+	o.slot, o.full = l, true
+	return true
+}
+
+// Receive takes the report the observer's channel holds; ok is false when it holds none.
+func (o *ElectionObserver) Receive() (l Leadership, ok bool) {
+	if !o.full {
+		return Leadership{}, false
+	}
+	o.full, o.took, o.tkn = false, o.slot, true
+	return o.slot, true
 }
 
 // Last returns the last change the observer heard and kept (whether it reported it or not);
