@@ -456,7 +456,7 @@ func (s *elmMachine) settle(t *rapid.T) {
 }
 
 // observed checks that what the observer received is a subsequence of the model's changes,
-// and reports whether its last reception is the last change (or nothing, before the first).
+// never the same leader and value twice in a row, and reports whether its last reception is the last change (or nothing, before the first).
 func (s *elmMachine) observed(t *rapid.T) bool {
 	changes := s.m.Changes(s.now)
 	got := s.obs.received()
@@ -469,7 +469,10 @@ func (s *elmMachine) observed(t *rapid.T) bool {
 		want = append(want, fmt.Sprintf("%s %q token %d", name, c.Value, s.tokens[c.Token]))
 	}
 	at := 0
-	for _, l := range got {
+	for j, l := range got {
+		if j > 0 && describe(got[j-1]) == describe(l) {
+			t.Fatalf("the observer received %s twice in a row", describe(l))
+		}
 		i := slices.Index(want[at:], describe(l))
 		if i < 0 {
 			t.Fatalf("the observer received %s, not among the model's changes after its previous reception: %v", describe(l), want[at:])
