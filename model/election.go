@@ -25,8 +25,9 @@ import (
 // Holding the lock is not leading yet. The holder leads once [Election.Lead] (one run of
 // elect_lead.lua, which Campaign makes once its hold was granted) wrote the leader record:
 // the holder's hold id, its fencing token, a revision of 1, and its value. The token is the
-// hold's: assigned at its first Lead, strictly greater than every token the model assigned
-// before, and kept by every later call of the same hold. [Election.Proclaim] replaces the
+// hold's, kept in the lock's value: assigned at its first Lead, strictly greater than every
+// token the model assigned before, the same for every later call while the hold lasts, and
+// gone with it. [Election.Proclaim] replaces the
 // value and adds one to the revision, keeping the token. The record expires as the hold does:
 // at Lead it lasts the hold's lease from then, and each renewal of the hold
 // ([Election.Renew]) extends it with the lock, whichever hold it names. So the record lasts at
