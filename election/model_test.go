@@ -407,7 +407,7 @@ func (s *elmMachine) led(t *rapid.T, a *elmActor, lead context.Context) {
 
 // settle waits until Redis agrees with the model, every Campaign the model says was handed
 // the lock has returned leading, and the observer has received the latest change; then no
-// other Campaign may have returned.
+// other Campaign may have returned, and every leader's leading context is live.
 func (s *elmMachine) settle(t *rapid.T) {
 	deadline := time.Now().Add(elmSettle)
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -444,6 +444,9 @@ func (s *elmMachine) settle(t *rapid.T) {
 		<-tick.C
 	}
 	for _, a := range s.actors {
+		if a.state == elmLeads && a.lead.Err() != nil {
+			t.Fatalf("%s leads, as the model says; its leading context ended: %v", a.name, context.Cause(a.lead))
+		}
 		if a.state != elmCampaigns {
 			continue
 		}
