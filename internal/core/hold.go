@@ -360,6 +360,23 @@ func (h *Hold) LeaseTrusted() bool {
 	return !h.ended && time.Now().Before(h.deadline.Add(-margin(h.lease)))
 }
 
+// Expire ends the hold, as the watchdog does, when its lease is no longer trusted (see
+// LeaseTrusted), and reports whether the hold has ended (by that, or before). It lets a caller
+// that must not act on a lease that may have run out in Redis find out at once, rather than
+// when the watchdog's goroutine next runs: after a process was stopped and resumed, its
+// goroutines run in any order.
+func (h *Hold) Expire() bool {
+	h.mu.Lock()
+	ended := h.ended
+	overdue := !ended && !time.Now().Before(h.deadline.Add(-margin(h.lease)))
+	h.mu.Unlock()
+	if overdue {
+		h.rt.Logger().Warn("aqs: lease no longer trusted", "key", h.Key, "hold", h.ID)
+		h.Lost()
+	}
+	return ended || overdue
+}
+
 // TrustedUntil returns when the hold's lease stops being trusted (see LeaseTrusted); the zero
 // time for a hold that ended or was found lost. Ask it before the last Release ends the hold.
 func (h *Hold) TrustedUntil() time.Time {

@@ -32,6 +32,12 @@ type Config struct {
 	Board  time.Duration
 	Stay   bool
 	Streak int
+	// Detached makes a new hold's held context keep the caller's values but not its
+	// cancellation: the hold's context ends when the hold does (an election's leadership).
+	Detached bool
+	// Beside, when not empty, is the suffix of a key beside the lock key that lives as long as
+	// a hold does: the hold's renewals extend it with the lock (an election's leader record).
+	Beside string
 }
 
 // Lock is one exclusive lock value.
@@ -81,6 +87,9 @@ func New(rt *core.Runtime, name string, cfg Config) (*Lock, error) {
 	qc.Orphans = &core.Orphans{GiveBack: l.giveBack, Holders: l.holders}
 	l.q = acquire.Shared(rt, cfg.Kind, qc)
 	l.side = Side{RT: rt, Key: key, Kind: cfg.Kind, Name: name, Primitive: cfg.Kind, Queue: l.q, Unlock: l.Unlock}
+	if cfg.Beside != "" {
+		l.side.RenewKeys = []string{key + cfg.Beside}
+	}
 	l.byDefault = [2]*rules{l.newRules(core.LockConfig{}), l.newRules(core.LockConfig{Token: true})}
 	// Another value of the name may have been made meanwhile: the first one kept is every one.
 	return l.q.Keep(l).(*Lock), nil
@@ -171,6 +180,7 @@ func (l *Lock) newRules(cfg core.LockConfig) *rules {
 	r := &rules{l: l, lease: strconv.FormatInt(ms, 10), token: cfg.Token,
 		member: func(hold string) string { return layout.LockMemberOf(hold, ms) },
 		hold:   l.side.Hold(lease, cfg.Lease == 0, cfg.Token)}
+	r.hold.Detached = l.cfg.Detached
 	r.leaseArg = r.lease
 	return r
 }

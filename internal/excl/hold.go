@@ -31,6 +31,9 @@ type Side struct {
 	// Unlock ends the acquisition a held context holds: what a held context of a call that
 	// won as its context ended is given back with (acquire.HoldSpec.Release).
 	Unlock func(held context.Context) error
+	// RenewKeys are keys that the hold's renewals extend with the lock key (lock_renew.lua's
+	// KEYS[2]); none for a plain lock.
+	RenewKeys []string
 }
 
 // Lease returns the lease a new hold gets: the fixed lease, or the watchdog timeout.
@@ -45,7 +48,7 @@ func (s *Side) Lease(cfg core.LockConfig) time.Duration {
 // watchdog when watchdog is set, with its fencing token fetched at acquisition when token is.
 func (s *Side) Hold(lease time.Duration, watchdog, token bool) *acquire.HoldSpec {
 	return &acquire.HoldSpec{Key: s.Key, Lease: lease, Watchdog: watchdog, Renew: scripts.LockRenew,
-		FetchToken: s.FetchToken, Token: token, Release: s.Unlock}
+		RenewKeys: s.RenewKeys, FetchToken: s.FetchToken, Token: token, Release: s.Unlock}
 }
 
 // FetchToken asks Redis for a hold's fencing token (lock_token.lua).

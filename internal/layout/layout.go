@@ -63,6 +63,10 @@ const (
 	// ConditionSuffix, followed by a condition's escaped name (see ConditionKeys), names a
 	// condition's waiters (a list), beside the lock's keys.
 	ConditionSuffix = ":w:"
+	// ElectionSuffix names an election's leader record, beside the lock's keys: a hash of the
+	// leader's hold id, fencing token, revision and value (internal/scripts/elect_lead.lua).
+	// The same name is the channel its changes are published on.
+	ElectionSuffix = ":e"
 )
 
 // LockKeys returns the exclusive lock's keys: the lock value, the queue list, the deadlines.

@@ -81,6 +81,10 @@ var (
 	MultiHeartbeat = mustLoad("multi_heartbeat")
 	MultiRenew     = mustLoad("multi_renew")
 	MultiToken     = mustLoad("multi_token")
+	// The leader election (package election), on the fair lock's keys.
+	ElectLead     = mustLoad("elect_lead")
+	ElectProclaim = mustLoad("elect_proclaim")
+	ElectLeader   = mustLoad("elect_leader")
 
 	RWWriteAcquire = mustLoad("rw_write_acquire")
 	RWWriteRelease = mustLoad("rw_write_release")
