@@ -45,9 +45,9 @@
 // waiters in, after asking unless --yes is given; the former holders learn it at their next
 // renewal. Both fail with a clear message on a wrong address, an empty name, or a key that no
 // aqs primitive would write. run holds the fair lock NAME (or, with --permits K, one of K
-// permits of the leased semaphore NAME) while its command runs, gives the command the hold's
-// fencing token in $AQS_FENCING_TOKEN, and stops the command before another holder can start
-// should the hold be lost. Run aqs <command> -h for every flag.
+// permits of the leased semaphore NAME; with --elect, the leadership of the election NAME)
+// while its command runs, gives the command the hold's fencing token in $AQS_FENCING_TOKEN,
+// and stops the command before another holder can start should the hold be lost. Run aqs <command> -h for every flag.
 package main
 
 import (
@@ -93,7 +93,7 @@ var commands = []command{
 	{name: "demo", summary: "run ticket sales, a shared config, a worker pool and inventory reservation across processes", run: runDemo},
 	{name: "inspect", summary: "show what is at a name: holders, leases, tokens, queue, permits", run: runInspect},
 	{name: "unlock", summary: "force the release of a name whoever holds it (--force), waking its waiters", run: runUnlock},
-	{name: "run", summary: "run a command while holding a name (a fair lock, or a permit with --permits)", run: runRun,
+	{name: "run", summary: "run a command while holding a name: a fair lock, a permit (--permits), a leadership (--elect)", run: runRun,
 		ownSignals: true, usageStatus: exitRunFailed},
 }
 

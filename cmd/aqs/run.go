@@ -13,17 +13,21 @@ import (
 	"time"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/election"
 	"github.com/redaqs/aqs/internal/core"
 )
 
 const runUsage = "run [flags] NAME -- command [args...]"
 
 const runSynopsis = `Runs the command while holding NAME, and gives NAME up when the command exits:
-the fair lock NAME (aqs runs waiting for it are served in arrival order), or with
---permits K one of the K permits of the leased semaphore NAME. The command's stdin,
-stdout and stderr are aqs run's; its environment is aqs run's plus AQS_NAME (NAME)
-and AQS_FENCING_TOKEN (the lock's fencing token: greater than any earlier holder's)
-or AQS_PERMIT_ID (the permit's id). Flags go before the "--".
+the fair lock NAME (aqs runs waiting for it are served in arrival order), with
+--permits K one of the K permits of the leased semaphore NAME, or with --elect the
+leadership of the election NAME (candidates lead in arrival order; an election is
+the fair lock of its name, so aqs run NAME and aqs run --elect NAME exclude each
+other). The command's stdin, stdout and stderr are aqs run's; its environment is
+aqs run's plus AQS_NAME (NAME) and AQS_FENCING_TOKEN (the lock's or the leader's
+fencing token: greater than any earlier holder's) or AQS_PERMIT_ID (the permit's
+id). Flags go before the "--".
 
 The hold is a lease that aqs run renews every third of --lease: if aqs run dies,
 NAME is free at most --lease later (on Linux its command then gets SIGKILL). If the
@@ -94,7 +98,9 @@ type runOptions struct {
 	admin   *adminFlags
 	name    string
 	argv    []string      // the command and its arguments
-	permits int           // 0: the fair lock
+	permits int           // 0: the fair lock, or the election
+	elect   bool          // lead the election NAME
+	value   string        // the leader's value
 	wait    time.Duration // forever, or the bound (0: one attempt)
 	lease   time.Duration
 	grace   time.Duration
@@ -134,6 +140,10 @@ func parseRun(e *env, args []string) (*runOptions, error) {
 	var wait, grace optDuration
 	fs.IntVar(&o.permits, "permits", 0, "hold one of `K` permits of the leased semaphore NAME instead of the fair lock\n"+
 		"(it sets the size K if none is set, and fails if another size is)")
+	fs.BoolVar(&o.elect, "elect", false, "lead the election NAME instead of holding the fair lock: the command runs while\n"+
+		"aqs run leads (candidates lead in arrival order; see package election)")
+	fs.StringVar(&o.value, "value", "", "the leader's `value`, for aqs inspect and the election's observers, with --elect\n"+
+		"(default host:pid of aqs run)")
 	fs.Var(&wait, "wait", "give up (status 75) when NAME is not acquired within `duration`; 0 tries once\n(default: wait as long as it takes)")
 	fs.DurationVar(&o.lease, "lease", core.DefaultConfig().WatchdogTimeout,
 		"the hold's `lease`, renewed every third of it: how soon NAME is free after aqs run dies")
@@ -185,10 +195,28 @@ func parseRun(e *env, args []string) (*runOptions, error) {
 	if set["permits"] && o.permits < 1 {
 		return nil, usagef("--permits must be at least 1")
 	}
+	switch {
+	case o.elect && set["permits"]:
+		return nil, usagef("--elect and --permits exclude each other: an election has one leader")
+	case set["value"] && !o.elect:
+		return nil, usagef("--value is the leader's: give --elect")
+	case o.elect && len(o.value) > election.MaxValue:
+		return nil, usagef("--value is %d bytes, over %d", len(o.value), election.MaxValue)
+	case o.elect && !set["value"]:
+		host, err := os.Hostname()
+		if err != nil {
+			host = "unknown-host"
+		}
+		o.value = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
 	o.wait = forever
 	if wait.set {
-		if wait.d < 0 {
+		switch {
+		case wait.d < 0:
 			return nil, usagef("--wait %v is negative", wait.d)
+		case wait.d == 0 && o.elect:
+			// A campaign waits in the queue for its turn: there is no single try of one.
+			return nil, usagef("--wait 0 does not go with --elect: a campaign waits its turn; give a duration")
 		}
 		o.wait = wait.d
 	}
@@ -375,8 +403,11 @@ func (r *runner) run(ctx context.Context, path string) error {
 
 // what names what is held, for messages before the holder exists.
 func (r *runner) what() string {
-	if r.o.permits > 0 {
+	switch {
+	case r.o.permits > 0:
 		return fmt.Sprintf("a permit of leased semaphore %q", r.o.name)
+	case r.o.elect:
+		return fmt.Sprintf("the leadership of election %q", r.o.name)
 	}
 	return fmt.Sprintf("lock %q", r.o.name)
 }
@@ -391,9 +422,12 @@ func (r *runner) acquire(ctx context.Context) (h holder, held context.Context, o
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("connecting to Redis at %s: %w", r.admin.addr, err)
 	}
-	if r.o.permits > 0 {
+	switch {
+	case r.o.permits > 0:
 		h, err = newPermitHolder(ctx, r.admin, r.client, r.o.name, r.o.permits)
-	} else {
+	case r.o.elect:
+		h, err = newLeaderHolder(ctx, r.admin, r.client, r.o.name, r.o.value)
+	default:
 		h, err = newLockHolder(ctx, r.admin, r.client, r.o.name)
 	}
 	if err != nil {

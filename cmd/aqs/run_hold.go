@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/election"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/core"
 	"github.com/redaqs/aqs/internal/layout"
 	"github.com/redaqs/aqs/semaphore"
 )
 
-// holder is what aqs run holds NAME with: the fair lock, or a permit of the leased
-// semaphore. It is used by one goroutine, acquire first.
+// holder is what aqs run holds NAME with: the fair lock, a permit of the leased semaphore, or
+// the leadership of the election. It is used by one goroutine, acquire first.
 type holder interface {
 	// acquire takes NAME: it waits until it has it or ctx is done, but no longer than wait
 	// unless wait is forever (0: one attempt). It returns the held context, which ends when
@@ -168,4 +169,68 @@ func (h *permitHolder) release() error { return h.l.Release(context.Background()
 
 func (h *permitHolder) String() string {
 	return fmt.Sprintf("a permit of leased semaphore %q", h.l.Name())
+}
+
+// leaderHolder leads the election NAME, with the leader's fencing token.
+type leaderHolder struct {
+	rt      *core.Runtime
+	e       *election.Election
+	value   string
+	leading context.Context
+	hold    *core.Hold
+}
+
+// newLeaderHolder returns the holder of the leadership of the election name, campaigning with
+// value. It fails when something other than a lock (an election's lock is the fair lock of
+// its name) is at name.
+func newLeaderHolder(ctx context.Context, a *admin, c *aqs.Client, name, value string) (*leaderHolder, error) {
+	e, err := election.New(c, name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := inspectName(ctx, a.rdb, a.prefix, name)
+	switch {
+	case isNothing(err):
+	case err != nil:
+		return nil, err
+	case st.Kind != primLock:
+		return nil, fmt.Errorf("%s is a %s, not an election (a leased semaphore's permits: aqs run --permits K)", name, primTitle[st.Kind])
+	}
+	return &leaderHolder{rt: core.RuntimeOf(c), e: e, value: value}, nil
+}
+
+// acquire campaigns. A campaign always waits its turn in the queue: wait bounds it through
+// the context, which bounds the campaign only, never the leadership (see Campaign).
+func (h *leaderHolder) acquire(ctx context.Context, wait time.Duration) (context.Context, bool, error) {
+	cctx := ctx
+	if wait != forever {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	leading, err := h.e.Campaign(cctx, h.value)
+	if err != nil {
+		if ctx.Err() == nil && cctx.Err() != nil {
+			return nil, false, nil // the wait ran out
+		}
+		return nil, false, err
+	}
+	h.leading, h.hold = leading, h.rt.HoldOf(leading, h.e.Keys()[0])
+	return leading, true, nil
+}
+
+func (h *leaderHolder) vars() ([]string, error) {
+	t, err := aqs.FencingToken(h.leading)
+	if err != nil {
+		return nil, err
+	}
+	return []string{envToken + "=" + strconv.FormatInt(t, 10)}, nil
+}
+
+func (h *leaderHolder) trustedUntil() time.Time { return trustedUntil(h.hold) }
+
+func (h *leaderHolder) release() error { return h.e.Resign(h.leading) }
+
+func (h *leaderHolder) String() string {
+	return fmt.Sprintf("the leadership of election %q", h.e.Name())
 }

@@ -254,6 +254,20 @@ func requireFree(t *testing.T, srv *redistest.Server, name string) {
 	require.True(t, isNothing(err), "something is at %s: %v", name, err)
 }
 
+// requireNoLeader checks that the election name has no leader, no holder and no candidate
+// (its former leader's record may stay until its lease would have ended).
+func requireNoLeader(t *testing.T, srv *redistest.Server, name string) {
+	t.Helper()
+	st, err := inspectName(t.Context(), srv.Client(t), "aqs", name)
+	if isNothing(err) {
+		return
+	}
+	require.NoError(t, err)
+	assert.False(t, st.Held, "held: %+v", st.Holders)
+	assert.Nil(t, st.Leader)
+	assert.Empty(t, st.Waiters)
+}
+
 func TestRunCommandLineErrorsExitWith125AndTouchNothing(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Single(t)
@@ -281,6 +295,9 @@ func TestRunCommandLineErrorsExitWith125AndTouchNothing(t *testing.T) {
 		{[]string{"--grace", "11s", name, "--", "true"}, "--grace 11s is more than a third of --lease 30s"},
 		{[]string{"--lease", "3s", "--grace", "1001ms", name, "--", "true"}, "--grace 1.001s is more than a third of --lease 3s"},
 		{[]string{"--nope", name, "--", "true"}, "flag provided but not defined"},
+		{[]string{"--elect", "--permits", "2", name, "--", "true"}, "--elect and --permits exclude each other"},
+		{[]string{"--value", "v", name, "--", "true"}, "--value is the leader's: give --elect"},
+		{[]string{"--elect", "--wait", "0", name, "--", "true"}, "--wait 0 does not go with --elect"},
 	} {
 		args := append(append([]string{"run"}, r...), tc.args...)
 		code, stdout, stderr := aqsRun(t.Context(), nil, args...)
@@ -307,7 +324,7 @@ func TestRunCommandLineErrorsExitWith125AndTouchNothing(t *testing.T) {
 	code, _, stderr := aqsRun(t.Context(), nil, "run", "-h")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stderr, "Usage: aqs run [flags] NAME -- command [args...]")
-	for _, s := range []string{"-permits K", "-wait duration", "-lease lease", "-grace duration", "-redis address", "-prefix prefix",
+	for _, s := range []string{"-permits K", "-elect", "-value value", "-wait duration", "-lease lease", "-grace duration", "-redis address", "-prefix prefix",
 		"75 ", "76 ", "125 ", "126 ", "127 ", "128+N", "AQS_FENCING_TOKEN", "AQS_PERMIT_ID", "AQS_NAME"} {
 		assert.Contains(t, stderr, s)
 	}
@@ -756,12 +773,16 @@ func (p *cutProxy) cut() {
 func TestRunStopsTheCommandBeforeAnotherHolderStartsWhenRenewalsFail(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Single(t)
+	const term = `trap 'echo "term" >> "$EVENTS"; exit 0' TERM`
 	for _, tc := range []struct {
 		name string
-		trap string // the command's reaction to SIGTERM
+		trap string   // the command's reaction to SIGTERM
+		hold []string // the first run's flags for what it holds
+		what string
 	}{
-		{"SIGTERM", `trap 'echo "term" >> ` + "$EVENTS" + `; exit 0' TERM`},
-		{"SIGKILL", `trap '' TERM`}, // ignored, by sleep too: SIGKILL ends them
+		{"SIGTERM", term, nil, "lock %q"},
+		{"SIGKILL", `trap '' TERM`, nil, "lock %q"}, // ignored, by sleep too: SIGKILL ends them
+		{"elect", term, []string{"--elect"}, "the leadership of election %q"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -769,16 +790,17 @@ func TestRunStopsTheCommandBeforeAnotherHolderStartsWhenRenewalsFail(t *testing.
 			path, file := eventsFile(t)
 			proxy := newCutProxy(t, srv.Addr())
 			// A short grace: on a busy machine, a lease of 2s leaves room for late renewals.
-			first := startRun(t, "--redis", proxy.Addr(), "--lease", "2s", "--grace", "300ms", name, "--", "sh", "-c",
+			args := append([]string{"--redis", proxy.Addr(), "--lease", "2s", "--grace", "300ms"}, tc.hold...)
+			first := startRun(t, append(args, name, "--", "sh", "-c",
 				`EVENTS=`+file+`; `+tc.trap+`; echo "start $AQS_FENCING_TOKEN" >> `+file+`; echo ready; `+
-					`while :; do echo alive >> `+file+`; sleep 0.02; done`)
+					`while :; do echo alive >> `+file+`; sleep 0.02; done`)...)
 			first.expect(t, "ready")
-			second := startRun(t, "--redis", srv.Addr(), name, "--", "sh", "-c", `echo "second $AQS_FENCING_TOKEN" >> `+file)
+			second := startRun(t, append(tc.hold, "--redis", srv.Addr(), name, "--", "sh", "-c", `echo "second $AQS_FENCING_TOKEN" >> `+file)...)
 			waitState(t, srv, name, "second queued", waitingN(1))
 
 			proxy.cut()
 			assert.Equal(t, exitLockLost, first.wait(t))
-			assert.Contains(t, first.stderr.String(), fmt.Sprintf("the lease of lock %q could not be renewed", name))
+			assert.Contains(t, first.stderr.String(), fmt.Sprintf("the lease of "+tc.what+" could not be renewed", name))
 			assert.Equal(t, 0, second.wait(t))
 
 			lines := events(t, path)
@@ -792,7 +814,7 @@ func TestRunStopsTheCommandBeforeAnotherHolderStartsWhenRenewalsFail(t *testing.
 			require.GreaterOrEqual(t, i, 0, "%q", lines)
 			require.Greater(t, i, last, "the first command still ran when the second started: %q", lines)
 			assert.Equal(t, i, len(lines)-1, "%q", lines)
-			if tc.name == "SIGTERM" {
+			if tc.name != "SIGKILL" {
 				assert.Contains(t, lines, "term", "the command had its grace")
 			} else {
 				assert.Contains(t, first.stderr.String(), "SIGKILL")
@@ -817,4 +839,58 @@ func TestRunStopsTheCommandWhenTheLockIsForciblyUnlocked(t *testing.T) {
 	assert.Equal(t, exitLockLost, p.wait(t))
 	assert.Contains(t, p.stderr.String(), fmt.Sprintf("lost lock %q (aqs: lock lost): stopping the command (SIGTERM, SIGKILL in ", name))
 	requireFree(t, srv, name)
+}
+
+func TestRunElectRunsTheCommandWhileLeadingAndCandidatesLeadInTurn(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Single(t)
+	name := redistest.Name(t)
+	run := func(value string) *aqsProc {
+		// The command leads until its stdin (aqs run's) ends.
+		return startRun(t, "--redis", srv.Addr(), "--elect", "--value", value, name, "--", "sh", "-c",
+			`echo "leading $AQS_FENCING_TOKEN"; read x || true`)
+	}
+	first := run("first")
+	t1, err := strconv.ParseInt(strings.TrimPrefix(first.expect(t, "leading "), "leading "), 10, 64)
+	require.NoError(t, err)
+	st := stateOf(t, srv, name)
+	require.NotNil(t, st.Leader)
+	assert.Equal(t, "first", st.Leader.Value)
+	assert.Equal(t, t1, st.Leader.Token, "the command's token is the leader's")
+
+	second := run("second")
+	waitState(t, srv, name, "second queued", waitingN(1))
+	// Another candidate, and the fair lock of the name, wait behind them.
+	for _, args := range [][]string{{"--elect"}, nil} {
+		code, stdout, stderr := aqsRun(t.Context(), nil, append(append([]string{"run", "--redis", srv.Addr(), "--wait", "100ms"}, args...),
+			name, "--", "echo", "ran")...)
+		assert.Equal(t, exitNotAcquired, code, "%q: %s", args, stderr)
+		assert.Empty(t, stdout)
+	}
+
+	first.stdin.Close()
+	assert.Equal(t, 0, first.wait(t))
+	t2, err := strconv.ParseInt(strings.TrimPrefix(second.expect(t, "leading "), "leading "), 10, 64)
+	require.NoError(t, err)
+	assert.Greater(t, t2, t1, "every later leader's token is greater")
+	assert.Equal(t, "second", stateOf(t, srv, name).Leader.Value)
+	second.stdin.Close()
+	assert.Equal(t, 0, second.wait(t))
+	requireNoLeader(t, srv, name)
+}
+
+func TestRunElectStopsTheCommandWhenTheLeadershipIsForciblyEnded(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Single(t)
+	name := redistest.Name(t)
+	p := startRun(t, "--redis", srv.Addr(), "--lease", "2s", "--elect", name, "--", "sh", "-c", trapScript)
+	p.expect(t, "ready")
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("%s:%d", host, os.Getpid()), stateOf(t, srv, name).Leader.Value, "the default value")
+	unlockYes(t, srv, name)
+	p.expect(t, "trapped "+name)
+	assert.Equal(t, exitLockLost, p.wait(t))
+	assert.Contains(t, p.stderr.String(), fmt.Sprintf("lost the leadership of election %q (aqs: lock lost): stopping the command", name))
+	requireNoLeader(t, srv, name)
 }
