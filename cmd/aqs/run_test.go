@@ -789,11 +789,12 @@ func TestRunStopsTheCommandBeforeAnotherHolderStartsWhenRenewalsFail(t *testing.
 			name := redistest.Name(t)
 			path, file := eventsFile(t)
 			proxy := newCutProxy(t, srv.Addr())
-			// A short grace: on a busy machine, a lease of 2s leaves room for late renewals.
-			args := append([]string{"--redis", proxy.Addr(), "--lease", "2s", "--grace", "300ms"}, tc.hold...)
+			// A lease of 2s keeps the test short, and its grace (600ms) leaves a trapped command
+			// time to run on a busy machine.
+			args := append([]string{"--redis", proxy.Addr(), "--lease", "2s", "--grace", "600ms"}, tc.hold...)
 			first := startRun(t, append(args, name, "--", "sh", "-c",
 				`EVENTS=`+file+`; `+tc.trap+`; echo "start $AQS_FENCING_TOKEN" >> `+file+`; echo ready; `+
-					`while :; do echo alive >> `+file+`; sleep 0.02; done`)...)
+					`while :; do echo alive >> `+file+`; sleep 0.05; done`)...)
 			first.expect(t, "ready")
 			second := startRun(t, append(tc.hold, "--redis", srv.Addr(), name, "--", "sh", "-c", `echo "second $AQS_FENCING_TOKEN" >> `+file)...)
 			waitState(t, srv, name, "second queued", waitingN(1))
