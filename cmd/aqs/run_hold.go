@@ -119,8 +119,8 @@ func newPermitHolder(ctx context.Context, a *admin, c *aqs.Client, name string, 
 	}
 	st, err := inspectName(ctx, a.rdb, a.prefix, name)
 	if isNothing(err) || err == nil && st.Kind == primLeased && !st.Permits.Set {
-		set, err := l.TrySetPermits(ctx, k)
-		if err != nil {
+		var set bool
+		if set, err = l.TrySetPermits(ctx, k); err != nil {
 			return nil, err
 		}
 		if set {

@@ -94,8 +94,11 @@ func startRun(t *testing.T, args ...string) *aqsProc {
 		w.Close()
 		select {
 		case <-p.exited:
+			if t.Failed() {
+				t.Logf("%s: exit status %d; stderr:\n%s", p.what, p.code, p.stderr.String())
+			}
 		case <-time.After(runWithin):
-			t.Errorf("%s did not end", p.what)
+			t.Errorf("%s did not end; stderr:\n%s", p.what, p.stderr.String())
 		}
 	})
 	return p
