@@ -196,7 +196,7 @@ type leaderWatch struct {
 	clients map[string]*workerProc // by aqs Client id
 
 	leads      []leadRecord // in the order they led
-	queued     []string // the standbys' Client ids, in the order they queued
+	queued     []string     // the standbys' Client ids, in the order they queued
 	killedAt   time.Time
 	victim     *workerProc
 	resignedAt time.Time
