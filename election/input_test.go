@@ -13,6 +13,7 @@ import (
 
 	"github.com/redaqs/aqs"
 	"github.com/redaqs/aqs/election"
+	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 )
 
@@ -237,4 +238,35 @@ func assertForeign(t *testing.T, rdb redis.UniversalClient, key, value string) {
 	pttl, err := rdb.PTTL(context.Background(), key).Result()
 	require.NoError(t, err)
 	assert.Equal(t, time.Duration(-1), pttl, "no expiry was set on %s", key)
+}
+
+// A context that holds the fair lock of the election's name, on the election's Client, is not
+// a leader's: its Campaign is an invalid argument, its Proclaim and Resign fail with
+// aqs.ErrNotOwner alone, and none of them touches the fair hold, which its Unlock then ends.
+func TestFairHoldOfTheNameIsNoLeadership(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	ctx := context.Background()
+	c := newClient(t, rdb)
+	e := newElection(t, c)
+	f, err := fair.New(c, e.Name())
+	require.NoError(t, err)
+	held, err := f.Lock(ctx)
+	require.NoError(t, err)
+	before := snapshot(t, rdb, e)
+
+	_, err = e.Campaign(held, "from a fair hold")
+	assert.ErrorIs(t, err, aqs.ErrInvalidArgument, "Campaign")
+	require.NoError(t, held.Err(), "Campaign left the fair hold untouched")
+	err = e.Proclaim(held, "from a fair hold")
+	assert.ErrorIs(t, err, aqs.ErrNotOwner, "Proclaim")
+	assert.NotErrorIs(t, err, aqs.ErrLockLost, "Proclaim")
+	require.NoError(t, held.Err(), "Proclaim left the fair hold untouched: %v", context.Cause(held))
+	err = e.Resign(held)
+	assert.ErrorIs(t, err, aqs.ErrNotOwner, "Resign")
+	require.NoError(t, held.Err(), "Resign left the fair hold untouched: %v", context.Cause(held))
+	assert.Equal(t, before, snapshot(t, rdb, e), "the lock is unchanged, and nobody leads")
+	noLeader(t, e)
+	assert.Zero(t, candidatesQueued(t, rdb, e))
+	require.NoError(t, f.Unlock(held), "the fair hold is still the lock's")
+	assertNothingLeft(t, rdb, e)
 }
