@@ -1,0 +1,218 @@
+package election_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/election"
+	"github.com/redaqs/aqs/internal/testkit/redistest"
+)
+
+// Observe: the current leader first, every change in order, latest-wins for a receiver that
+// falls behind, the end of the channel, and a subscription that the server cuts.
+
+// quiet checks that changes reports nothing within a moment.
+func quiet(t *testing.T, changes <-chan election.Leadership, what string) {
+	t.Helper()
+	select {
+	case l, ok := <-changes:
+		t.Fatalf("%s: the observer reported %+v (open %v)", what, l, ok)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// closes checks that changes is closed, within a bound.
+func closes(t *testing.T, changes <-chan election.Leadership, what string) {
+	t.Helper()
+	timer := time.NewTimer(5 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case _, ok := <-changes:
+			if !ok {
+				return
+			}
+		case <-timer.C:
+			t.Fatalf("%s: the observer's channel was not closed", what)
+		}
+	}
+}
+
+// subscribers returns how many connections subscribe to the election's channel, on the node
+// that serves it: a plain subscription on a single node, a sharded one on Redis Cluster.
+func subscribers(t *testing.T, rdb redis.UniversalClient, e *election.Election) int64 {
+	t.Helper()
+	ctx := context.Background()
+	channel := e.Keys()[3]
+	var counts map[string]int64
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		node, nerr := cc.MasterForKey(ctx, channel)
+		require.NoError(t, nerr)
+		counts, err = node.PubSubShardNumSub(ctx, channel).Result()
+	} else {
+		counts, err = rdb.PubSubNumSub(ctx, channel).Result()
+	}
+	require.NoError(t, err)
+	return counts[channel]
+}
+
+// An observer reports the current leader first (nothing while nobody leads), then each new
+// leader and each new value, in order, a value with any bytes intact, never the same token
+// and value twice in a row, and no time without a leader; its channel closes when its
+// context ends, and its subscription goes with it.
+func TestObserveReportsTheLeaderThenEveryChangeInOrder(t *testing.T) {
+	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		c1, c2 := newClient(t, rdb), newClient(t, rdb)
+		e1 := newElection(t, c1)
+		e2 := sameElection(t, c2, e1)
+		obs, stop := context.WithCancel(ctx)
+		defer stop()
+		changes := e2.Observe(obs)
+		require.Eventually(t, func() bool { return subscribers(t, rdb, e1) == 1 }, 5*time.Second, 2*time.Millisecond,
+			"the observer subscribes")
+		quiet(t, changes, "nobody leads")
+
+		lead1, err := e1.Campaign(ctx, "a")
+		require.NoError(t, err)
+		t1 := tokenOf(t, lead1)
+		want := func(value string, tok int64, c *aqs.Client) election.Leadership {
+			return election.Leadership{Value: value, Token: tok, Client: c.ID()}
+		}
+		assert.Equal(t, want("a", t1, c1), next(t, changes))
+		require.NoError(t, e1.Proclaim(lead1, "b"))
+		assert.Equal(t, want("b", t1, c1), next(t, changes))
+		require.NoError(t, e1.Proclaim(lead1, "b"))
+		quiet(t, changes, "the same value again")
+		odd := "c \x00 \xff  two spaces, then a newline\n"
+		require.NoError(t, e1.Proclaim(lead1, odd))
+		assert.Equal(t, want(odd, t1, c1), next(t, changes), "a value of any bytes")
+
+		// A second observer, from now on: the current leader first.
+		late := e1.Observe(obs)
+		assert.Equal(t, want(odd, t1, c1), next(t, late), "the current leader first")
+
+		w := campaignAsync(ctx, e2, "d")
+		awaitCandidates(t, rdb, e1, 1)
+		require.NoError(t, e1.Resign(lead1))
+		lead2 := led(t, w, 5*time.Second)
+		t2 := tokenOf(t, lead2)
+		assert.Equal(t, want("d", t2, c2), next(t, changes), "the next leader")
+		assert.Equal(t, want("d", t2, c2), next(t, late), "the next leader")
+		require.NoError(t, e2.Resign(lead2))
+		quiet(t, changes, "nobody leads")
+
+		stop()
+		closes(t, changes, "its context ended")
+		closes(t, late, "its context ended")
+		require.Eventually(t, func() bool { return subscribers(t, rdb, e1) == 0 }, 5*time.Second, 2*time.Millisecond,
+			"the subscription ends with the observers")
+		assertNothingLeft(t, rdb, e1)
+	})
+}
+
+// A burst of changes (leaders that proclaim and resign, one after the other, without
+// waiting for anyone): a receiver that keeps up gets them in order, and one that reads
+// nothing until the burst is over finds the last change, having missed some, in order too.
+// Neither ever gets a change older than one it got.
+func TestObserveReceiverThatFallsBehindFindsTheLatestChange(t *testing.T) {
+	rdb := redistest.Single(t).Client(t)
+	ctx := context.Background()
+	c := newClient(t, rdb)
+	e := newElection(t, c)
+	obs, stop := context.WithCancel(ctx)
+	defer stop()
+	eager, slow := e.Observe(obs), e.Observe(obs)
+	require.Eventually(t, func() bool { return subscribers(t, rdb, e) == 2 }, 5*time.Second, 2*time.Millisecond,
+		"the observers subscribe")
+	got := make(chan []election.Leadership, 1)
+	go func() {
+		var ls []election.Leadership
+		for l := range eager {
+			ls = append(ls, l)
+		}
+		got <- ls
+	}()
+
+	const leaders, proclaims = 4, 5
+	var truth []election.Leadership // every change, in the order it was made
+	for i := range leaders {
+		lead, err := e.Campaign(ctx, fmt.Sprintf("leader %d", i))
+		require.NoError(t, err)
+		tok := tokenOf(t, lead)
+		truth = append(truth, election.Leadership{Value: fmt.Sprintf("leader %d", i), Token: tok, Client: c.ID()})
+		for j := range proclaims {
+			v := fmt.Sprintf("leader %d, value %d", i, j)
+			require.NoError(t, e.Proclaim(lead, v))
+			truth = append(truth, election.Leadership{Value: v, Token: tok, Client: c.ID()})
+		}
+		if i < leaders-1 {
+			require.NoError(t, e.Resign(lead))
+		} else {
+			defer e.Resign(lead)
+		}
+	}
+	last := truth[len(truth)-1]
+
+	// The slow receiver reads only now.
+	var slowGot []election.Leadership
+	require.Eventually(t, func() bool {
+		select {
+		case l := <-slow:
+			slowGot = append(slowGot, l)
+			return l == last
+		default:
+			return false
+		}
+	}, 5*time.Second, time.Millisecond, "the slow receiver finds the last change")
+	quiet(t, slow, "after the last change")
+	stop()
+	eagerGot := <-got
+	require.NotEmpty(t, eagerGot)
+	assert.Equal(t, last, eagerGot[len(eagerGot)-1], "the eager receiver's last change")
+	for what, seq := range map[string][]election.Leadership{"eager": eagerGot, "slow": slowGot} {
+		at := -1
+		for _, l := range seq {
+			i := slices.Index(truth, l)
+			require.GreaterOrEqual(t, i, 0, "%s: %+v was never a change", what, l)
+			require.Greater(t, i, at, "%s: %+v after a later change", what, l)
+			at = i
+		}
+	}
+	assert.Less(t, len(slowGot), len(truth), "the slow receiver got the latest change, not every one")
+	t.Logf("of %d changes, the eager receiver got %d, the slow one %d", len(truth), len(eagerGot), len(slowGot))
+}
+
+// An observer's channel closes when its Client closes, and its subscription ends; Observe in
+// a done context, or on a closed Client, returns a closed channel.
+func TestObserveClosesWithItsClient(t *testing.T) {
+	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		c, err := aqs.New(ctx, rdb)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		e := newElection(t, c)
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		_, ok := <-e.Observe(done)
+		assert.False(t, ok, "Observe in a done context")
+
+		changes := e.Observe(ctx)
+		require.Eventually(t, func() bool { return subscribers(t, rdb, e) == 1 }, 5*time.Second, 2*time.Millisecond,
+			"the observer subscribes")
+		require.NoError(t, c.Close())
+		closes(t, changes, "its Client closed")
+		assert.Zero(t, subscribers(t, rdb, e), "the subscription ends with the Client")
+		_, ok = <-e.Observe(ctx)
+		assert.False(t, ok, "Observe on a closed Client")
+	})
+}
