@@ -103,6 +103,11 @@ func (o *observer) listen(ctx context.Context) (confirmed bool) {
 				}
 				pinged = true
 				_ = ps.Ping(ctx)
+			case errors.As(err, new(redis.Error)):
+				// Redis refused the subscription (NOPERM, LOADING, MOVED to another node): the
+				// connection works but subscribes to nothing, and go-redis does not subscribe
+				// again on it. A new one is opened, after run's pause.
+				return confirmed
 			default:
 				// go-redis reconnects and subscribes again by itself on the next receive; a
 				// connection that keeps failing is given up and opened anew.

@@ -65,6 +65,22 @@ func subscribers(t *testing.T, rdb redis.UniversalClient, e *election.Election) 
 	return counts[channel]
 }
 
+// killSubscribers kills every pub/sub connection of the node that serves the election's
+// channel, as CLIENT KILL TYPE pubsub does, and returns how many it killed.
+func killSubscribers(t *testing.T, rdb redis.UniversalClient, e *election.Election) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var node redis.Cmdable = rdb
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		n, err := cc.MasterForKey(ctx, e.Keys()[3])
+		require.NoError(t, err)
+		node = n
+	}
+	n, err := node.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
+	require.NoError(t, err)
+	return n
+}
+
 // An observer reports the current leader first (nothing while nobody leads), then each new
 // leader and each new value, in order, a value with any bytes intact, never the same token
 // and value twice in a row, and no time without a leader; its channel closes when its
@@ -190,6 +206,103 @@ func TestObserveReceiverThatFallsBehindFindsTheLatestChange(t *testing.T) {
 	}
 	assert.Less(t, len(slowGot), len(truth), "the slow receiver got the latest change, not every one")
 	t.Logf("of %d changes, the eager receiver got %d, the slow one %d", len(truth), len(eagerGot), len(slowGot))
+}
+
+// When the server kills the observer's connection (CLIENT KILL TYPE pubsub), the observer
+// subscribes again and reports a leader that began while it was not subscribed, whose change
+// was published to nobody. The observer's Redis user may not subscribe meanwhile (ACL), so
+// that the change is made while it is out, and is not reported before it is back in.
+func TestObserveResubscribesAfterTheServerKillsItsConnection(t *testing.T) {
+	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		c1, c2 := newClient(t, rdb), newClient(t, rdb)
+		e1 := newElection(t, c1)
+		e2 := sameElection(t, c2, e1)
+		user := redistest.Name(t)
+		acl := func(rules ...string) {
+			t.Helper()
+			args := append([]any{"acl", "setuser", user}, toAny(rules)...)
+			require.NoError(t, forEachNode(ctx, rdb, func(n *redis.Client) error { return n.Do(ctx, args...).Err() }))
+		}
+		acl("on", ">"+user, "~*", "&*", "+@all")
+		t.Cleanup(func() {
+			_ = forEachNode(context.Background(), rdb, func(n *redis.Client) error {
+				return n.Do(context.Background(), "acl", "deluser", user).Err()
+			})
+		})
+		obs, stop := context.WithCancel(ctx)
+		defer stop()
+		changes := sameElection(t, newClient(t, asUser(t, rdb, user)), e1).Observe(obs)
+
+		lead, err := e1.Campaign(ctx, "before the kill")
+		require.NoError(t, err)
+		assert.Equal(t, "before the kill", next(t, changes).Value)
+		sides := []struct {
+			e *election.Election
+			c *aqs.Client
+		}{{e1, c1}, {e2, c2}}
+		cur := 0
+		for round := range 2 {
+			require.Eventually(t, func() bool { return subscribers(t, rdb, e1) == 1 }, 10*time.Second,
+				2*time.Millisecond, "round %d: the observer is subscribed", round)
+			from, to := sides[cur], sides[1-cur]
+			value := fmt.Sprintf("round %d", round)
+			w := campaignAsync(ctx, to.e, value)
+			awaitCandidates(t, rdb, e1, 1)
+
+			acl("resetchannels")
+			killSubscribers(t, rdb, e1)
+			require.Eventually(t, func() bool { return subscribers(t, rdb, e1) == 0 }, 5*time.Second,
+				2*time.Millisecond, "round %d: the observer's connection is killed", round)
+			require.NoError(t, from.e.Resign(lead))
+			lead = led(t, w, 5*time.Second)
+			assert.Zero(t, subscribers(t, rdb, e1), "round %d: the change was published to nobody", round)
+			quiet(t, changes, "unsubscribed")
+
+			acl("allchannels")
+			assert.Equal(t, election.Leadership{Value: value, Token: tokenOf(t, lead), Client: to.c.ID()}, next(t, changes),
+				"round %d: the leader that began meanwhile", round)
+			cur = 1 - cur
+		}
+		require.NoError(t, sides[cur].e.Resign(lead))
+		stop()
+		closes(t, changes, "its context ended")
+		assertNothingLeft(t, rdb, e1)
+	})
+}
+
+// forEachNode runs f on the node of rdb, or on every master of a cluster.
+func forEachNode(ctx context.Context, rdb redis.UniversalClient, f func(*redis.Client) error) error {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return f(n) })
+	}
+	return f(rdb.(*redis.Client))
+}
+
+// asUser returns a new client of rdb's Redis that logs in as user, closed at the end of the
+// test.
+func asUser(t *testing.T, rdb redis.UniversalClient, user string) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		opt := *cc.Options()
+		opt.Username, opt.Password = user, user
+		c = redis.NewClusterClient(&opt)
+	} else {
+		opt := *rdb.(*redis.Client).Options()
+		opt.Username, opt.Password = user, user
+		c = redis.NewClient(&opt)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func toAny(ss []string) []any {
+	a := make([]any, len(ss))
+	for i, s := range ss {
+		a[i] = s
+	}
+	return a
 }
 
 // An observer's channel closes when its Client closes, and its subscription ends; Observe in
