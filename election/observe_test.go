@@ -210,8 +210,11 @@ func TestObserveReceiverThatFallsBehindFindsTheLatestChange(t *testing.T) {
 
 // When the server kills the observer's connection (CLIENT KILL TYPE pubsub), the observer
 // subscribes again and reports a leader that began while it was not subscribed, whose change
-// was published to nobody. The observer's Redis user may not subscribe meanwhile (ACL), so
-// that the change is made while it is out, and is not reported before it is back in.
+// was published to nobody. First the kill alone, with the change made at once (go-redis
+// subscribes again on the next receive: the change may come as a message or be read after
+// the subscription); then, so that the change is certainly made while the observer is out,
+// with its Redis user refused the channel meanwhile (ACL), so that its new subscription is
+// refused too, until the channel is allowed again.
 func TestObserveResubscribesAfterTheServerKillsItsConnection(t *testing.T) {
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
@@ -242,7 +245,21 @@ func TestObserveResubscribesAfterTheServerKillsItsConnection(t *testing.T) {
 			c *aqs.Client
 		}{{e1, c1}, {e2, c2}}
 		cur := 0
-		for round := range 2 {
+		for round := range 3 { // the kill alone
+			from, to := sides[cur], sides[1-cur]
+			value := fmt.Sprintf("kill %d", round)
+			w := campaignAsync(ctx, to.e, value)
+			awaitCandidates(t, rdb, e1, 1)
+			require.Eventually(t, func() bool { return subscribers(t, rdb, e1) == 1 }, 10*time.Second,
+				2*time.Millisecond, "kill %d: the observer is subscribed", round)
+			require.Positive(t, killSubscribers(t, rdb, e1), "kill %d", round)
+			require.NoError(t, from.e.Resign(lead))
+			lead = led(t, w, 5*time.Second)
+			assert.Equal(t, election.Leadership{Value: value, Token: tokenOf(t, lead), Client: to.c.ID()}, next(t, changes),
+				"kill %d: the leader that began as the connection was killed", round)
+			cur = 1 - cur
+		}
+		for round := range 2 { // the kill, and the channel refused
 			require.Eventually(t, func() bool { return subscribers(t, rdb, e1) == 1 }, 10*time.Second,
 				2*time.Millisecond, "round %d: the observer is subscribed", round)
 			from, to := sides[cur], sides[1-cur]
