@@ -346,3 +346,48 @@ func TestObserveClosesWithItsClient(t *testing.T) {
 		assert.False(t, ok, "Observe on a closed Client")
 	})
 }
+
+// When a resharding moves the election's slot to another master, the old master ends the
+// observers' subscriptions and refuses new ones (MOVED): an observer subscribed before the
+// move, and one whose Client's slot map still shows the old owner when it begins, both
+// subscribe on the new master and report the leader and its changes.
+func TestObserveFollowsTheElectionsSlotToItsNewMaster(t *testing.T) {
+	cl := redistest.NewCluster(t)
+	rdb := cl.Client(t)
+	ctx := context.Background()
+	c := newClient(t, rdb)
+	e := newElection(t, c)
+	stale := sameElection(t, newClient(t, cl.Client(t)), e) // its slot map is loaded now
+	obs, stop := context.WithCancel(ctx)
+	defer stop()
+	before := e.Observe(obs)
+
+	lead, err := e.Campaign(ctx, "before the move")
+	require.NoError(t, err)
+	want := election.Leadership{Value: "before the move", Token: tokenOf(t, lead), Client: c.ID()}
+	assert.Equal(t, want, next(t, before))
+
+	channel := e.Keys()[3]
+	slot, err := rdb.ClusterKeySlot(ctx, channel).Result()
+	require.NoError(t, err)
+	from := cl.MasterOf(channel)
+	cl.MoveSlot(t, int(slot), (from+1)%3)
+	after := stale.Observe(obs)
+	assert.Equal(t, want, next(t, after), "the observer whose slot map was stale reports the leader")
+	newMaster := redis.NewClient(&redis.Options{Addr: cl.Addrs()[(from+1)%3]})
+	defer newMaster.Close()
+	require.Eventually(t, func() bool {
+		n, err := newMaster.PubSubShardNumSub(ctx, channel).Result()
+		return err == nil && n[channel] == 2
+	}, 10*time.Second, 5*time.Millisecond, "both observers subscribe on the new master")
+
+	require.NoError(t, e.Proclaim(lead, "after the move"))
+	want.Value = "after the move"
+	assert.Equal(t, want, next(t, before), "the observer subscribed before the move")
+	assert.Equal(t, want, next(t, after), "the observer whose slot map was stale")
+	require.NoError(t, e.Resign(lead))
+	stop()
+	closes(t, before, "its context ended")
+	closes(t, after, "its context ended")
+	assertNothingLeft(t, rdb, e)
+}
