@@ -341,7 +341,8 @@ func TestObserveClosesWithItsClient(t *testing.T) {
 			"the observer subscribes")
 		require.NoError(t, c.Close())
 		closes(t, changes, "its Client closed")
-		assert.Zero(t, subscribers(t, rdb, e), "the subscription ends with the Client")
+		require.Eventually(t, func() bool { return subscribers(t, rdb, e) == 0 }, 5*time.Second, 2*time.Millisecond,
+			"the subscription ends with the Client")
 		_, ok = <-e.Observe(ctx)
 		assert.False(t, ok, "Observe on a closed Client")
 	})
