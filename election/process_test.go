@@ -28,7 +28,8 @@ import (
 // successor must not lead before the leader's lease ends in Redis (read right after the
 // signal), and must lead within the watchdog timeout (the lease) and processTolerance of it.
 // The figures are logged in a SUMMARY line; AQS_ELECTION_RUNS sets how many runs the kill and
-// stop tests make (processRuns by default; make election-failover runs 20).
+// stop tests make (processRuns by default; make election-failover runs 20), and when it is set
+// the witness of "at most one leader" runs 20s instead of 3s.
 
 const (
 	// processWatchdog is the children's watchdog timeout: the lease of their leaderships,
