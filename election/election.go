@@ -68,6 +68,9 @@ func New(c *aqs.Client, name string, opts ...Option) (*Election, error) {
 	rt := core.RuntimeOf(c)
 	x, err := excl.New(rt, name, excl.Config{
 		Kind: "election", WaiterTimeout: timeout, Board: rideWindow, Beside: layout.ElectionSuffix,
+		// ctx bounds the campaign, not the leadership, as in etcd: a leader campaigns with
+		// whatever context it waits with, and leads until Resign or the lease's loss.
+		Detached: true,
 	})
 	if err != nil {
 		return nil, err
@@ -88,9 +91,12 @@ func (e *Election) Keys() []string { return append(e.x.Keys()[:3:3], e.keys[1]) 
 // timeout of its process's death). A candidate leads from the moment Redis records its value
 // as the leader's, which Campaign waits for: Leader and Observe report it from then on.
 //
-// Campaign returns the leading context, a child of ctx that is cancelled when leadership ends:
-// with cause aqs.ErrReleased after Resign, aqs.ErrLockLost when the lease can no longer be
-// trusted (renewals failed for too long, or found the lease gone). The leading context's Err
+// ctx bounds the campaign only. Campaign returns the leading context, which carries ctx's
+// values but not its cancellation, and is cancelled when leadership ends, and only then: with
+// cause aqs.ErrReleased after Resign, aqs.ErrLockLost when the lease can no longer be trusted
+// (renewals failed for too long, or found the lease gone, as after aqs unlock --force), or
+// aqs.ErrClosed with it after Client.Close. A leader that stops leading for its own reasons
+// (its service shuts down) calls Resign, as a lock's holder calls Unlock. The leading context's Err
 // reports a lease that is no longer trusted the moment it is asked, before the Client's
 // watchdog has run: a leader that checks Err before each act of leadership never acts after
 // its lease may have ended, even in a process that was stopped and resumed. Its fencing token
@@ -191,13 +197,14 @@ func (c *leading) Err() error {
 }
 
 // Proclaim changes the leader's value, keeping its leadership and fencing token; Leader and
-// Observe report the new value from then on. leading is the context Campaign returned (or a
-// context derived from it).
+// Observe report the new value from then on. leading is the context Campaign returned, or a
+// context derived from it, whose deadline, if any, bounds the call; the call ends anyway when
+// leadership does.
 //
 // It fails with an error matching aqs.ErrNotOwner when leading does not lead this election
 // (it never did, or resigned), and with one matching aqs.ErrLockLost when the leadership was
-// lost; the value is unchanged then. A value longer than MaxValue fails with
-// aqs.ErrInvalidArgument. When Redis fails, the value may or may not have changed.
+// lost; a context derived from leading that is done for another reason fails with its cause. The value is unchanged then. A value longer than MaxValue fails
+// with aqs.ErrInvalidArgument. When Redis fails, the value may or may not have changed.
 func (e *Election) Proclaim(leading context.Context, value string) error {
 	if err := e.rt.Check(); err != nil {
 		return err
@@ -212,10 +219,10 @@ func (e *Election) Proclaim(leading context.Context, value string) error {
 	if h.Expire() {
 		return fmt.Errorf("election: proclaim %q: %w", e.name, errors.Join(aqs.ErrLockLost, aqs.ErrNotOwner))
 	}
-	// The call is bounded by the leading context's values, not its cancellation: a leader
-	// whose context a caller cancelled for its own reasons still leads.
-	ctx := context.WithoutCancel(leading)
-	cmd, acked := e.rt.RunReplicated(ctx, scripts.ElectProclaim, e.keys, []any{h.ID, value, e.rt.PublishCommand()})
+	if leading.Err() != nil {
+		return context.Cause(leading)
+	}
+	cmd, acked := e.rt.RunReplicated(leading, scripts.ElectProclaim, e.keys, []any{h.ID, value, e.rt.PublishCommand()})
 	n, err := cmd.Int64()
 	switch {
 	case err != nil:

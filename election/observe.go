@@ -47,13 +47,18 @@ func (e *Election) Observe(ctx context.Context) <-chan Leadership {
 	return out
 }
 
-// observer is one Observe's state: the last change it delivered.
+// observer is one Observe's state: the last change it delivered, and what its receiver has.
 type observer struct {
 	e    *Election
 	out  chan Leadership
 	last Leadership
 	rev  int64 // the last change's revision of the record (see elect_lead.lua)
 	seen bool
+
+	sent    Leadership // the last change sent on out
+	pending bool       // sent may still be in out
+	took    Leadership // the last change the receiver took
+	taken   bool       // took is set
 }
 
 // run subscribes, and subscribes again whenever the subscription is lost, until ctx is done.
@@ -185,16 +190,22 @@ func (o *observer) deliver(l Leadership, rev int64) {
 	if same {
 		return
 	}
+	// Only this goroutine sends: once out is empty, whether the receiver took the change sent
+	// last is known.
 	select {
-	case o.out <- l:
-	default:
+	case <-o.out:
 		// The receiver fell behind: the latest change replaces the one it has not taken.
-		select {
-		case <-o.out:
-		default:
+	default:
+		if o.pending {
+			o.took, o.taken = o.sent, true
 		}
-		o.out <- l // only this goroutine sends, and the channel has room now
 	}
+	o.pending = false
+	if o.taken && l.Token == o.took.Token && l.Value == o.took.Value {
+		return // the change replaced brought back what the receiver has
+	}
+	o.out <- l
+	o.sent, o.pending = l, true
 }
 
 // parseChange parses a published change, "<token> <revision> <hold> <value>".

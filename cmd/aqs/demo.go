@@ -20,7 +20,7 @@ import (
 
 // The demo.
 //
-// aqs demo runs the four uses the library exists for, one after the other, each across
+// aqs demo runs the five uses the library exists for, one after the other, each across
 // several OS processes: aqs runs itself again as worker processes (demo_worker.go,
 // demo_proc.go), each with its own Redis connection pool and aqs.Client, as the processes of
 // a real deployment would have. The parent starts them, prints their progress, and judges the
@@ -33,13 +33,15 @@ import (
 //     worker process is killed with SIGKILL in the middle of a job;
 //   - inventory: buyers reserve carts of 1 to 4 SKUs, each cart with one multi-lock on its SKUs
 //     (demo_carts.go); then buyers wait on a Condition of the fair lock for stock that a
-//     restocker adds and signals (demo_inventory.go).
+//     restocker adds and signals (demo_inventory.go);
+//   - leader (demo_leader.go): candidate processes campaign in a leader election; the leader
+//     is killed, a standby takes over, and the later leaders resign in turn.
 //
 // Each scenario ends with rows for the summary table, some of them checks; the command fails
 // when any check does. The resources the locks guard are written non-atomically on purpose (a
 // GET then a SET, two HSETs), so that a lock that failed to exclude would show in the figures.
 
-const demoSynopsis = `Runs the four uses aqs exists for, each across several OS processes (aqs itself,
+const demoSynopsis = `Runs the five uses aqs exists for, each across several OS processes (aqs itself,
 run again as workers, each with its own Redis connections and aqs.Client), with
 progress as they go and a summary table at the end:
 
@@ -59,7 +61,12 @@ progress as they go and a summary table at the end:
            buyers reserve items one at a time under the fair lock, waiting on its
            Condition while the stock is 0, while a restocker adds stock in batches
            and signals once per item: none oversold, no buyer left waiting while
-           stock is left, and waiters woken in the order they began to wait.
+           stock is left, and waiters woken in the order they began to wait;
+  leader   candidate processes campaign in a leader election; the leader does a
+           job through a fencing-token witness; it is killed with SIGKILL, and a
+           standby leads once its lease runs out; the later leaders resign in turn:
+           never two leaders, the takeover within the lease, standbys in arrival
+           order, and every leader seen by an observer in the order they led.
 
 The exit status is 1 when any check fails.`
 
@@ -74,6 +81,7 @@ type demoConfig struct {
 	cartDeadline           time.Duration // inventory's carts
 	items, batch           int           // inventory's restocking
 	readers, writes        int           // config
+	candidates             int           // leader
 	workers, permits, jobs int           // pool
 	jobTime                time.Duration // pool
 	lease                  time.Duration // the watchdog timeout of the workers' Clients
@@ -92,16 +100,18 @@ var scenarios = []scenario{
 	{"config", "shared configuration with the read-write lock", runConfig},
 	{"pool", "a worker pool with the leased-permit semaphore", runPool},
 	{"inventory", "inventory reservation: carts with the multi-lock, restocking with a Condition", runInventory},
+	{"leader", "a singleton job with leader election, its leader killed", runLeader},
 }
 
 func runDemo(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "demo", demoSynopsis)
 	redisAddr := addRedisFlag(fs)
 	var cfg demoConfig
-	which := fs.String("scenario", "all", "the scenarios to run: all, or a comma-separated list of tickets, config, pool, inventory")
+	which := fs.String("scenario", "all", "the scenarios to run: all, or a comma-separated list of tickets, config, pool, inventory, leader")
 	fs.IntVar(&cfg.processes, "processes", 4, "worker processes per scenario (config runs its writer in one more)")
 	fs.IntVar(&cfg.buyers, "buyers", 4, "tickets, inventory: buyers per process")
 	fs.IntVar(&cfg.tickets, "tickets", 1000, "tickets: the tickets on sale")
+	fs.IntVar(&cfg.candidates, "candidates", 3, "leader: the candidate processes of the election")
 	fs.IntVar(&cfg.readers, "readers", 6, "config: readers per process")
 	fs.IntVar(&cfg.writes, "writes", 12, "config: the writer's updates, one every "+writeEvery.String())
 	fs.IntVar(&cfg.workers, "workers", 2, "pool: workers per process")
@@ -148,6 +158,7 @@ func (cfg *demoConfig) check(which string) error {
 		{"readers", cfg.readers}, {"writes", cfg.writes},
 		{"workers", cfg.workers}, {"permits", cfg.permits}, {"jobs", cfg.jobs},
 		{"carts", cfg.carts}, {"skus", cfg.skus}, {"items", cfg.items}, {"batch", cfg.batch},
+		{"candidates", cfg.candidates},
 	} {
 		if f.v < 1 {
 			return usagef("--%s must be at least 1, not %d", f.name, f.v)
@@ -170,7 +181,7 @@ func (cfg *demoConfig) check(which string) error {
 		for _, name := range strings.Split(which, ",") {
 			i := indexScenario(strings.TrimSpace(name))
 			if i < 0 {
-				return usagef("--scenario: unknown scenario %q (want all, or some of tickets, config, pool, inventory)", name)
+				return usagef("--scenario: unknown scenario %q (want all, or some of tickets, config, pool, inventory, leader)", name)
 			}
 			cfg.scenarios = append(cfg.scenarios, scenarios[i])
 		}
@@ -180,6 +191,10 @@ func (cfg *demoConfig) check(which string) error {
 		// not show that the dead worker's permit came back.
 		return usagef("pool: --processes %d x --workers %d: the workers outside the killed process must be at least --permits %d",
 			cfg.processes, cfg.workers, cfg.permits)
+	}
+	if cfg.runs("leader") && cfg.candidates < 2 {
+		// The first leader is killed: a standby must be there to take over.
+		return usagef("leader: --candidates must be at least 2, not %d", cfg.candidates)
 	}
 	if cfg.name == "" {
 		var b [3]byte

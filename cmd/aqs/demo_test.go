@@ -108,6 +108,19 @@ func assertInventoryOK(t *testing.T, stdout string) {
 	assert.NotContains(t, stdout, "STUCK")
 }
 
+// assertLeaderOK checks the summary rows of the singleton job at smallDemo's size (3
+// candidates, the workers' lease 1s).
+func assertLeaderOK(t *testing.T, stdout string) {
+	t.Helper()
+	assert.Regexp(t, checkRow("leaders", `3 in turn: p\d, p\d, p\d \(the first killed, the others resigned\)`, ""), stdout)
+	assert.Regexp(t, checkRow("two leaders at once", `never: 0 overlaps, 0 stale ticks refused, in [1-9]\d* ticks of 3 tokens`, "ok"), stdout)
+	assert.Regexp(t, checkRow("takeover after SIGKILL", `\S+ \(lease 1s\)`, "ok"), stdout)
+	assert.Regexp(t, checkRow("hand-off on Resign", `\S+ at most, over 1 resignation`, ""), stdout)
+	assert.Regexp(t, checkRow("standbys in arrival order", `process \d, process \d`, "ok"), stdout)
+	assert.Regexp(t, checkRow("observed", `3 leaders, in the order they led, by an observer`, "ok"), stdout)
+	assert.Regexp(t, `SIGKILL to process \d \(pid \d+\), the leader`, stdout)
+}
+
 // workerPIDs returns the pids of the worker processes each scenario announced.
 func workerPIDs(t *testing.T, stdout string) [][]int {
 	t.Helper()
@@ -142,16 +155,17 @@ func TestDemoRunsEveryScenarioAcrossProcessesAndEveryCheckPasses(t *testing.T) {
 	assertConfigOK(t, stdout)
 	assertPoolOK(t, stdout)
 	assertInventoryOK(t, stdout)
-	assert.Contains(t, stdout, "all 19 checks passed")
+	assertLeaderOK(t, stdout)
+	assert.Contains(t, stdout, "all 23 checks passed")
 	assert.NotContains(t, stdout, "FAILED")
 	assert.NotContains(t, stderr, "throwaway")
 
-	// Each scenario ran in processes of its own: 2, 2 readers and a writer, 2, and the
-	// inventory's 2 cart buyers' then 2 buyers' and a restocker.
+	// Each scenario ran in processes of its own: 2, 2 readers and a writer, 2, the
+	// inventory's 2 cart buyers' then 2 buyers' and a restocker, and 3 candidates.
 	pids := workerPIDs(t, stdout)
-	require.Len(t, pids, 5)
+	require.Len(t, pids, 6)
 	seen := map[int]bool{os.Getpid(): true}
-	for i, want := range []int{2, 3, 2, 2, 3} {
+	for i, want := range []int{2, 3, 2, 2, 3, 3} {
 		assert.Len(t, pids[i], want, "scenario %d", i+1)
 		for _, pid := range pids[i] {
 			assert.False(t, seen[pid], "pid %d is the test's or another worker's", pid)
@@ -279,6 +293,8 @@ func TestDemoCommandLineErrorsExitWithStatus2(t *testing.T) {
 		{[]string{"--batch", "-1"}, "--batch must be at least 1"},
 		{[]string{"--carts", "0"}, "--carts must be at least 1"},
 		{[]string{"--skus", "0"}, "--skus must be at least 1"},
+		{[]string{"--candidates", "0"}, "--candidates must be at least 1"},
+		{[]string{"--candidates", "1"}, "leader: --candidates must be at least 2, not 1"},
 		{[]string{"--cart-deadline", "0s"}, "--cart-deadline must be positive and under 30s, not 0s"},
 		{[]string{"--cart-deadline", "30s"}, "--cart-deadline must be positive and under 30s, not 30s"},
 		{[]string{"--scenario", "inventory,stock"}, `unknown scenario "stock"`},
@@ -294,7 +310,7 @@ func TestDemoCommandLineErrorsExitWithStatus2(t *testing.T) {
 	// One process is enough without the pool.
 	var cfg demoConfig
 	cfg.processes, cfg.buyers, cfg.tickets, cfg.readers, cfg.writes, cfg.workers, cfg.permits, cfg.jobs = 1, 1, 1, 1, 1, 1, 3, 1
-	cfg.items, cfg.batch, cfg.carts, cfg.skus, cfg.cartDeadline = 1, 1, 1, 1, time.Second
+	cfg.items, cfg.batch, cfg.carts, cfg.skus, cfg.cartDeadline, cfg.candidates = 1, 1, 1, 1, time.Second, 1
 	cfg.jobTime, cfg.lease = time.Millisecond, time.Second
 	assert.NoError(t, cfg.check("tickets,config,inventory"))
 }

@@ -84,6 +84,7 @@ var roles = map[string]func(ctx context.Context, w *worker) error{
 	roleShoppers:  runShoppers,
 	roleRestocker: runRestocker,
 	roleCarts:     runCartBuyers,
+	roleCandidate: runCandidate,
 }
 
 // workerExec is how the demo starts a worker process: path with args, demoWorkerEnv added to

@@ -20,7 +20,8 @@ looks like, or when NAME holds a key that no aqs primitive would.
 
 A reentrant and a fair lock look alike in Redis (one value, one queue): kind "lock".
 So does a read-write lock's writer while nothing else of its lock exists (no reader,
-no waiter).
+no waiter), and an election, whose lock is the fair lock of its name: its leader is
+shown beside the holder.
 
 --json prints one JSON object. This release changes its shape: the kinds
 "reentrant-lock" and "fair-lock" and the fields "reserved_for", "turns" and
@@ -36,7 +37,9 @@ This shape is stable from now on (fields may be added, none removed):
                 "permits", "lease_ms" (the lease it will have), "deadline_in_ms"
                 (dropped as dead then, unless its client is heard of)}],
    "stale_entries" (entries whose time passed, dropped on the next use),
-   "permits" (semaphores only): {"set": bool, "total", "available", "taken"}}`
+   "permits" (semaphores only): {"set": bool, "total", "available", "taken"},
+   "leader" (while the lock's holder leads the election of NAME): {"hold", "token",
+            "value"}}`
 
 func runInspect(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "inspect NAME", inspectSynopsis)
@@ -93,6 +96,9 @@ func printState(w io.Writer, st *nameState) {
 		title = "writer"
 	}
 	table(title, "HOLD\tCOUNT\tTOKEN\tLEASE LEFT", excl)
+	if l := st.Leader; l != nil {
+		table("leader (election)", "HOLD\tTOKEN\tVALUE", [][]string{{l.Hold, strconv.FormatInt(l.Token, 10), strconv.Quote(l.Value)}})
+	}
 	table("readers", "HOLD\tCOUNT\tLEASE LEFT", readers)
 	table("leased permits", "PERMIT\tPERMITS\tLEASE LEFT", permits)
 

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/election"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/reentrant"
@@ -825,4 +826,50 @@ func TestInspectTellsTheKindFromWhatRedisHolds(t *testing.T) {
 			assert.Equal(t, 1, st.Waiters[0].Position, tc.what)
 		}
 	}
+}
+
+func TestInspectShowsAnElectionsLeaderBesideItsLock(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Single(t)
+	name := redistest.Name(t)
+	a, b := newAdminClient(t, srv), newAdminClient(t, srv)
+	ea, err := election.New(a, name)
+	require.NoError(t, err)
+	eb, err := election.New(b, name)
+	require.NoError(t, err)
+	leading, err := ea.Campaign(t.Context(), "worker on host-1")
+	require.NoError(t, err)
+	token, err := aqs.FencingToken(leading)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	chB := inBackground(func() (context.Context, error) { return eb.Campaign(ctx, "standby") })
+	waitState(t, srv, name, "b queued", waitingN(1))
+
+	st := inspectJSON(t, srv, name)
+	assert.Equal(t, primLock, st.Kind, "an election's lock is the fair lock of its name")
+	require.Len(t, st.Holders, 1)
+	assertHolder(t, st.Holders[0], a, "exclusive", 1, &token, 30*time.Second)
+	require.NotNil(t, st.Leader)
+	assert.Equal(t, leaderInfo{Hold: st.Holders[0].Hold, Token: token, Value: "worker on host-1"}, *st.Leader)
+	require.Len(t, st.Waiters, 1)
+	assertWaiter(t, st.Waiters[0], 1, b, "exclusive", 0, 30*time.Second, 5*time.Second)
+	text := inspectText(t, srv, name)
+	t.Logf("aqs inspect %s:\n%s", name, text)
+	assert.Contains(t, text, "leader (election)")
+	assert.Regexp(t, row(st.Holders[0].Hold, strconv.FormatInt(token, 10), `"worker on host-1"`), text)
+
+	// Once the leader resigned and the next one leads, the record names it; a record that
+	// names a former holder is no leader.
+	require.NoError(t, ea.Resign(leading))
+	r := awaitBG(t, chB, "b's Campaign")
+	require.NoError(t, r.err)
+	st = inspectJSON(t, srv, name)
+	require.NotNil(t, st.Leader)
+	assert.Equal(t, "standby", st.Leader.Value)
+	assert.Equal(t, st.Holders[0].Hold, st.Leader.Hold)
+	require.NoError(t, eb.Resign(r.held))
+	st = inspectJSON(t, srv, name)
+	assert.Nil(t, st.Leader)
+	assert.NotContains(t, inspectText(t, srv, name), "leader (election)")
 }

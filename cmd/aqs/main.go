@@ -6,9 +6,10 @@
 //
 // Commands:
 //
-//	demo    run the four uses across processes: tickets (fair lock), config (read-write lock),
+//	demo    run the five uses across processes: tickets (fair lock), config (read-write lock),
 //	        pool (leased semaphore, a worker killed mid-job), inventory (carts with the
-//	        multi-lock, then a Condition of the fair lock)
+//	        multi-lock, then a Condition of the fair lock), leader (leader election, the
+//	        leader killed)
 //	inspect show what is at a name: aqs inspect NAME [--json]
 //	unlock  force the release of a name: aqs unlock --force NAME [--yes]
 //

@@ -36,12 +36,13 @@ var inspectScript = redis.NewScript(inspectLua)
 // companions are the suffixes of the keys inspect.lua reads after the base key, and the type
 // each must have: the queue of every primitive that queues (q, d), the read-write lock's
 // readers and their re-entries (r, rn), the counting semaphore's grant records (g) and the
-// leased semaphore's permits (p, pn).
+// leased semaphore's permits (p, pn), an election's leader record (e).
 var companions = []struct{ suffix, typ string }{
 	{layout.QueueSuffix, "list"}, {layout.DeadlineSuffix, "zset"},
 	{layout.ReadersSuffix, "zset"}, {layout.ReentriesSuffix, "hash"},
 	{layout.GrantsSuffix, "zset"},
 	{layout.PermitsSuffix, "zset"}, {layout.PermitCountsSuffix, "hash"},
+	{layout.ElectionSuffix, "hash"},
 }
 
 // The kinds of primitive, as the JSON's "kind" names them.
@@ -107,6 +108,18 @@ type nameState struct {
 	StaleEntries int `json:"stale_entries"`
 	// Permits is present for the semaphores only.
 	Permits *permitCounts `json:"permits,omitempty"`
+	// Leader is present while the lock's holder leads the election of the name (package
+	// election): the election's lock is the fair lock of its name.
+	Leader *leaderInfo `json:"leader,omitempty"`
+}
+
+// leaderInfo is an election's leader: the holder of the lock, as its leader record names it.
+type leaderInfo struct {
+	// Hold is the leader's hold id (the lock's holder), Token its fencing token, Value the
+	// value it campaigned with or last proclaimed.
+	Hold  string `json:"hold"`
+	Token int64  `json:"token"`
+	Value string `json:"value"`
 }
 
 // holdInfo is one hold.
@@ -281,8 +294,9 @@ func (s *nameSnapshot) classify() (*nameState, error) {
 			s.leased(r, nil)
 		case has(layout.GrantsSuffix):
 			s.counting(r, nil)
-		case has(layout.QueueSuffix, layout.DeadlineSuffix):
-			// A lock's queue outlives its key for a while (waiters that gave up or died).
+		case has(layout.QueueSuffix, layout.DeadlineSuffix, layout.ElectionSuffix):
+			// A lock's queue outlives its key for a while (waiters that gave up or died), and
+			// so does an election's leader record, until the former leader's lease would end.
 			s.lock(r, nil)
 		default:
 			return nil, &errNothing{name: s.name, key: s.base.key}
@@ -353,6 +367,11 @@ func (s *nameSnapshot) lock(r *nameState, lv *layout.LockValue) {
 		if h, ok := s.holderOf(*lv, "exclusive"); ok {
 			r.Held = true
 			r.Holders = append(r.Holders, h)
+			// A leader record counts only while it names the lock's holder (elect_leader.lua).
+			if e := s.comp[layout.ElectionSuffix].pairs(); e["h"] == h.Hold {
+				t, _ := strconv.ParseInt(e["t"], 10, 64)
+				r.Leader = &leaderInfo{Hold: h.Hold, Token: t, Value: e["v"]}
+			}
 		}
 	}
 	s.queue(r, layout.LockMember)

@@ -32,6 +32,9 @@ type Config struct {
 	Board  time.Duration
 	Stay   bool
 	Streak int
+	// Detached makes a new hold's held context keep the caller's values but not its
+	// cancellation: the hold's context ends when the hold does (an election's leadership).
+	Detached bool
 	// Beside, when not empty, is the suffix of a key beside the lock key that lives as long as
 	// a hold does: the hold's renewals extend it with the lock (an election's leader record).
 	Beside string
@@ -177,6 +180,7 @@ func (l *Lock) newRules(cfg core.LockConfig) *rules {
 	r := &rules{l: l, lease: strconv.FormatInt(ms, 10), token: cfg.Token,
 		member: func(hold string) string { return layout.LockMemberOf(hold, ms) },
 		hold:   l.side.Hold(lease, cfg.Lease == 0, cfg.Token)}
+	r.hold.Detached = l.cfg.Detached
 	r.leaseArg = r.lease
 	return r
 }
