@@ -160,6 +160,21 @@ type leading struct {
 	h *core.Hold
 }
 
+func (c *leading) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.h.Expire() {
+		// Expire ended the hold, which cancels its held contexts, unless it had ended already:
+		// a release on its way cancels them too, in a moment, with its own cause.
+		if err := c.Context.Err(); err != nil {
+			return err
+		}
+		return context.Canceled
+	}
+	return nil
+}
+
 // leadKey is the key under which a leading context, and every context derived from it, gives
 // the hold it leads with, for the lock key key.
 type leadKey struct{ key string }
@@ -179,21 +194,6 @@ func (e *Election) leader(ctx context.Context) *core.Hold {
 		return nil
 	}
 	return h
-}
-
-func (c *leading) Err() error {
-	if err := c.Context.Err(); err != nil {
-		return err
-	}
-	if c.h.Expire() {
-		// Expire ended the hold, which cancels its held contexts, unless it had ended already:
-		// a release on its way cancels them too, in a moment, with its own cause.
-		if err := c.Context.Err(); err != nil {
-			return err
-		}
-		return context.Canceled
-	}
-	return nil
 }
 
 // Proclaim changes the leader's value, keeping its leadership and fencing token; Leader and

@@ -45,7 +45,9 @@ func run(ctx context.Context, e *election.Election, identity string, cb callback
 	if err != nil {
 		return err
 	}
-	work, stopWork := context.WithCancel(leading) // leading ends with the leadership, or ctx
+	// The work ends with the leadership (leading), or when run's caller is done (ctx).
+	work, stopWork := context.WithCancel(leading)
+	defer context.AfterFunc(ctx, stopWork)()
 	worked := make(chan struct{})
 	go func() {
 		defer close(worked)

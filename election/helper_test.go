@@ -383,7 +383,7 @@ func (x *candidate) do(f []string) error {
 // campaign is candidate k: it campaigns and, once it leads, writes to the witness every
 // period (0: never) until it is told to resign or its leadership ends.
 func (x *candidate) campaign(k int, value string, period time.Duration) {
-	// The bound applies to the campaign only: the leading context is a child of ctx.
+	// The bound applies to the campaign only, as ctx does.
 	ctx, cancel := context.WithCancel(context.Background())
 	bound := time.AfterFunc(campaignTimeout, cancel)
 	lead, err := x.e.Campaign(ctx, value)
