@@ -60,3 +60,10 @@ chaos:
 .PHONY: failover
 failover:
 	AQS_FAILOVER_RUNS=10 $(GO) test -race -count=1 -run 'TestFailover|TestEveryPrimitiveServesAgain' -v -timeout 60m ./internal/failovertest/
+
+# The election's process tests with more runs (election/process_test.go; make test runs 3):
+# the takeover after a leader's kill -9 and after its SIGSTOP, p50 and max over 20 runs, and
+# a longer run of the witness of at most one leader, each in a SUMMARY line.
+.PHONY: election-failover
+election-failover:
+	AQS_ELECTION_RUNS=20 $(GO) test -race -count=1 -run 'TestKilledLeader|TestStoppedLeader|TestAtMostOneLeader' -v -timeout 15m ./election/

@@ -36,6 +36,7 @@ func TestBlockingCallsReturnByTheirDeadlineWhenRedisStallsOrRefuses(t *testing.T
 	ops := []op{
 		{kindReentrant, opExclusive}, {kindFair, opExclusive}, {kindRWLock, opExclusive},
 		{kindRWLock, opRead}, {kindCounting, "1"}, {kindLeased, "1"}, {kindMulti, opExclusive},
+		{kindElection, opExclusive},
 	}
 	var kinds []string
 	for _, o := range ops {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/election"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/multilock"
 	"github.com/redaqs/aqs/reentrant"
@@ -14,10 +15,13 @@ import (
 	"github.com/redaqs/aqs/semaphore"
 )
 
-// The six primitives behind one interface, so that every fault runs against each of them,
+// The seven primitives behind one interface, so that every fault runs against each of them,
 // in the test process as in a child. The multi-lock is here on one fixed cart of names
 // (multiNames), where it is one exclusive lock on all of them; its loads of overlapping carts
-// have a test of their own (carts_test.go).
+// have a test of their own (carts_test.go). The election is here as its candidates' lock: an
+// acquisition is a Campaign that led, its release a Resign; its leadership's own faults (the
+// leader record, observers, lost replies of its scripts) have tests of their own
+// (election_test.go).
 
 // The primitives' kinds.
 const (
@@ -27,13 +31,14 @@ const (
 	kindCounting  = "counting"
 	kindLeased    = "leased"
 	kindMulti     = "multilock"
+	kindElection  = "election"
 )
 
-var allKinds = []string{kindReentrant, kindFair, kindRWLock, kindCounting, kindLeased, kindMulti}
+var allKinds = []string{kindReentrant, kindFair, kindRWLock, kindCounting, kindLeased, kindMulti, kindElection}
 
 // Operations: what one acquisition takes.
 const (
-	opExclusive = "x" // the lock (reentrant, fair, multilock), the write side (rwlock)
+	opExclusive = "x" // the lock (reentrant, fair, multilock), the write side (rwlock), leading (election)
 	opRead      = "r" // the read side (rwlock)
 	// A semaphore's operation is its number of permits, "1", "2", ….
 )
@@ -59,14 +64,16 @@ type prim struct {
 	cs      *semaphore.Semaphore
 	ls      *semaphore.Leased
 	ml      *multilock.Lock
-	names   []*fair.Lock // the multi-lock's names, each seen as its fair lock (free)
+	names   []*fair.Lock // the multi-lock's names, or the election's, each seen as its fair lock (free)
+	el      *election.Election
+	value   string // the election's candidates': their Client's id
 }
 
 // primConfig is what every process must agree on for one primitive.
 type primConfig struct {
 	kind          string
 	name          string
-	waiterTimeout time.Duration // fair lock, rwlock writers, semaphores, multi-lock
+	waiterTimeout time.Duration // fair lock, rwlock writers, semaphores, multi-lock, election
 	permits       int           // semaphores
 }
 
@@ -107,6 +114,14 @@ func newPrim(ctx context.Context, c *aqs.Client, cfg primConfig) (*prim, error) 
 				}
 				p.names = append(p.names, f)
 			}
+		}
+	case kindElection:
+		if p.el, err = election.New(c, cfg.name, election.WithWaiterTimeout(cfg.waiterTimeout)); err == nil {
+			p.key, p.keys, p.value = p.el.Keys()[0], p.el.Keys(), c.ID()
+			// Whether anyone holds the election's lock, a candidate that led or one granted
+			// the lock that has not led yet, is its fair lock's to say.
+			p.names = make([]*fair.Lock, 1)
+			p.names[0], err = fair.New(c, cfg.name)
 		}
 	default:
 		err = fmt.Errorf("unknown kind %q", cfg.kind)
@@ -178,6 +193,14 @@ func (p *prim) acquire(ctx context.Context, op string, opts ...aqs.LeaseOption) 
 			}
 			return p.fa.Unlock(h.ctx)
 		}
+	case kindElection:
+		if len(opts) > 0 {
+			return nil, fmt.Errorf("an election's leadership has no fixed lease: its lease is the watchdog's")
+		}
+		if h.ctx, err = p.el.Campaign(ctx, p.value); err != nil {
+			return nil, err
+		}
+		h.release = func() error { return p.el.Resign(h.ctx) }
 	case kindRWLock:
 		if op == opRead {
 			if h.ctx, err = p.rw.RLock(ctx, opts...); err != nil {
@@ -237,7 +260,7 @@ func (p *prim) free(ctx context.Context) (bool, error) {
 	case kindCounting:
 		n, err := p.cs.Available(ctx)
 		return n == p.permits, err
-	case kindMulti:
+	case kindMulti, kindElection:
 		for _, f := range p.names {
 			if locked, err := f.IsLocked(ctx); err != nil || locked {
 				return false, err

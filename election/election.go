@@ -153,7 +153,8 @@ func (e *Election) Campaign(ctx context.Context, value string) (context.Context,
 }
 
 // leading is a leading context: the lock's held context, whose Err also ends the hold at once
-// when its lease is no longer trusted (see Campaign).
+// when its lease is no longer trusted (see Campaign), and which tells its hold (leadKey) from
+// a hold of the fair lock of the election's name, which leads nothing.
 type leading struct {
 	context.Context
 	h *core.Hold
@@ -174,6 +175,27 @@ func (c *leading) Err() error {
 	return nil
 }
 
+// leadKey is the key under which a leading context, and every context derived from it, gives
+// the hold it leads with, for the lock key key.
+type leadKey struct{ key string }
+
+func (c *leading) Value(key any) any {
+	if k, ok := key.(leadKey); ok && k.key == c.h.Key {
+		return c.h
+	}
+	return c.Context.Value(key)
+}
+
+// leader returns the hold with which ctx leads the election: the hold of ctx's innermost
+// acquisition of the election's lock when a Campaign made it, else nil.
+func (e *Election) leader(ctx context.Context) *core.Hold {
+	h := e.rt.HoldOf(ctx, e.key)
+	if h == nil || ctx.Value(leadKey{e.key}) != h {
+		return nil
+	}
+	return h
+}
+
 // Proclaim changes the leader's value, keeping its leadership and fencing token; Leader and
 // Observe report the new value from then on. leading is the context Campaign returned, or a
 // context derived from it, whose deadline, if any, bounds the call; the call ends anyway when
@@ -190,7 +212,7 @@ func (e *Election) Proclaim(leading context.Context, value string) error {
 	if len(value) > MaxValue {
 		return core.Invalid("election: the value of %q is %d bytes, over MaxValue", e.name, len(value))
 	}
-	h := e.rt.HoldOf(leading, e.key)
+	h := e.leader(leading)
 	if h == nil {
 		return fmt.Errorf("election: proclaim %q: the context does not lead it: %w", e.name, aqs.ErrNotOwner)
 	}
@@ -220,7 +242,15 @@ func (e *Election) Proclaim(leading context.Context, value string) error {
 // not lead (it never did, or resigned already), with aqs.ErrLockLost as well when the
 // leadership was lost; when Redis fails, the leadership ends all the same, at the latest when
 // its lease does.
-func (e *Election) Resign(leading context.Context) error { return e.x.Unlock(leading) }
+func (e *Election) Resign(leading context.Context) error {
+	if err := e.rt.Check(); err != nil {
+		return err
+	}
+	if e.leader(leading) == nil {
+		return fmt.Errorf("election: resign %q: the context does not lead it: %w", e.name, aqs.ErrNotOwner)
+	}
+	return e.x.Unlock(leading)
+}
 
 // Leader reads the current leader in one round trip: ok is false when nobody leads (no
 // candidate, or the next one has not begun to lead yet). It is a snapshot: leadership may

@@ -108,6 +108,12 @@ func (o *observer) listen(ctx context.Context) (confirmed bool) {
 				}
 				pinged = true
 				_ = ps.Ping(ctx)
+			case errors.As(err, new(redis.Error)):
+				// Redis refused the subscription (NOPERM, LOADING, MOVED to another node): the
+				// connection works but subscribes to nothing, and go-redis does not subscribe
+				// again on it. A new one is opened, after run's pause, to the slot's owner.
+				o.reloadSlots()
+				return confirmed
 			default:
 				// go-redis reconnects and subscribes again by itself on the next receive; a
 				// connection that keeps failing is given up and opened anew.
@@ -133,6 +139,7 @@ func (o *observer) listen(ctx context.Context) (confirmed bool) {
 			default:
 				// Unsubscribed by the server (Redis Cluster moved the channel's slot): a new
 				// subscription finds the slot's owner.
+				o.reloadSlots()
 				return confirmed
 			}
 		case *redis.Message:
@@ -142,6 +149,14 @@ func (o *observer) listen(ctx context.Context) (confirmed bool) {
 		}
 	}
 	return confirmed
+}
+
+// reloadSlots has go-redis reload its Redis Cluster slot map, which a moved slot left stale:
+// a new subscription is then sent to the slot's owner (as the Client's hub does).
+func (o *observer) reloadSlots() {
+	if cc, ok := o.e.rt.Redis.(*redis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
+	}
 }
 
 // catchUp reads the current leader, retrying until it has it or ctx is done.
