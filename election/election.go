@@ -96,9 +96,9 @@ func (e *Election) Keys() []string { return append(e.x.Keys()[:3:3], e.keys[1]) 
 // cause aqs.ErrReleased after Resign, aqs.ErrLockLost when the lease can no longer be trusted
 // (renewals failed for too long, or found the lease gone, as after aqs unlock --force), or
 // aqs.ErrClosed with it after Client.Close. A leader that stops leading for its own reasons
-// (its service shuts down) calls Resign, as a lock's holder calls Unlock. The leading context's Err
-// reports a lease that is no longer trusted the moment it is asked, before the Client's
-// watchdog has run: a leader that checks Err before each act of leadership never acts after
+// (its service shuts down) calls Resign, as a lock's holder calls Unlock. The leading
+// context's Err reports a lease that is no longer trusted the moment it is asked, before the
+// Client's watchdog has run: a leader that checks Err before each act of leadership never acts after
 // its lease may have ended, even in a process that was stopped and resumed. Its fencing token
 // is aqs.FencingToken(leading), which a leader passes to the resources it writes.
 //
@@ -203,8 +203,9 @@ func (e *Election) leader(ctx context.Context) *core.Hold {
 //
 // It fails with an error matching aqs.ErrNotOwner when leading does not lead this election
 // (it never did, or resigned), and with one matching aqs.ErrLockLost when the leadership was
-// lost; a context derived from leading that is done for another reason fails with its cause. The value is unchanged then. A value longer than MaxValue fails
-// with aqs.ErrInvalidArgument. When Redis fails, the value may or may not have changed.
+// lost; a context derived from leading that is done for another reason fails with its cause.
+// The value is unchanged then. A value longer than MaxValue fails with
+// aqs.ErrInvalidArgument. When Redis fails, the value may or may not have changed.
 func (e *Election) Proclaim(leading context.Context, value string) error {
 	if err := e.rt.Check(); err != nil {
 		return err
