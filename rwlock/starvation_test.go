@@ -79,8 +79,10 @@ func percentile(ds []time.Duration, p int) time.Duration {
 // the other is queued almost all the time. A reader in a third Client makes 200 tries; each
 // must get in (RLock within 5s) and, from the moment its first attempt is sent until it holds,
 // at most the writers queued ahead of it begin a hold, plus one whose grant came just before
-// but was seen after: at most 2 write holds per try. (Counted from the call instead, a loaded
-// machine may delay the attempt past a whole writer's turn.) Before the queue, a reader
+// but was seen after, plus one whose join reached Redis while the attempt was on its way: at
+// most 3 write holds per try, however long the reader is kept queued otherwise. (The writers'
+// turns are 1ms: a loaded machine may delay an attempt between its send and its arrival by as
+// much, as it may delay it past a whole turn between the call and the send.) Before the queue, a reader
 // retried until it found no writer holding and none waiting, which two busy writers need
 // never leave.
 func TestAReaderWaitsForAtMostTheWritersQueuedAheadOfIt(t *testing.T) {
@@ -122,7 +124,7 @@ func TestAReaderWaitsForAtMostTheWritersQueuedAheadOfIt(t *testing.T) {
 		waits = append(waits, wait)
 		require.NoError(t, reader.RUnlock(r))
 		cancel()
-		assert.LessOrEqual(t, n, 2, "try %d: %d write holds began while the reader waited", i, n)
+		assert.LessOrEqual(t, n, 3, "try %d: %d write holds began while the reader waited", i, n)
 	}
 	counts := stop()
 	t.Logf("reader's wait over %d tries: p50 %v, p99 %v, max %v; write holds begun during a try: "+
