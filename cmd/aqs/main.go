@@ -30,7 +30,7 @@
 // Install it with go install github.com/redaqs/aqs/cmd/aqs@latest, or run it from a checkout
 // with go run ./cmd/aqs. For example:
 //
-//	aqs demo                                   # about 10s, on a throwaway redis-server
+//	aqs demo                                   # about 15s, on a throwaway redis-server
 //	aqs demo --redis localhost:6379 --scenario pool --permits 5
 //	aqs inspect --redis localhost:6379 orders  # holders, leases, tokens, queue, permits
 //	aqs unlock --force --yes --redis localhost:6379 orders
@@ -38,8 +38,9 @@
 //
 // demo runs each scenario across several OS processes (it runs itself again as workers) and
 // ends with a table of its checks: every ticket sold once and buyers served in arrival order,
-// no torn read of the configuration, and at most K jobs at once while a worker is killed with
-// SIGKILL mid-job and its permit comes back when its lease ends. inspect only reads, in one
+// no torn read of the configuration, at most K jobs at once while a worker is killed with
+// SIGKILL mid-job and its permit comes back when its lease ends, and never two leaders while
+// the leader is killed and a standby takes over. inspect only reads, in one
 // atomic snapshot timed by the server's clock; --json prints it for scripts, in the shape
 // aqs inspect -h describes. unlock --force releases whatever holds the name and lets its
 // waiters in, after asking unless --yes is given; the former holders learn it at their next
@@ -47,7 +48,8 @@
 // aqs primitive would write. run holds the fair lock NAME (or, with --permits K, one of K
 // permits of the leased semaphore NAME; with --elect, the leadership of the election NAME)
 // while its command runs, gives the command the hold's fencing token in $AQS_FENCING_TOKEN,
-// and stops the command before another holder can start should the hold be lost. Run aqs <command> -h for every flag.
+// and stops the command before another holder can start should the hold be lost. Run
+// aqs <command> -h for every flag.
 package main
 
 import (
