@@ -7,6 +7,11 @@
 //     acquisition gets a permit with an id and a lease, renewed by the Client's watchdog or
 //     fixed, so that the permits of a process that crashed come back when their lease ends.
 //
+// A leased permit may also be released by its id (Permit.ID), whoever holds it and from any
+// process: Leased.ReleaseID and ReleasePartID, Redisson's release(id). Its holder's permit
+// context then ends with aqs.ErrReleased, at once in the releasing Client, otherwise at the
+// holder's Client's next renewal; its own Release fails with ErrPermitReleased.
+//
 // # Order
 //
 // Both serve waiters in arrival order, across processes: while a waiter is queued nobody takes
@@ -24,9 +29,10 @@
 // (a list, arrival order) and "aqs:{name}:d" (liveness deadlines), as the locks do. A
 // counting semaphore keeps the grants its waiters have not collected yet in a zset,
 // "aqs:{name}:g"; a leased one keeps its permits in a zset, "aqs:{name}:p", scored by each
-// permit's lease end, with their counts in a hash, "aqs:{name}:pn". Those keys expire a second
-// after the latest deadline or lease end they record, so an abandoned semaphore leaves only
-// its hash.
+// permit's lease end, with their counts in a hash, "aqs:{name}:pn", and the permits released
+// by their id in a zset, "aqs:{name}:pr", scored by the lease end each had (until then its
+// holder learns that it was released, not lost). Those keys expire a second after the latest
+// deadline or lease end they record, so an abandoned semaphore leaves only its hash.
 //
 // # Crashes and lost replies
 //

@@ -22,4 +22,9 @@ var (
 	// permit of that id: its lease ran out (its permits went back to the semaphore). It also
 	// matches aqs.ErrLockLost.
 	ErrPermitExpired = errors.New("semaphore: permit expired")
+	// ErrPermitReleased is returned by Leased's releases and SetLease of a permit that a
+	// release by its id ended (Leased.ReleaseID, from any process), and by a release by that id
+	// again. It also matches aqs.ErrNotOwner. The permit's held context ends with
+	// aqs.ErrReleased.
+	ErrPermitReleased = errors.New("semaphore: permit released by its id")
 )

@@ -28,6 +28,11 @@ var (
 	// roleHold takes the leased semaphore's permits, prints lineHeld, and then holds them, its
 	// watchdog renewing the lease, until it is killed.
 	roleHold = redistest.RegisterRole("hold", holdUntilKilled)
+	// roleHoldByID takes the leased semaphore's permits, prints "lineHeld <permit id>", and
+	// waits for its permit's context to end: released by its id elsewhere, the context must
+	// end with aqs.ErrReleased and the child's own Release fail with ErrPermitReleased; it then
+	// prints lineEnded and exits 0.
+	roleHoldByID = redistest.RegisterRole("hold-by-id", holdUntilReleasedByID)
 )
 
 // workParams are roleWork's parameters.
@@ -58,6 +63,7 @@ const (
 	lineGo    = "go"    // parent, on stdin: start the jobs
 	lineHeld  = "held"  // child: the permits are held
 	lineDone  = "done"  // child: "done <jobs> <violations>"
+	lineEnded = "ended" // child: its permit ended as a release by its id ends it
 )
 
 // bookTTL is the TTL every book key gets on each write to it, so that none outlives the test
@@ -272,4 +278,36 @@ func holdUntilKilled(env *redistest.ChildEnv, hp holdParams) error {
 	env.Println(lineHeld)
 	<-p.Context().Done() // the kill comes first; this returns only if the lease was lost
 	return fmt.Errorf("permit ended before the kill: %w", context.Cause(p.Context()))
+}
+
+// holdUntilReleasedByID is roleHoldByID.
+func holdUntilReleasedByID(env *redistest.ChildEnv, hp holdParams) error {
+	rdb, c, err := env.Client(aqs.WithWatchdogTimeout(hp.Watchdog))
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	s, err := semaphore.NewLeased(c, hp.Name)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	p, err := s.Acquire(ctx, hp.Permits)
+	if err != nil {
+		return fmt.Errorf("acquire %d: %w", hp.Permits, err)
+	}
+	env.Println(lineHeld, p.ID())
+	select {
+	case <-p.Context().Done():
+	case <-time.After(time.Minute):
+		return errors.New("the permit's context did not end within a minute")
+	}
+	if cause := context.Cause(p.Context()); !errors.Is(cause, aqs.ErrReleased) || errors.Is(cause, aqs.ErrLockLost) {
+		return fmt.Errorf("the permit's context ended with %v, not aqs.ErrReleased", cause)
+	}
+	if err := s.Release(ctx, p); !errors.Is(err, semaphore.ErrPermitReleased) {
+		return fmt.Errorf("the holder's own release after the release by id: %v, not ErrPermitReleased", err)
+	}
+	env.Println(lineEnded)
+	return nil
 }

@@ -2,6 +2,7 @@ package semaphore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -29,7 +30,9 @@ type Leased struct {
 	base
 	kp   string   // the permits
 	kpn  string   // their counts
+	kpr  string   // the permits released by their id
 	keys []string // s, q, d, p, pn (see internal/scripts/_lsem.lua)
+	all  []string // keys and kpr
 }
 
 // NewLeased returns the leased-permit semaphore of the given name. Any bytes make a valid
@@ -41,7 +44,8 @@ func NewLeased(c *aqs.Client, name string, opts ...Option) (*Leased, error) {
 	}
 	k := b.key
 	keys := layout.LeasedKeys(k)
-	l := &Leased{base: b, kp: keys[3], kpn: keys[4], keys: keys}
+	kpr := k + layout.ReleasedPermitsSuffix
+	l := &Leased{base: b, kp: keys[3], kpn: keys[4], kpr: kpr, keys: keys, all: append(keys[:5:5], kpr)}
 	l.queue("leased-semaphore", &core.Orphans{GiveBack: l.returnGrant, Holders: l.holders})
 	return l, nil
 }
@@ -74,8 +78,8 @@ func (l *Leased) Name() string { return l.name }
 func (l *Leased) Key() string { return l.key }
 
 // Keys returns every key of the semaphore: the permits, the queue, its deadlines, the leased
-// permits and their counts.
-func (l *Leased) Keys() []string { return l.keys }
+// permits, their counts, and the permits released by their id.
+func (l *Leased) Keys() []string { return l.all }
 
 // TrySetPermits sets the semaphore's total permits to k, only if they were never set, and
 // reports whether it set them.
@@ -134,7 +138,8 @@ func (p *Permit) Permits() int {
 // Context returns the permit's held context, a child of the context Acquire was called with:
 // it is done, with aqs.ErrLockLost as its cause, once the permit's lease can no longer be
 // trusted (it ran out, the renewals failed, or Redis lost it), and with aqs.ErrReleased after
-// Release. Work done under the permit should stop when it is done.
+// Release or after a release by its id (ReleaseID, from any process: see there when this
+// Client learns of it). Work done under the permit should stop when it is done.
 func (p *Permit) Context() context.Context { return p.held }
 
 // Acquire blocks until n permits are granted or ctx is done, and returns the permit. Waiters
@@ -219,7 +224,7 @@ func (l *Leased) take(ctx context.Context, n int, cfg core.LockConfig, block boo
 		Primitive: "leased-semaphore",
 		Hold: &acquire.HoldSpec{
 			Key: l.kp, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LSemRenew,
-			RenewKeys: []string{l.kpn}, FetchToken: noToken, Release: l.releaseHeld,
+			RenewKeys: []string{l.kpn, l.kpr}, FetchToken: noToken, Release: l.releaseHeld,
 		},
 	})
 	if !ok || err != nil {
@@ -271,7 +276,8 @@ func (l *Leased) own(op string, p *Permit) (*core.Acquisition, error) {
 
 // Release gives back all of the permit's permits, and serves the waiters it can now satisfy,
 // in order. It fails with ErrPermitExpired when the permit's lease ran out (its permits came
-// back then), and with an error matching aqs.ErrNotOwner for a permit released already.
+// back then), with ErrPermitReleased when a release by its id ended it (see ReleaseID), and
+// with an error matching aqs.ErrNotOwner for a permit released already.
 // Release does not use ctx's cancellation, only its values.
 func (l *Leased) Release(ctx context.Context, p *Permit) error {
 	if p != nil && p.l == l && p.none != nil {
@@ -284,6 +290,10 @@ func (l *Leased) Release(ctx context.Context, p *Permit) error {
 	h := a.Hold()
 	trusted := h.TrustedUntil() // asked before Release ends the hold
 	if _, err := a.Release(); err != nil {
+		if errors.Is(context.Cause(p.held), core.ErrReleased) {
+			// Ended by a release by its id, which this Client heard of (see ReleaseID).
+			return l.releasedByID("release", p.id)
+		}
 		return fmt.Errorf("semaphore %q: release of permit %s: %w: %w", l.name, p.id, ErrPermitExpired, err)
 	}
 	return l.giveBack(ctx, p, h, 0, trusted)
@@ -291,7 +301,7 @@ func (l *Leased) Release(ctx context.Context, p *Permit) error {
 
 // ReleasePart gives back k of the permit's permits and keeps the permit with the rest; k equal
 // to all of them is Release. It fails with ErrOverRelease, and changes nothing, when k is above
-// the permits it holds. ReleasePart of 0 permits changes nothing and sends nothing to Redis.
+// the permits it holds (fewer than Permits says after a ReleasePartID), and as Release does. ReleasePart of 0 permits changes nothing and sends nothing to Redis.
 func (l *Leased) ReleasePart(ctx context.Context, p *Permit, k int) error {
 	if err := l.checkN("release", k); err != nil {
 		return err
@@ -342,13 +352,25 @@ func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int, t
 		if err != nil {
 			return scripts.Sem{}, core.RedisError(l.key, err)
 		}
-		return scripts.DecodeSem(v)
+		r, err := scripts.DecodeSem(v)
+		if err == nil && r.Gone() {
+			// Gone: a release by its id leaves a mark that tells it from a lease that ran out.
+			// Only this path, a rare one, pays for the look.
+			var marked bool
+			if marked, err = l.marked(ctx, p.id); marked {
+				r.Status = scripts.SemReleasedByID
+			}
+		}
+		return r, err
 	})
 	switch {
 	case core.ReleasedUnseen(err):
 		return nil // grants to this Client's waiters, if any, are found by them
 	case err != nil:
 		return err
+	case r.Status == scripts.SemReleasedByID:
+		h.Revoked()
+		return l.releasedByID("release", p.id)
 	case r.Gone():
 		return fmt.Errorf("semaphore %q: release of permit %s: %w: %w", l.name, p.id, ErrPermitExpired, core.ErrLockLost)
 	case r.Status != scripts.SemOK:
@@ -362,7 +384,8 @@ func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int, t
 
 // SetLease changes the permit's lease: d > 0 sets a fixed lease of d from now, which the
 // watchdog no longer renews; d == 0 hands the lease to the watchdog, which renews it while the
-// Client lives. It fails with ErrPermitExpired when the lease ran out already.
+// Client lives. It fails with ErrPermitExpired when the lease ran out already, and with
+// ErrPermitReleased when a release by its id ended the permit (see ReleaseID).
 func (l *Leased) SetLease(ctx context.Context, p *Permit, d time.Duration) error {
 	if d < 0 {
 		return core.Invalid("semaphore %q: negative lease %v", l.name, d)
@@ -382,9 +405,13 @@ func (l *Leased) SetLease(ctx context.Context, p *Permit, d time.Duration) error
 		lease = l.rt.Cfg.WatchdogTimeout
 	}
 	sentAt := time.Now()
-	ok, err := scripts.LSemRenew.RunInt(ctx, l.rt.Pipe, []string{l.kp, l.kpn}, p.id, lease.Milliseconds())
+	ok, err := scripts.LSemRenew.RunInt(ctx, l.rt.Pipe, []string{l.kp, l.kpn, l.kpr}, p.id, lease.Milliseconds())
 	if err != nil {
 		return core.RedisError(l.key, err)
+	}
+	if ok == 2 {
+		a.Hold().Revoked()
+		return l.releasedByID("set the lease", p.id)
 	}
 	if ok == 0 {
 		l.q.HoldLost(a.Hold())
@@ -469,4 +496,104 @@ func (l *Leased) undo(ctx context.Context, hold string) error {
 	}
 	_, err = l.reply(v)
 	return err
+}
+
+// ReleaseID gives back every permit of the permit whose id is id (Permit.ID), whoever holds it
+// and from any process, as Redisson's RPermitExpirableSemaphore.release(id) does, and serves
+// the waiters it can now satisfy, in order. The permit's lease and the queue's order are those
+// of its holder's Release.
+//
+// The holder's permit context ends with aqs.ErrReleased (not aqs.ErrLockLost): at once when
+// the holder is a Permit of this Client, otherwise at its Client's next renewal, within a third
+// of that Client's watchdog timeout. A fixed lease (aqs.WithLease) that ends before that check
+// ends the context with aqs.ErrLockLost, as it would have without the release. The holder's own
+// Release, ReleasePart and SetLease of the permit then fail with ErrPermitReleased, and change
+// nothing.
+//
+// It fails, and changes nothing, with an invalid argument for an id that is not a permit's
+// (the empty id of a permit of 0 permits included), with ErrPermitReleased when a release by
+// its id ended the permit already, and with an error matching aqs.ErrNotOwner when no live
+// permit has the id (never leased here, its lease ran out, or its holder released it). Like
+// Release, it does not use ctx's cancellation, only its values; a release whose reply was lost
+// is sent again, and a run again gives back nothing more.
+func (l *Leased) ReleaseID(ctx context.Context, id string) error {
+	return l.releaseID(ctx, id, 0)
+}
+
+// ReleasePartID gives back k of the permits of the permit whose id is id, whoever holds it and
+// from any process, and the permit keeps the rest: its lease and its holder's context go on,
+// and its holder's Permits still counts them until its next release (which then fails with
+// ErrOverRelease if it gives back more than are left). k equal to all of them is ReleaseID. It
+// fails as ReleaseID does, and with ErrOverRelease, changing nothing, when k is above the
+// permits the permit holds. ReleasePartID of 0 permits changes nothing and sends nothing to
+// Redis.
+func (l *Leased) ReleasePartID(ctx context.Context, id string, k int) error {
+	if err := l.checkN("release", k); err != nil {
+		return err
+	}
+	if err := l.checkID(id); err != nil || k == 0 {
+		return err
+	}
+	return l.releaseID(ctx, id, k)
+}
+
+// checkID rejects an id that does not have the shape of a permit's (a hold id).
+func (l *Leased) checkID(id string) error {
+	if !layout.LooksLikeHold(id) {
+		return core.Invalid("semaphore %q: %q is not a permit id", l.name, id)
+	}
+	return nil
+}
+
+// releaseID runs lsem_release_id.lua for k of the permits of permit id (0: all), with a key of
+// the call's own, so that a run again answers as the first did; it is sent again while its
+// outcome is unknown.
+func (l *Leased) releaseID(ctx context.Context, id string, k int) error {
+	if err := l.checkID(id); err != nil {
+		return err
+	}
+	if err := l.rt.Check(); err != nil {
+		return err
+	}
+	keys := append(l.all[:6:6], l.key+layout.OnceSuffix+l.rt.NewHoldID())
+	v, err := acquire.Resend(l.q, ctx, func(ctx context.Context) (any, error) {
+		return scripts.LSemReleaseID.RunOnce(ctx, l.rt.Pipe, keys, id, k, l.rt.PublishCommand(), l.rt.ID).Result()
+	})
+	if err != nil {
+		return core.RedisError(l.key, err)
+	}
+	r, err := l.reply(v)
+	switch {
+	case err != nil:
+		return err
+	case r.Status == scripts.SemReleasedByID:
+		return l.releasedByID("release", id)
+	case r.Gone():
+		return fmt.Errorf("semaphore %q: release of permit %s: no live permit has this id: %w", l.name, id, core.ErrNotOwner)
+	case r.Status == scripts.SemOverRelease:
+		return fmt.Errorf("semaphore %q: release of %d permits of permit %s: %w", l.name, k, id, ErrOverRelease)
+	case r.Value == 0:
+		l.rt.Revoke(l.kp, id) // a holder of this Client learns of it at once
+	}
+	return nil
+}
+
+// marked reports whether a release by its id ended permit id: its mark is in pr (see
+// lsem_release_id.lua). A mark is only ever made for a permit of that id, and ids are never
+// used again, so a mark found is that permit's.
+func (l *Leased) marked(ctx context.Context, id string) (bool, error) {
+	cmd := redis.NewFloatCmd(ctx, "zscore", l.kpr, id)
+	err := l.rt.Pipe.Process(ctx, cmd)
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, core.RedisError(l.key, err)
+	}
+	return true, nil
+}
+
+// releasedByID is the error of op on a permit that a release by its id ended.
+func (l *Leased) releasedByID(op, id string) error {
+	return fmt.Errorf("semaphore %q: %s of permit %s: %w: %w", l.name, op, id, ErrPermitReleased, core.ErrNotOwner)
 }

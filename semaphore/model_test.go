@@ -32,7 +32,9 @@ import (
 //     (sem_give_up), anonymous releases (sem_release), Drain (sem_drain), a waiter collecting
 //     its grant from the message, and time passing.
 //   - Leased (model.Leased): the same, with leased permits released in part or in full
-//     (lsem_release), renewed or checked (lsem_renew), and counted (lsem_available).
+//     (lsem_release) or by their id (lsem_release_id, each run twice: the second run answers
+//     as the first and changes nothing), renewed or checked (lsem_renew, which tells a permit
+//     released by its id from one that ran out), and counted (lsem_available).
 //
 // Each runs as a rapid state machine ("random"), and through a few fixed scenarios that a
 // random run would hardly ever build (a waiter that died in the middle of the queue coming
@@ -905,8 +907,13 @@ func TestSemaphoreMatchesModel(t *testing.T) {
 type lsemMachine struct {
 	smHarness
 	keys    []string // s, q, d, p, pn
+	pr      string   // the marks of the permits released by their id
 	m       *model.Leased
 	permits []string // ids of the permits acquired, live or not
+	// marks: the permits released by their id, with the lease end each had (model time), until
+	// which Redis keeps their mark.
+	marks map[string]model.Time
+	calls int // the releases by id so far: each has a key of its own
 }
 
 func newLsemMachine(t rapid.TB, c *aqs.Client, rdb redis.UniversalClient, name string, checks *int,
@@ -916,22 +923,22 @@ func newLsemMachine(t rapid.TB, c *aqs.Client, rdb redis.UniversalClient, name s
 		t.Fatal(err)
 	}
 	keys := sem.Keys()
-	s := &lsemMachine{keys: keys, m: model.NewLeased(smTimeout)}
-	s.setup(t, rdb, sem.Key(), []string{keys[2], keys[3]}, checks, stats, slots,
+	s := &lsemMachine{keys: keys[:5], pr: keys[5], m: model.NewLeased(smTimeout), marks: map[string]model.Time{}}
+	s.setup(t, rdb, sem.Key(), []string{keys[2], keys[3], keys[5]}, checks, stats, slots,
 		func(sl *smSlot) { fresh(&s.smHarness, sl) })
 	return s
 }
 
 func (s *lsemMachine) cleanup() {
 	s.ps.Close()
-	s.rdb.Del(context.Background(), s.keys...)
+	s.rdb.Del(context.Background(), append(s.keys, s.pr)...)
 }
 
-// noKeyWithoutTTL checks that the queue's keys (q, d) and the permits' (p, pn) expire; s has no
+// noKeyWithoutTTL checks that the queue's keys (q, d) and the permits' (p, pn, pr) expire; s has no
 // TTL by design (the permits belong with the configuration). d as for the counting semaphore.
 func (s *lsemMachine) noKeyWithoutTTL(t testing.TB) {
 	queueKeysExpire(t, s.rdb, s.keys)
-	for _, k := range s.keys[3:5] {
+	for _, k := range append(s.keys[3:5:5], s.pr) {
 		redistest.AssertNoKeyWithoutTTL(t, s.rdb, k, k)
 	}
 }
@@ -1088,21 +1095,80 @@ func (s *lsemMachine) put(t rapid.TB, id string, k int64, from string) {
 	s.events(t, op, ev, from, r.Mine)
 }
 
+// marked reports whether a release by its id ended permit id, and its mark still lives.
+func (s *lsemMachine) marked(id string) bool {
+	at, ok := s.marks[id]
+	return ok && at > s.now
+}
+
+func (s *lsemMachine) releaseByID(t *rapid.T) {
+	s.putByID(t, s.permit(t), rapid.Int64Range(0, 3).Draw(t, "k (0: all)"), s.caller(t))
+}
+
+// putByID releases k permits (0: all) of permit id by its id (lsem_release_id), by a caller of
+// Client from, and runs the same call again: the second run must answer as the first did and
+// change nothing.
+func (s *lsemMachine) putByID(t rapid.TB, id string, k int64, from string) {
+	s.calls++
+	once := s.keys[0] + ":x:model-" + strconv.Itoa(s.calls)
+	keys := append(append(s.keys[:5:5], s.pr), once)
+	r := s.semReply(t, scripts.LSemReleaseID, keys, id, k, s.pub, from)
+	n := s.m.Permits(s.now)[id]
+	expiry, live := s.m.Expiry(s.now, id)
+	kk := k
+	if kk == 0 {
+		kk = n
+	}
+	var ev model.SemEvents
+	var err error
+	if live {
+		ev, err = s.m.Release(s.now, id, kk)
+	}
+	op := fmt.Sprintf("release by id of %d of %s", k, id)
+	switch {
+	case !live && s.marked(id):
+		if r.Status != scripts.SemReleasedByID {
+			t.Fatalf("%s: redis %+v, model: released by id already", op, r)
+		}
+	case !live:
+		if r.Status != scripts.SemExpired {
+			t.Fatalf("%s: redis %+v, model: no live permit", op, r)
+		}
+	case r.Status == scripts.SemOK && err == nil && r.Value == s.m.Permits(s.now)[id],
+		r.Status == scripts.SemOverRelease && errors.Is(err, model.ErrOverRelease):
+		if err == nil && kk == n {
+			s.marks[id] = expiry
+		}
+	default:
+		t.Fatalf("%s: redis %+v, model %v (left %d)", op, r, err, s.m.Permits(s.now)[id])
+	}
+	s.stats[fmt.Sprintf("release by id %d", r.Status)]++
+	s.events(t, op, ev, from, r.Mine)
+	if r.Status == scripts.SemOK {
+		again := s.semReply(t, scripts.LSemReleaseID, keys, id, k, s.pub, from)
+		if again.Status != r.Status || again.Value != r.Value {
+			t.Fatalf("%s run again: redis %+v, first %+v", op, again, r)
+		}
+		s.events(t, op+" again", model.SemEvents{}, from, nil)
+	}
+}
+
 func (s *lsemMachine) renewPermit(t *rapid.T) {
 	s.extend(t, s.permit(t), rapid.Int64Range(0, 4).Draw(t, "lease units")*smUnit)
 }
 
 // extend renews permit id for lease ms, or with 0 only checks it.
 func (s *lsemMachine) extend(t rapid.TB, id string, lease int64) {
-	r := s.int(t, scripts.LSemRenew, s.keys[3:5], id, lease)
+	r := s.int(t, scripts.LSemRenew, []string{s.keys[3], s.keys[4], s.pr}, id, lease)
 	var want bool
 	if lease == 0 { // a check only
 		want = s.hasPermit(id)
 	} else {
 		want = s.m.Renew(s.now, id, lease)
 	}
-	if (r == 1) != want || r < 0 || r > 1 {
-		t.Fatalf("renew %s for %d ms: redis %d, model %v", id, lease, r, want)
+	marked := !want && s.marked(id)
+	if (r == 1) != want || (r == 2) != marked || r < 0 || r > 2 {
+		t.Fatalf("renew %s for %d ms: redis %d, model %v (marked %v)", id, lease, r, want, marked)
 	}
 	s.stats[fmt.Sprintf("renew %v %d", lease > 0, r)]++
 	s.events(t, "renew", model.SemEvents{}, "", nil)
@@ -1185,6 +1251,7 @@ func (s *lsemMachine) actions() map[string]func(*rapid.T) {
 		"7 renew":     s.renewPermit,
 		"8 collect":   func(t *rapid.T) { s.collect(t, func(sl *smSlot) { s.permits = append(s.permits, sl.hold) }) },
 		"9 trySet":    s.trySet,
+		"a releaseID": s.releaseByID,
 		"":            func(t *rapid.T) { s.check(t) },
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,4 +193,37 @@ func TestKilledWorkerPermitsComeBack(t *testing.T) {
 	queued, err := rdb.LLen(ctx, s.Keys()[1]).Result()
 	require.NoError(t, err)
 	assert.Zero(t, queued, "nobody is left in the queue")
+}
+
+// TestReleaseIDAcrossProcesses: a permit taken in one process (the child) is released by its id
+// from another (the test): the permits come back at once, and the holder's permit context ends
+// with aqs.ErrReleased at its Client's next check, its own Release failing with
+// ErrPermitReleased (the child checks both, see holdUntilReleasedByID).
+func TestReleaseIDAcrossProcesses(t *testing.T) {
+	const (
+		permits  = 3
+		watchdog = 600 * time.Millisecond // the child's: it checks its permit every third of it
+	)
+	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := newLeased(t, newClient(t, rdb), permits)
+		t.Cleanup(func() { rdb.Del(ctx, s.Keys()...) }) // after the child is gone
+
+		holder := roleHoldByID.Start(t, "holder", redistest.TargetOf(t, rdb),
+			holdParams{Name: s.Name(), Permits: 2, Watchdog: watchdog})
+		id := strings.TrimSpace(holder.Expect(t, lineHeld+" ", 30*time.Second))
+		assert.Equal(t, permits-2, inAvail(t, s), "the child holds 2 permits")
+
+		released := time.Now()
+		require.NoError(t, s.ReleaseID(ctx, id))
+		assert.Equal(t, permits, inAvail(t, s), "the permits came back at once")
+		holder.Expect(t, lineEnded, watchdog/3+10*time.Second)
+		t.Logf("the holder's permit context ended %v after the release by id (its watchdog timeout %v)",
+			time.Since(released).Round(time.Millisecond), watchdog)
+		require.NoError(t, holder.Wait(t, 10*time.Second), "the holder failed")
+		assert.Equal(t, permits, inAvail(t, s), "the holder's release gave back nothing more")
+		// Released already: ErrPermitReleased until the lease the permit had would have ended
+		// (the mark's life), no live permit after.
+		assert.ErrorIs(t, s.ReleaseID(ctx, id), aqs.ErrNotOwner)
+	})
 }

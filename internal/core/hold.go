@@ -405,6 +405,31 @@ func (h *Hold) Lost() {
 	h.observeEnd(EventLeaseLost, nil, ErrLockLost)
 }
 
+// Revoked ends the hold because another call released it in Redis (a leased permit released
+// by its id, from any process): every held context of it is cancelled with ErrReleased. The
+// Client's observer hears of it as a release (EventReleased).
+func (h *Hold) Revoked() {
+	h.rt.forget(h)
+	h.mu.Lock()
+	live := !h.ended
+	h.mu.Unlock()
+	h.lose(ErrReleased)
+	if live {
+		h.observeEnd(EventReleased, nil, nil)
+	}
+}
+
+// Revoke ends this Client's hold of key whose id is id, if it has one, as Revoked does: its
+// release in Redis was another call's.
+func (rt *Runtime) Revoke(key, id string) {
+	rt.holdsMu.Lock()
+	h := rt.holds[holdKey{key, id}]
+	rt.holdsMu.Unlock()
+	if h != nil {
+		h.Revoked()
+	}
+}
+
 func (a *acq) isReleased() bool {
 	a.hold.mu.Lock()
 	defer a.hold.mu.Unlock()

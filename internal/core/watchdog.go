@@ -24,6 +24,8 @@ import (
 //   - its local deadline minus a safety margin passes: the local deadline is the send time of
 //     the last successful acquisition or renewal plus the lease, a lower bound on the server's
 //     expiry. This covers renewals that keep failing and fixed leases that simply run out.
+// A renewal that answers 2 found the hold released by another call (a leased permit released by
+// its id): its held contexts are cancelled with ErrReleased instead.
 // The goroutine sleeps until the next renewal or the earliest such deadline, whichever is
 // first; after a failed batch it retries three times as often until a batch succeeds.
 //
@@ -178,6 +180,8 @@ func (rt *Runtime) renew(holds []*Hold, timeout time.Duration) bool {
 				h.extendTo = 0
 				h.mu.Unlock()
 			}
+		case alive == 2 && !h.isEnded():
+			h.Revoked() // released by another call (a leased permit released by its id)
 		case !h.isEnded():
 			rt.Logger().Warn("aqs: lock lost", "key", h.Key, "hold", h.ID)
 			h.Lost()

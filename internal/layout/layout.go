@@ -13,8 +13,8 @@
 //	counting semaphore   its hash           :q :d :g (grants not yet collected), and a call's
 //	                                        own :a:<id> (an attempt's outcome) :b:<hold> (a
 //	                                        waiter's grant) :r:<id> (a release's outcome)
-//	leased semaphore     its hash           :q :d :p (permits) :pn (their counts), and a
-//	                                        partial release's own :x:<id>
+//	leased semaphore     its hash           :q :d :p (permits) :pn (their counts) :pr (permits
+//	                                        released by id), and a release's own :x:<id>
 //	count-down latch     its count          none (its channel: LatchChannel); a count-down's
 //	                                        own :x:<id>
 //
@@ -48,6 +48,10 @@ const (
 	// PermitCountsSuffix is the leased semaphore's hash of permits holding more than one
 	// permit: id -> permits.
 	PermitCountsSuffix = ":pn"
+	// ReleasedPermitsSuffix is the leased semaphore's zset of permits released by their id
+	// (Leased.ReleaseID), scored by the lease end each had: until then its holder learns that
+	// it was released, not lost.
+	ReleasedPermitsSuffix = ":pr"
 	// OnceSuffix, followed by a call id, names a key of one release call's own, "<base>:x:<id>",
 	// where a leased semaphore's partial release keeps its reply for 10s, so that a second
 	// run of the same call (after a lost reply) answers as the first did

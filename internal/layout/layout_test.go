@@ -525,6 +525,7 @@ func TestTheDesignKeyTableNamesEverySuffix(t *testing.T) {
 		"PermitCountsSuffix": layout.PermitCountsSuffix, "OnceSuffix": layout.OnceSuffix,
 		"AttemptSuffix": layout.AttemptSuffix, "ReleaseSuffix": layout.ReleaseSuffix,
 		"WaiterSuffix": layout.WaiterSuffix, "ConditionSuffix": layout.ConditionSuffix,
+		"ReleasedPermitsSuffix": layout.ReleasedPermitsSuffix,
 	} {
 		assert.Contains(t, table, "`"+suffix, "the key table does not name %s (%q)", name, suffix)
 	}

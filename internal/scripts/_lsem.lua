@@ -7,6 +7,10 @@
 --                     Client's watchdog or fixed.
 --   pn  "aqs:{n}:pn"  a hash: permit id -> permits it holds, for permits holding more than one
 --                     (absent: one)
+--   pr  "aqs:{n}:pr"  a zset of the permits released by their id (lsem_release_id.lua): permit
+--                     id -> the lease end the permit had, until which its holder's renewal and
+--                     release learn that it was released, not lost; it lives a second beyond
+--                     the latest of them
 -- A permit's id is the hold id of the acquisition that got it. p and pn live a second beyond
 -- the latest lease end they record (keep_permits; each write of a lease extends them), so
 -- that an abandoned semaphore leaves only s: a p gone means every lease in it had ended, and

@@ -1,17 +1,23 @@
 -- lsem_renew: extend, or only check, one leased permit (the watchdog's call, and SetLease's).
 --
 -- KEYS[1] p, KEYS[2] pn (see _lsem.lua)
+-- KEYS[3] optional: pr (see _lsem.lua), the marks of permits released by their id
 -- ARGV[1]  permit id
 -- ARGV[2]  lease in ms from now, or 0 to check that the permit is still live without extending
 --          it
 --
 -- Each permit's lease is its own score: renewing one never extends another.
 --
--- Replies: 1 the permit is live (and its lease set when ARGV[2] > 0); 0 it is gone.
+-- Replies: 1 the permit is live (and its lease set when ARGV[2] > 0); 0 it is gone; 2 it is gone
+-- because a release by its id ended it (lsem_release_id.lua; only with KEYS[3]).
 --@include _lsem
 local sc = redis.call('ZSCORE', KEYS[1], ARGV[1])
 local now = server_ms()
 if not sc or tonumber(sc) <= now then
+  local mark = KEYS[3] and redis.call('ZSCORE', KEYS[3], ARGV[1])
+  if mark and tonumber(mark) > now then
+    return 2
+  end
   return 0
 end
 if ARGV[2] ~= '0' then

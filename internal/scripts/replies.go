@@ -270,7 +270,7 @@ func DecodeGiveUp(v any) (GiveUp, error) {
 }
 
 // SemStatus is the status of a semaphore script that is not an attempt (sem_release,
-// lsem_release, sem_give_up, lsem_give_up, sem_force, sem_set).
+// lsem_release, lsem_release_id, sem_give_up, lsem_give_up, sem_force, sem_set).
 type SemStatus uint8
 
 // The semaphore statuses, as the scripts write them.
@@ -287,6 +287,10 @@ const (
 	// SemInsufficient: a reduction of the permits larger than the available ones; nothing
 	// changed.
 	SemInsufficient SemStatus = 10
+	// SemReleasedByID: no live permit has the id, because a release by its id ended it
+	// (lsem_release_id.lua keeps a mark of that until the permit's lease would have ended);
+	// nothing changed.
+	SemReleasedByID SemStatus = 11
 )
 
 // Sem is the reply of a semaphore script that is not an attempt: {status, value, grants...}.
@@ -308,7 +312,7 @@ func DecodeSem(v any) (Sem, error) {
 	}
 	st, ok1 := a[0].(int64)
 	n, ok2 := a[1].(int64)
-	if !ok1 || !ok2 || st < 0 || st > int64(SemInsufficient) {
+	if !ok1 || !ok2 || st < 0 || st > int64(SemReleasedByID) {
 		return Sem{}, fmt.Errorf("aqs: unexpected semaphore reply %v", v)
 	}
 	return Sem{Status: SemStatus(st), Value: n, Mine: holds(a[2:])}, nil

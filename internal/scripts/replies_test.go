@@ -47,7 +47,11 @@ func TestRepliesDecodeIntoTypedValues(t *testing.T) {
 	s, err := scripts.DecodeSem([]any{int64(0), int64(3), "c:9"})
 	require.NoError(t, err)
 	assert.Equal(t, scripts.Sem{Status: scripts.SemOK, Value: 3, Mine: []string{"c:9"}}, s)
-	_, err = scripts.DecodeSem([]any{int64(11), int64(0)})
+	s, err = scripts.DecodeSem([]any{int64(11), int64(0)})
+	require.NoError(t, err)
+	assert.Equal(t, scripts.SemReleasedByID, s.Status)
+	assert.False(t, s.Gone(), "a permit released by id is not a lease run out")
+	_, err = scripts.DecodeSem([]any{int64(12), int64(0)})
 	assert.Error(t, err)
 
 	b, err := scripts.DecodeBeat(int64(2))

@@ -110,6 +110,7 @@ var (
 
 	LSemAcquire   = mustLoad("lsem_acquire")
 	LSemRelease   = mustLoad("lsem_release")
+	LSemReleaseID = mustLoad("lsem_release_id")
 	LSemRenew     = mustLoad("lsem_renew")
 	LSemHeartbeat = mustLoad("lsem_heartbeat")
 	LSemGiveUp    = mustLoad("lsem_give_up")
