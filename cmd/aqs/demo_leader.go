@@ -202,6 +202,7 @@ type leaderWatch struct {
 	resignedAt time.Time
 	takeover   time.Duration // from the kill to the next lead
 	handOffs   []time.Duration
+	lost       int // leaderships that ended without Resign, but for the kill
 	observed   []election.Leadership
 }
 
@@ -270,6 +271,10 @@ func (lw *leaderWatch) take(ctx context.Context, ev workerEvent) (start bool, er
 		default:
 			lw.d.progress("%s leads (token %d)", ev.p, token)
 		}
+	case (w[0] == "lost" || w[0] == "refused") && len(w) == 2:
+		lw.lost++
+		lw.d.progress("%s stopped leading after %s ticks: its leadership was %s", ev.p, w[1],
+			map[string]string{"lost": "lost (its lease no longer trusted)", "refused": "overtaken (a tick refused)"}[w[0]])
 	case w[0] == "resign" && len(w) == 2:
 		lw.resignedAt = time.Now()
 		lw.d.progress("%s resigns after %s ticks", ev.p, w[1])
@@ -393,8 +398,8 @@ func (lw *leaderWatch) verdict(ctx context.Context) ([]summaryRow, error) {
 		handOff = slices.Max(lw.handOffs)
 	}
 	return []summaryRow{
-		figureRow("leaders", "%d in turn: %s (the first killed, the others resigned)", len(lw.leads), strings.Join(order, ", ")),
-		checkedRow("two leaders at once", overlaps == 0 && refused == 0 && len(ss) == len(lw.leads),
+		figureRow("leaders", "%d in turn: %s (the first killed, %s)", len(lw.leads), strings.Join(order, ", "), endings(lw.lost)),
+		checkedRow("two leaders at once", overlaps == 0 && refused == 0 && len(ss) >= len(lw.leads)-lw.lost,
 			"never: %d overlaps, %d stale ticks refused, in %d ticks of %d tokens", overlaps, refused, ticks, len(ss)).
 			withNote("each tick goes through a script that refuses a token below the greatest it saw and records " +
 				"each token's first and last tick in server time; two leaders at once would show as overlapping spans " +
@@ -432,16 +437,23 @@ func runCandidate(ctx context.Context, w *worker) error {
 	end := time.After(leaderWork)
 	ticks := 0
 	for {
-		// The leader checks its leading context before each act of leadership.
+		// The leader checks its leading context before each act of leadership. A leadership
+		// lost (its renewals late on a loaded machine) is no failure of the election: the
+		// leader stops, and the witness judges whether it stopped in time.
 		if leading.Err() != nil {
-			return fmt.Errorf("leadership lost: %w", context.Cause(leading))
+			w.out.println("lost", ticks)
+			w.out.println(lineDone)
+			return nil
 		}
 		ok, err := tickScript.Run(ctx, w.rdb, []string{lk.max, lk.spans, lk.refused}, tok).Int()
 		if err != nil {
 			return err
 		}
 		if ok != 1 {
-			return errors.New("a tick was refused: a later leader ticked already")
+			// A later leader ticked already: the witness counted it, and the verdict fails.
+			w.out.println("refused", ticks)
+			w.out.println(lineDone)
+			return nil
 		}
 		ticks++
 		select {
@@ -467,4 +479,12 @@ func procName(p *workerProc) string {
 		return "a candidate"
 	}
 	return fmt.Sprintf("process %d", p.n)
+}
+
+// endings says how the leaderships after the first ended.
+func endings(lost int) string {
+	if lost == 0 {
+		return "the others resigned"
+	}
+	return fmt.Sprintf("%s lost, the others resigned", plural(lost, "leadership"))
 }
