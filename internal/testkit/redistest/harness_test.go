@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -209,12 +210,42 @@ func TestNameIsUniqueAndKeySafe(t *testing.T) {
 // after every sequential top-level test has finished.
 func TestMissingBinaryNamesTheInstallCommand(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
+	t.Setenv(redisproc.ServerEnv, "")
 	if _, err := Binary(); !errors.Is(err, ErrNotInstalled) {
 		t.Fatalf("Binary: %v, want ErrNotInstalled", err)
 	}
 	_, err := startServer(false)
-	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "apt-get install -y redis-server") {
-		t.Fatalf("startServer: %v, want ErrNotInstalled naming the install command", err)
+	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "apt-get install -y redis-server") ||
+		!strings.Contains(err.Error(), redisproc.ServerEnv) {
+		t.Fatalf("startServer: %v, want ErrNotInstalled naming the install command and %s", err, redisproc.ServerEnv)
+	}
+}
+
+// $REDIS_SERVER chooses the binary, and one it names that is not there fails the start with
+// an error that names the variable, whatever PATH holds. Not parallel: it changes the
+// environment.
+func TestServerEnvChoosesTheBinary(t *testing.T) {
+	real, err := Binary()
+	require.NoError(t, err)
+
+	// A wrapper of another name, so that the server that answers can only have been started
+	// through the variable.
+	wrapper := filepath.Join(t.TempDir(), "other-server")
+	require.NoError(t, os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+strconv.Quote(real)+" \"$@\"\n"), 0o755))
+	t.Setenv(redisproc.ServerEnv, wrapper)
+	got, err := Binary()
+	require.NoError(t, err)
+	require.Equal(t, wrapper, got)
+	s := NewServer(t)
+	require.Equal(t, wrapper, s.bin)
+	require.NoError(t, s.Client(t).Ping(context.Background()).Err())
+
+	for _, bad := range []string{filepath.Join(t.TempDir(), "missing"), t.TempDir(), "no-such-server-binary"} {
+		t.Setenv(redisproc.ServerEnv, bad)
+		_, err := startServer(false)
+		require.ErrorIs(t, err, redisproc.ErrBadServerEnv, "%s=%q", redisproc.ServerEnv, bad)
+		require.ErrorContains(t, err, bad)
+		require.NotErrorIs(t, err, ErrNotInstalled)
 	}
 }
 
