@@ -18,7 +18,9 @@ import (
 
 // ServerEnv names the environment variable that chooses the server binary to run: a path to
 // a redis-server-compatible binary (valkey-server, for one), or a name looked up on PATH.
-// Unset or empty, the binary is redis-server from PATH.
+// Unset or empty, the binary is redis-server from PATH. A relative path is taken from the
+// process's working directory, which for go test is the package's directory: give an
+// absolute one (make test makes it absolute).
 const ServerEnv = "REDIS_SERVER"
 
 // ErrNotInstalled is returned by Binary when ServerEnv is unset and redis-server is not on
