@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,4 +260,26 @@ func TestPingPIDTellsAnotherProcessServingThePort(t *testing.T) {
 	require.NoError(t, redisproc.PingPID(ctx, s.Addr(), s.proc.cmd.Process.Pid))
 	err := redisproc.PingPID(ctx, s.Addr(), s.proc.cmd.Process.Pid+1)
 	require.ErrorContains(t, err, "not")
+}
+
+// The shared server is the binary Binary names ($REDIS_SERVER's, when set): the version the
+// binary prints is the one the server reports. Valkey reports its own version as
+// valkey_version, and as redis_version the Redis version it is compatible with.
+func TestSingleRunsTheChosenBinary(t *testing.T) {
+	t.Parallel()
+	bin, err := Binary()
+	require.NoError(t, err)
+	out, err := exec.Command(bin, "--version").Output()
+	require.NoError(t, err)
+	m := regexp.MustCompile(`\bv=(\S+)`).FindSubmatch(out)
+	require.NotNil(t, m, "%s --version printed %q", bin, out)
+
+	info, err := Single(t).Client(t).InfoMap(context.Background(), "server").Result()
+	require.NoError(t, err)
+	got, ok := info["Server"]["valkey_version"]
+	if !ok {
+		got = info["Server"]["redis_version"]
+	}
+	require.Equal(t, string(m[1]), got, "the version %s prints, and the one the shared server reports", bin)
+	t.Logf("%s: %s", bin, strings.TrimSpace(string(out)))
 }
