@@ -4,6 +4,14 @@
 # that says so.
 
 GO ?= go
+# The server binary the tests (and the demo's throwaway server) run: redis-server from PATH when
+# unset, else this redis-server-compatible binary, e.g. make test
+# REDIS_SERVER=/path/to/valkey-server. A path is made absolute here, because go test runs each
+# package's tests in that package's directory; a name without a slash is looked up on PATH.
+ifneq ($(REDIS_SERVER),)
+override REDIS_SERVER := $(if $(findstring /,$(REDIS_SERVER)),$(abspath $(REDIS_SERVER)),$(REDIS_SERVER))
+export REDIS_SERVER
+endif
 # Flags for the demo, e.g. make demo DEMO_FLAGS="--workers 5 --redis localhost:6379".
 DEMO_FLAGS ?=
 

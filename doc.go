@@ -11,6 +11,9 @@
 // adapter. The ordering each primitive guarantees is in its own
 // package's documentation.
 //
+// The server is Redis 7.0 or later, or Valkey 7.2 or later (the tests run on Redis 7.0.15 and
+// Valkey 8.0.1); what this documentation says of Redis holds of Valkey too.
+//
 // # The Client
 //
 // A Client carries what the primitives share: a random client id from which hold ids are

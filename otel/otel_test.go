@@ -16,18 +16,19 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/internal/redisproc"
 	aqsotel "github.com/redaqs/aqs/otel"
 	"github.com/redaqs/aqs/reentrant"
 )
 
-// redisServer starts a redis-server of the test's own on a free loopback port and returns a
-// client of it; both end with the test. This module cannot use the main module's
-// internal/testkit/redistest.
+// redisServer starts a redis-server of the test's own (or the binary $REDIS_SERVER names) on a
+// free loopback port and returns a client of it; both end with the test. This module keeps
+// clear of the main module's internal/testkit/redistest and the test dependencies it brings.
 func redisServer(t *testing.T) *redis.Client {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	bin, err := redisproc.Binary()
 	if err != nil {
-		t.Fatalf("redis-server is not on PATH (on Debian: apt-get install -y redis-server): %v", err)
+		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

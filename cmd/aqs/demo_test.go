@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -226,10 +227,24 @@ func TestDemoStartsAndStopsAThrowawayServerWithoutAddress(t *testing.T) {
 
 func TestDemoWithoutRedisServerOnPathNamesTheInstallCommand(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
+	t.Setenv("REDIS_SERVER", "")
 	code, _, stderr := aqsRun(t.Context(), nil, "demo")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "redis-server not found on PATH")
 	assert.Contains(t, stderr, "apt-get install -y redis-server")
+	assert.Contains(t, stderr, "set REDIS_SERVER")
+}
+
+// A $REDIS_SERVER that names no executable file fails the demo with a message naming it; it is
+// not silently replaced by redis-server from PATH.
+func TestDemoWithABadRedisServerNamesIt(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "no-such-server")
+	t.Setenv("REDIS_SERVER", bad)
+	code, _, stderr := aqsRun(t.Context(), nil, "demo")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "REDIS_SERVER names no executable file")
+	assert.Contains(t, stderr, bad)
+	assert.NotContains(t, stderr, "throwaway")
 }
 
 // cancelWriter collects what is written to it and calls cancel once it has seen want.

@@ -16,7 +16,8 @@
 //
 // Every command reaches Redis at the address of its --redis flag (host:port, or a redis://,
 // rediss:// or unix:// URL), else at $REDIS_URL. With neither, demo starts a throwaway
-// redis-server from PATH on a free loopback port and stops it when it exits.
+// redis-server from PATH (or the binary $REDIS_SERVER names, valkey-server for one) on a free
+// loopback port and stops it when it exits.
 // inspect, unlock and run start none: they use an existing Redis, and also take a Redis
 // Cluster (any node, or host:port,host:port,...) or Sentinel (redis://...?master_name=NAME).
 //

@@ -100,7 +100,8 @@ func connectRedis(ctx context.Context, e *env, flagAddr string, throwawayOK bool
 
 // A throwaway server.
 //
-// With no address given, demo runs against a redis-server of its own: from PATH, on a free
+// With no address given, demo runs against a redis-server of its own: from PATH, or the
+// redis-server-compatible binary $REDIS_SERVER names (valkey-server, for one), on a free
 // loopback port, with no persistence and a temporary directory for its working directory and
 // log. It is stopped (SIGKILL: there is nothing to save) and the directory removed when the
 // command returns, which main makes sure happens on Ctrl-C and SIGTERM too. On Linux the
@@ -110,9 +111,11 @@ func connectRedis(ctx context.Context, e *env, flagAddr string, throwawayOK bool
 // the server has exited. The server runs in its own process group, so a Ctrl-C in the terminal
 // reaches aqs alone, which then winds down in order before stopping it.
 
-// errNoRedisServer is returned when no address is given and redis-server is not on PATH.
+// errNoRedisServer is returned when no address is given, $REDIS_SERVER is unset and
+// redis-server is not on PATH.
 var errNoRedisServer = errors.New("redis-server not found on PATH: give --redis host:port (or set " +
-	redisURLEnv + "), or install it with: apt-get update && apt-get install -y redis-server")
+	redisURLEnv + "), or install it with: apt-get update && apt-get install -y redis-server, or set " +
+	redisproc.ServerEnv + " to the path of a redis-server or valkey-server binary")
 
 const (
 	// serverReadyTimeout bounds how long a throwaway server may take to answer PING.
@@ -137,9 +140,12 @@ type throwaway struct {
 // startThrowaway starts a throwaway server and returns once it answers PING. On failure
 // nothing is left running or on disk.
 func startThrowaway(ctx context.Context) (*throwaway, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	bin, err := redisproc.Binary()
+	if errors.Is(err, redisproc.ErrNotInstalled) {
 		return nil, errNoRedisServer
+	}
+	if err != nil {
+		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
 		s, err := launchServer(ctx, bin)

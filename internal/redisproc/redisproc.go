@@ -6,13 +6,52 @@ package redisproc
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 )
+
+// ServerEnv names the environment variable that chooses the server binary to run: a path to
+// a redis-server-compatible binary (valkey-server, for one), or a name looked up on PATH.
+// Unset or empty, the binary is redis-server from PATH. A relative path is taken from the
+// process's working directory, which for go test is the package's directory: give an
+// absolute one (make test makes it absolute).
+const ServerEnv = "REDIS_SERVER"
+
+// ErrNotInstalled is returned by Binary when ServerEnv is unset and redis-server is not on
+// PATH. Its message names the package to install and the variable to set.
+var ErrNotInstalled = errors.New("redis-server not found on PATH; install it with: " +
+	"apt-get update && apt-get install -y redis-server, or set " + ServerEnv +
+	" to the path of a redis-server or valkey-server binary")
+
+// ErrBadServerEnv is returned, wrapped with the variable's value and the reason, by Binary
+// when ServerEnv names no executable file.
+var ErrBadServerEnv = errors.New(ServerEnv + " names no executable file; set it to the path of " +
+	"a redis-server or valkey-server binary, or unset it to use redis-server from PATH")
+
+// Binary returns the server binary to run: the one ServerEnv names when it is set, else
+// redis-server from PATH. It fails with ErrBadServerEnv (wrapped) or ErrNotInstalled. The
+// binary is run with redis-server's command line, sentinels with `<binary> <config>
+// --sentinel`, which Redis and Valkey both accept.
+func Binary() (string, error) {
+	if name := os.Getenv(ServerEnv); name != "" {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			return "", fmt.Errorf("%w (%s=%q: %v)", ErrBadServerEnv, ServerEnv, name, err)
+		}
+		return path, nil
+	}
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", ErrNotInstalled
+	}
+	return path, nil
+}
 
 // Ping sends PING over a plain TCP connection and checks for +PONG. It is used to wait for a
 // starting server: unlike a go-redis client it neither retries nor logs refused dials.

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redaqs/aqs/internal/redisproc"
 	"github.com/redaqs/aqs/internal/scripts"
 )
 
@@ -82,8 +83,10 @@ func startCallgrind(t *testing.T) *callgrind {
 	if keep := os.Getenv("AQS_CALLGRIND_DIR"); keep != "" {
 		out = filepath.Join(keep, "cg") // the dumps are kept there, for callgrind_annotate
 	}
+	bin, err := redisproc.Binary()
+	require.NoError(t, err)
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+out,
-		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--hz", "1", "--dynamic-hz", "no", "--dir", dir)
 	cmd.Stdout, cmd.Stderr = nil, nil
 	require.NoError(t, cmd.Start())

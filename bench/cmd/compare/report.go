@@ -29,7 +29,7 @@ type machine struct {
 
 // takeMachine notes the machine, the server's version and the time and load at the start.
 func takeMachine(ctx context.Context, addr string) machine {
-	m := machine{began: time.Now(), loadStart: loadAvg(), cpu: "unknown", kernel: runtime.GOOS, redis: "unknown"}
+	m := machine{began: time.Now(), loadStart: loadAvg(), cpu: "unknown", kernel: runtime.GOOS, redis: "redis-server unknown"}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -43,7 +43,12 @@ func takeMachine(ctx context.Context, addr string) machine {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	if info, err := rdb.InfoMap(ctx, "server").Result(); err == nil {
-		m.redis = info["Server"]["redis_version"]
+		m.redis = "redis-server " + info["Server"]["redis_version"]
+		// Valkey reports the Redis version it is compatible with (7.2.4) as redis_version,
+		// and its own as valkey_version.
+		if v, ok := info["Server"]["valkey_version"]; ok {
+			m.redis = "valkey-server " + v
+		}
 	}
 	_ = rdb.Close()
 	return m
@@ -94,7 +99,7 @@ never download the libraries it compares against); each run replaces it, and its
 	fmt.Fprintf(b, "| CPU | %s, %d CPUs |\n", m.cpu, runtime.NumCPU())
 	fmt.Fprintf(b, "| OS | %s |\n", m.kernel)
 	fmt.Fprintf(b, "| Go | %s, GOMAXPROCS %d |\n", runtime.Version(), runtime.GOMAXPROCS(0))
-	fmt.Fprintf(b, "| Redis | redis-server %s on loopback, started by the run, no persistence |\n", m.redis)
+	fmt.Fprintf(b, "| Redis | %s on loopback, started by the run, no persistence |\n", m.redis)
 	writePeerMachine(b, m.peers)
 	fmt.Fprintf(b, "| Load average (1, 5, 15 min) | %s at the start, %s at the end |\n", m.loadStart, m.loadEnd)
 

@@ -31,14 +31,13 @@ type server struct {
 	exited chan struct{}
 }
 
-// startServer starts redis-server from PATH and waits until it answers PING. A port picked
+// startServer starts redis-server from PATH (or the binary $REDIS_SERVER names) and waits until it answers PING. A port picked
 // free can be taken before redis-server binds it, so a start that fails is tried again on
 // another port, a few times.
 func startServer() (*server, error) {
-	bin, err := exec.LookPath("redis-server")
+	bin, err := redisproc.Binary()
 	if err != nil {
-		return nil, errors.New("redis-server not found on PATH; " +
-			"install it with: apt-get update && apt-get install -y redis-server")
+		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
 		s, err := tryStart(bin)

@@ -13,6 +13,9 @@
 // Tests never skip for a missing redis-server: Single, Cluster and NewServer
 // fail the test with ErrNotInstalled, which names the install command.
 //
+// The binary is redis-server from PATH, or the redis-server-compatible binary
+// that $REDIS_SERVER names (valkey-server, for one): see Binary.
+//
 // Shared servers are shared by every test of the binary, parallel ones
 // included, so tests must keep to their own keys (see Name) and must not
 // Kill, Restart or Stop them; NewServer is for that.
@@ -25,19 +28,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/redaqs/aqs/internal/redisproc"
 )
 
 // ErrNotInstalled is returned by Binary, and reported by Single, Cluster and
-// NewServer, when redis-server is not on PATH.
-var ErrNotInstalled = errors.New("redistest: redis-server not found on PATH; " +
-	"install it with: apt-get update && apt-get install -y redis-server")
+// NewServer, when $REDIS_SERVER is unset and redis-server is not on PATH. It is
+// redisproc.ErrNotInstalled, whose message names the install command and the
+// variable.
+var ErrNotInstalled = redisproc.ErrNotInstalled
 
 const (
 	// readyTimeout bounds how long a server may take to answer PING, and a
@@ -49,11 +54,15 @@ const (
 	pollInterval = 20 * time.Millisecond
 )
 
-// Binary reports the path of redis-server on PATH, or ErrNotInstalled.
+// Binary reports the path of the server binary the harness runs: the one
+// $REDIS_SERVER names when it is set (a path, or a name on PATH), else
+// redis-server from PATH. It fails with ErrNotInstalled, or with
+// redisproc.ErrBadServerEnv when $REDIS_SERVER names no executable file; the
+// error starts with "redistest: ".
 func Binary() (string, error) {
-	path, err := exec.LookPath("redis-server")
+	path, err := redisproc.Binary()
 	if err != nil {
-		return "", ErrNotInstalled
+		return "", fmt.Errorf("redistest: %w", err)
 	}
 	return path, nil
 }

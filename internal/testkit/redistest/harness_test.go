@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -209,12 +212,42 @@ func TestNameIsUniqueAndKeySafe(t *testing.T) {
 // after every sequential top-level test has finished.
 func TestMissingBinaryNamesTheInstallCommand(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
+	t.Setenv(redisproc.ServerEnv, "")
 	if _, err := Binary(); !errors.Is(err, ErrNotInstalled) {
 		t.Fatalf("Binary: %v, want ErrNotInstalled", err)
 	}
 	_, err := startServer(false)
-	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "apt-get install -y redis-server") {
-		t.Fatalf("startServer: %v, want ErrNotInstalled naming the install command", err)
+	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "apt-get install -y redis-server") ||
+		!strings.Contains(err.Error(), redisproc.ServerEnv) {
+		t.Fatalf("startServer: %v, want ErrNotInstalled naming the install command and %s", err, redisproc.ServerEnv)
+	}
+}
+
+// $REDIS_SERVER chooses the binary, and one it names that is not there fails the start with
+// an error that names the variable, whatever PATH holds. Not parallel: it changes the
+// environment.
+func TestServerEnvChoosesTheBinary(t *testing.T) {
+	real, err := Binary()
+	require.NoError(t, err)
+
+	// A wrapper of another name, so that the server that answers can only have been started
+	// through the variable.
+	wrapper := filepath.Join(t.TempDir(), "other-server")
+	require.NoError(t, os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+strconv.Quote(real)+" \"$@\"\n"), 0o755))
+	t.Setenv(redisproc.ServerEnv, wrapper)
+	got, err := Binary()
+	require.NoError(t, err)
+	require.Equal(t, wrapper, got)
+	s := NewServer(t)
+	require.Equal(t, wrapper, s.bin)
+	require.NoError(t, s.Client(t).Ping(context.Background()).Err())
+
+	for _, bad := range []string{filepath.Join(t.TempDir(), "missing"), t.TempDir(), "no-such-server-binary"} {
+		t.Setenv(redisproc.ServerEnv, bad)
+		_, err := startServer(false)
+		require.ErrorIs(t, err, redisproc.ErrBadServerEnv, "%s=%q", redisproc.ServerEnv, bad)
+		require.ErrorContains(t, err, bad)
+		require.NotErrorIs(t, err, ErrNotInstalled)
 	}
 }
 
@@ -227,4 +260,26 @@ func TestPingPIDTellsAnotherProcessServingThePort(t *testing.T) {
 	require.NoError(t, redisproc.PingPID(ctx, s.Addr(), s.proc.cmd.Process.Pid))
 	err := redisproc.PingPID(ctx, s.Addr(), s.proc.cmd.Process.Pid+1)
 	require.ErrorContains(t, err, "not")
+}
+
+// The shared server is the binary Binary names ($REDIS_SERVER's, when set): the version the
+// binary prints is the one the server reports. Valkey reports its own version as
+// valkey_version, and as redis_version the Redis version it is compatible with.
+func TestSingleRunsTheChosenBinary(t *testing.T) {
+	t.Parallel()
+	bin, err := Binary()
+	require.NoError(t, err)
+	out, err := exec.Command(bin, "--version").Output()
+	require.NoError(t, err)
+	m := regexp.MustCompile(`\bv=(\S+)`).FindSubmatch(out)
+	require.NotNil(t, m, "%s --version printed %q", bin, out)
+
+	info, err := Single(t).Client(t).InfoMap(context.Background(), "server").Result()
+	require.NoError(t, err)
+	got, ok := info["Server"]["valkey_version"]
+	if !ok {
+		got = info["Server"]["redis_version"]
+	}
+	require.Equal(t, string(m[1]), got, "the version %s prints, and the one the shared server reports", bin)
+	t.Logf("%s: %s", bin, strings.TrimSpace(string(out)))
 }
