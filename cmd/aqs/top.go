@@ -533,9 +533,9 @@ func printTop(w io.Writer, addr string, v *topView) {
 		time.UnixMilli(v.ServerTimeMS).UTC().Format("15:04:05.000Z"), v.Names, len(v.Clients)+v.MoreClients, stale)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tHELD\tHOLDERS\tQUEUE\tOLDEST WAIT\tLEASE LEFT\t")
+	fmt.Fprintln(tw, "NAME\tKIND\tHELD\tHOLDERS\tQUEUE\tOLDEST WAIT\tLEASE LEFT")
 	for _, r := range v.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", nameText(r.Name), r.Kind, heldText(r), holdersText(r),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", nameText(r.Name), r.Kind, heldText(r), holdersText(r),
 			r.Queue, optMS(r.OldestWaitMS, "≥"), optMS(r.LeaseLeftMS, ""))
 	}
 	tw.Flush()
@@ -546,7 +546,7 @@ func printTop(w io.Writer, addr string, v *topView) {
 		return
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(tw, "CLIENT\tHOLDS\tWAITS\tLAST SEEN\tSTATUS\t")
+	fmt.Fprintln(tw, "CLIENT\tHOLDS\tWAITS\tLAST SEEN\tSTATUS")
 	for _, c := range v.Clients {
 		status := "live"
 		switch {
@@ -559,7 +559,7 @@ func printTop(w io.Writer, addr string, v *topView) {
 		if c.LastSeenMS != nil {
 			seen = ageText(*c.LastSeenMS) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t\n", c.Client, c.Holds, c.Waits, seen, status)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", c.Client, c.Holds, c.Waits, seen, status)
 	}
 	tw.Flush()
 	if v.MoreClients > 0 {
