@@ -389,6 +389,9 @@ func testTopScenario(t *testing.T, rdb redis.UniversalClient, addr string, maste
 		assert.False(t, x.Stale, "a live Client: %+v", x)
 		if assert.NotNil(t, x.LastSeenMS) {
 			assert.GreaterOrEqual(t, *x.LastSeenMS, int64(0))
+			if x.Holds == 0 { // derived from its waiters' deadlines alone
+				assert.LessOrEqual(t, *x.LastSeenMS, core.DefaultWaiterTimeout.Milliseconds())
+			}
 		}
 	}
 	assert.Equal(t, holder, v.Clients[0].Client, "the Client with the most holds and waits comes first")
@@ -684,5 +687,46 @@ func TestTopScanTakesThePrefixLiterally(t *testing.T) {
 		names, err := scanNames(t.Context(), rdb, p)
 		require.NoError(t, err)
 		assert.Equal(t, []string{name}, names, "prefix %q", p)
+	}
+}
+
+// A waiter whose process was killed (SIGKILL: an aqs run waiting for the name) shows as stale
+// once it missed two heartbeats, while the queue still lists it, and the Client that holds
+// does not.
+func TestTopMarksAKilledWaiterStaleBeforeTheQueueDropsIt(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Single(t)
+	rdb := srv.Client(t)
+	prefix := topPrefix(t, rdb)
+	holder := newTopClient(t, rdb, prefix)
+	l, err := fair.New(holder, "busy")
+	require.NoError(t, err)
+	_, err = l.Lock(t.Context())
+	require.NoError(t, err)
+	// aqs run waits with the default waiter timeout: a heartbeat every third of it.
+	_, cmd := startAqs(t, "run", "--redis", srv.Addr(), "--prefix", prefix, "busy", "--", "true")
+	awaitQueue(t, rdb, prefix, "busy", 1)
+	v := topJSON(t, srv.Addr(), prefix)
+	head := findRow(t, v, "busy").Head
+	require.NotNil(t, head)
+	waiter := topClient{}
+	for _, c := range v.Clients {
+		if c.Client == head.Client {
+			waiter = c
+		}
+	}
+	assert.Equal(t, 1, waiter.Waits)
+	assert.False(t, waiter.Stale, "%+v", waiter)
+
+	require.NoError(t, cmd.Process.Kill())
+	var last *topView
+	require.Eventually(t, func() bool {
+		last = topJSON(t, srv.Addr(), prefix)
+		return len(last.Clients) == 2 && last.Clients[0].Client == head.Client && last.Clients[0].Stale
+	}, 2*core.DefaultWaiterTimeout, 50*time.Millisecond, "the killed waiter never showed as stale")
+	assert.Equal(t, 1, findRow(t, last, "busy").Queue, "stale while still queued")
+	assert.False(t, findClient(t, last, holder).Stale)
+	if seen := last.Clients[0].LastSeenMS; assert.NotNil(t, seen) {
+		assert.Greater(t, *seen, (2 * core.DefaultWaiterTimeout / 3).Milliseconds())
 	}
 }
