@@ -715,3 +715,24 @@ func TestTopMarksAKilledWaiterStaleBeforeTheQueueDropsIt(t *testing.T) {
 		assert.Greater(t, *seen, (2 * core.DefaultWaiterTimeout / 3).Milliseconds())
 	}
 }
+
+// A key at a name that no aqs primitive would write is listed with kind "?" and the reason; a
+// name with only a call's own record (no primitive's key) is not listed.
+func TestTopListsAForeignKeyAndSkipsANameWithNothingAtIt(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Single(t)
+	rdb := srv.Client(t)
+	prefix := topPrefix(t, rdb)
+	require.NoError(t, rdb.Set(t.Context(), prefix+":{junk}", "hello", time.Minute).Err())
+	require.NoError(t, rdb.Set(t.Context(), prefix+":{gone}:x:call", "1", time.Minute).Err())
+	v := topJSON(t, srv.Addr(), prefix)
+	assert.Equal(t, 1, v.Names)
+	require.Len(t, v.Rows, 1)
+	r := v.Rows[0]
+	assert.Equal(t, "junk", r.Name)
+	assert.Equal(t, "?", r.Kind)
+	assert.Contains(t, r.Error, "not an aqs primitive")
+	code, stdout, _ := aqsRun(t.Context(), nil, "top", "--redis", srv.Addr(), "--prefix", prefix, "--once")
+	assert.Equal(t, 0, code)
+	assert.Regexp(t, `(?m)^junk +\? +- +- +0 +- +-$`, stdout)
+}
