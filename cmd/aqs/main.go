@@ -11,6 +11,7 @@
 //	        multi-lock, then a Condition of the fair lock), leader (leader election, the
 //	        leader killed)
 //	inspect show what is at a name: aqs inspect NAME [--json]
+//	top     a live view of every name under the prefix: aqs top [--once [--json]]
 //	unlock  force the release of a name: aqs unlock --force NAME [--yes]
 //	run     run a command while holding a name: aqs run [flags] NAME -- command args...
 //
@@ -18,7 +19,7 @@
 // rediss:// or unix:// URL), else at $REDIS_URL. With neither, demo starts a throwaway
 // redis-server from PATH (or the binary $REDIS_SERVER names, valkey-server for one) on a free
 // loopback port and stops it when it exits.
-// inspect, unlock and run start none: they use an existing Redis, and also take a Redis
+// inspect, top, unlock and run start none: they use an existing Redis, and also take a Redis
 // Cluster (any node, or host:port,host:port,...) or Sentinel (redis://...?master_name=NAME).
 //
 // Exit status: 0 on success, 1 on failure, 2 on a usage error, 130 when interrupted. aqs run
@@ -34,6 +35,7 @@
 //	aqs demo                                   # about 15s, on a throwaway redis-server
 //	aqs demo --redis localhost:6379 --scenario pool --permits 5
 //	aqs inspect --redis localhost:6379 orders  # holders, leases, tokens, queue, permits
+//	aqs top --redis localhost:6379             # every name, longest queues first; Ctrl-C ends it
 //	aqs unlock --force --yes --redis localhost:6379 orders
 //	aqs run --redis localhost:6379 nightly-report -- ./report.sh --since yesterday
 //
@@ -41,16 +43,19 @@
 // ends with a table of its checks: every ticket sold once and buyers served in arrival order,
 // no torn read of the configuration, at most K jobs at once while a worker is killed with
 // SIGKILL mid-job and its permit comes back when its lease ends, and never two leaders while
-// the leader is killed and a standby takes over. inspect only reads, in one
-// atomic snapshot timed by the server's clock; --json prints it for scripts, in the shape
-// aqs inspect -h describes. unlock --force releases whatever holds the name and lets its
-// waiters in, after asking unless --yes is given; the former holders learn it at their next
-// renewal. Both fail with a clear message on a wrong address, an empty name, or a key that no
-// aqs primitive would write. run holds the fair lock NAME (or, with --permits K, one of K
-// permits of the leased semaphore NAME; with --elect, the leadership of the election NAME)
-// while its command runs, gives the command the hold's fencing token in $AQS_FENCING_TOKEN,
-// and stops the command before another holder can start should the hold be lost. Run
-// aqs <command> -h for every flag.
+// the leader is killed and a standby takes over. inspect only reads, in one atomic snapshot
+// timed by the server's clock; --json prints it for scripts, in the shape aqs inspect -h
+// describes. unlock --force releases whatever holds the name and lets its waiters in, after
+// asking unless --yes is given; the former holders learn it at their next renewal. Both fail
+// with a clear message on a wrong address, an empty name, or a key that no aqs primitive would
+// write. top finds every name under the prefix with SCAN (never KEYS) and shows them as inspect
+// reads them, longest queues first, with the Clients that hold or wait and how long ago each
+// last renewed or heartbeat, those that stopped marked stale; it refreshes every second until
+// Ctrl-C, or prints once with --once (--json for scripts). run holds the fair lock NAME (or,
+// with --permits K, one of K permits of the leased semaphore NAME; with --elect, the
+// leadership of the election NAME) while its command runs, gives the command the hold's
+// fencing token in $AQS_FENCING_TOKEN, and stops the command before another holder can start
+// should the hold be lost. Run aqs <command> -h for every flag.
 package main
 
 import (
@@ -95,6 +100,7 @@ type command struct {
 var commands = []command{
 	{name: "demo", summary: "run ticket sales, a shared config, a worker pool and inventory reservation across processes", run: runDemo},
 	{name: "inspect", summary: "show what is at a name: holders, leases, tokens, queue, permits", run: runInspect},
+	{name: "top", summary: "a live view of every name: kinds, holders, queues, leases, Clients gone stale", run: runTop},
 	{name: "unlock", summary: "force the release of a name whoever holds it (--force), waking its waiters", run: runUnlock},
 	{name: "run", summary: "run a command while holding a name: a fair lock, a permit (--permits), a leadership (--elect)", run: runRun,
 		ownSignals: true, usageStatus: exitRunFailed},
