@@ -470,7 +470,7 @@ type primFigures struct {
 	served   bool
 	errs     map[string]int
 	overlaps int
-	late     int           // calls that returned later than their deadline and the slack
+	late     []call        // calls that returned later than their deadline and the slack
 	syncMax  time.Duration // the longest call refused for want of acknowledgement
 	acquired int
 }
@@ -484,7 +484,7 @@ func (r *serveRun) primFigures(prim string) primFigures {
 			continue
 		}
 		if c.end.Sub(c.start) > serveDeadline+serveSlack && (c.acq.IsZero() || c.acq.Sub(c.start) > serveDeadline+serveSlack) {
-			f.late++
+			f.late = append(f.late, c)
 		}
 		if c.acq.IsZero() {
 			if !c.end.Before(r.failedAt) {
@@ -629,7 +629,12 @@ func (r *serveRun) check(t *testing.T) {
 	assert.Empty(t, unordered, "election: observers received a token not greater than the one before")
 	for _, p := range allPrims {
 		f := r.primFigures(p)
-		assert.Zero(t, f.late, "%s: calls that returned after their deadline", p)
+		if !assert.Empty(t, f.late, "%s: calls that returned after their deadline", p) {
+			for _, c := range f.late {
+				t.Logf("%s: %s started %v after the promotion, returned %v later: %s %s", p, c.worker,
+					c.start.Sub(r.promoted).Round(time.Millisecond), c.end.Sub(c.start).Round(time.Millisecond), c.class, c.detail)
+			}
+		}
 		if r.policy {
 			assert.LessOrEqual(t, f.syncMax, serveRefused, "%s: a call refused for want of acknowledgement", p)
 		}
