@@ -25,6 +25,11 @@ const MaxValue = 64 << 10
 // fair lock of its name, with the same local hand-off.
 const rideWindow = 2 * time.Millisecond
 
+// giveBackGrace is how long a failed campaign whose context ended waits for the lock's
+// release before it returns and leaves the release to the background (the acquire engine's
+// grace for its own clean-ups).
+const giveBackGrace = 25 * time.Millisecond
+
 // Option configures an Election at New; this package's With functions make them. A zero
 // Option is an invalid argument.
 type Option struct{ s *core.Setting }
@@ -104,7 +109,9 @@ func (e *Election) Keys() []string { return append(e.x.Keys()[:3:3], e.keys[1]) 
 //
 // On failure Campaign returns context.Cause(ctx), or the Redis error, and leaves nothing
 // behind: the candidate leaves the queue, and a leadership handed to it in that instant
-// passes on. A ctx that leads this election already fails with aqs.ErrInvalidArgument, as
+// passes on. It returns by ctx's end whatever the servers do: a lock granted to it that Redis
+// cannot take back by then (a failover) is given back in the background, as the fair lock's
+// calls do. A ctx that leads this election already fails with aqs.ErrInvalidArgument, as
 // does a value longer than MaxValue. After Client.Close it fails with aqs.ErrClosed.
 func (e *Election) Campaign(ctx context.Context, value string) (context.Context, error) {
 	if err := e.rt.Check(); err != nil {
@@ -142,14 +149,41 @@ func (e *Election) Campaign(ctx context.Context, value string) (context.Context,
 		err = fmt.Errorf("election: campaign %q: fewer replicas than required acknowledged the leader's record: %w", e.name, aqs.ErrReplicaSync)
 	}
 	if err != nil {
-		// The lock goes to the next candidate; a record this hold may have written names a
-		// holder that no longer holds, which every reader takes for no leader.
-		if uerr := e.x.Unlock(held); uerr != nil && !errors.Is(uerr, aqs.ErrNotOwner) {
-			e.rt.Logger().Warn("aqs: election: giving back a failed campaign", "name", e.name, "err", uerr)
-		}
+		e.giveBack(ctx, held)
 		return nil, err
 	}
 	return &leading{Context: held, h: h}, nil
+}
+
+// giveBack releases the lock of a failed campaign: the lock goes to the next candidate, and a
+// record this hold may have written names a holder that no longer holds, which every reader
+// takes for no leader. The release is waited for until ctx ends, and giveBackGrace more;
+// beyond, it goes on in the background (the Client counts the campaign in Deferred), so that
+// Campaign returns by its deadline when Redis cannot be reached.
+func (e *Election) giveBack(ctx context.Context, held context.Context) {
+	done := make(chan struct{})
+	release := func(context.Context) {
+		defer close(done)
+		if err := e.x.Unlock(held); err != nil && !errors.Is(err, aqs.ErrNotOwner) {
+			e.rt.Logger().Warn("aqs: election: giving back a failed campaign", "name", e.name, "err", err)
+		}
+	}
+	if !e.rt.Go(release) {
+		release(nil) // the Client is closed: the release fails at once
+		return
+	}
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(giveBackGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		e.rt.Defer()
+	}
 }
 
 // leading is a leading context: the lock's held context, whose Err also ends the hold at once

@@ -16,7 +16,10 @@ import (
 // observeIdle is how long an observer's subscription may stay silent before the observer
 // pings it, and then how long the ping may go unanswered before the observer takes the
 // connection for dead and subscribes again on a new one: a connection cut without a reset (a
-// network partition, a stopped server) is noticed within twice this.
+// network partition, a stopped server) is noticed within twice this. With each ping the
+// observer also checks that the server its Client's calls go to knows its subscription (see
+// listen): a failover that left the subscription on the old master, running still, is noticed
+// within this.
 const observeIdle = 3 * time.Second
 
 // Observe returns a channel that receives the election's leaders as they change: the current
@@ -27,9 +30,11 @@ const observeIdle = 3 * time.Second
 //
 // Changes come from a subscription: Redis publishes each one and nobody polls. Observe keeps
 // one connection of its own for it. When the subscription breaks (a connection cut, a
-// failover), Observe subscribes again and reads the current leader, so that a leader that
-// began meanwhile is reported; what changed in between and was replaced is not. Redis errors
-// are retried until ctx is done. The channel is closed when ctx is done or the Client is
+// failover), or is found on another server than the one the Client's calls go to (a
+// controlled failover leaves the old master running, its connections open), Observe
+// subscribes again and reads the current leader, so that a leader that began meanwhile is
+// reported; what changed in between and was replaced is not. Redis errors are retried until
+// ctx is done. The channel is closed when ctx is done or the Client is
 // closed, and Observe leaves nothing running after that.
 func (e *Election) Observe(ctx context.Context) <-chan Leadership {
 	out := make(chan Leadership, 1)
@@ -38,7 +43,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leadership {
 		defer cancel()
 		stop := context.AfterFunc(rctx, cancel)
 		defer stop()
-		o := observer{e: e, out: out}
+		o := observer{e: e, out: out, mark: e.keys[1] + ":o:" + e.rt.NewHoldID()}
 		o.run(ctx)
 		close(out)
 	}) {
@@ -49,8 +54,11 @@ func (e *Election) Observe(ctx context.Context) <-chan Leadership {
 
 // observer is one Observe's state: the last change it delivered, and what its receiver has.
 type observer struct {
-	e    *Election
-	out  chan Leadership
+	e   *Election
+	out chan Leadership
+	// mark is a channel of this observer's own, in the slot of the election's channel, which
+	// nobody publishes on: the server that counts a subscriber of it has the subscription.
+	mark string
 	last Leadership
 	rev  int64 // the last change's revision of the record (see elect_lead.lua)
 	seen bool
@@ -83,9 +91,9 @@ func (o *observer) listen(ctx context.Context) (confirmed bool) {
 	channel := e.keys[1]
 	var ps *redis.PubSub
 	if e.rt.Sharded {
-		ps = e.rt.Redis.SSubscribe(ctx, channel)
+		ps = e.rt.Redis.SSubscribe(ctx, channel, o.mark)
 	} else {
-		ps = e.rt.Redis.Subscribe(ctx, channel)
+		ps = e.rt.Redis.Subscribe(ctx, channel, o.mark)
 	}
 	// ReceiveTimeout does not watch its context: closing the PubSub is what ends a receive.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
@@ -108,6 +116,14 @@ func (o *observer) listen(ctx context.Context) (confirmed bool) {
 				}
 				pinged = true
 				_ = ps.Ping(ctx)
+				if confirmed && !o.known(ctx) {
+					// The subscription is on another server than the one the Client's calls
+					// go to, where the changes are published: after a controlled failover,
+					// go-redis moves its command connections to the new master, not this
+					// one, and the old master, running still, answers the ping. A new
+					// connection goes to the current master.
+					return confirmed
+				}
 			case errors.As(err, new(redis.Error)):
 				// Redis refused the subscription (NOPERM, LOADING, MOVED to another node): the
 				// connection works but subscribes to nothing, and go-redis does not subscribe
@@ -133,9 +149,11 @@ func (o *observer) listen(ctx context.Context) (confirmed bool) {
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
 				// Confirmed, the first time or again after a reconnection: what was published
-				// while not subscribed is read instead.
+				// while not subscribed is read instead (once, with the election's channel).
 				confirmed = true
-				o.catchUp(ctx)
+				if m.Channel == channel {
+					o.catchUp(ctx)
+				}
 			default:
 				// Unsubscribed by the server (Redis Cluster moved the channel's slot): a new
 				// subscription finds the slot's owner.
@@ -143,12 +161,37 @@ func (o *observer) listen(ctx context.Context) (confirmed bool) {
 				return confirmed
 			}
 		case *redis.Message:
-			if l, rev, ok := parseChange(m.Payload); ok {
+			if l, rev, ok := parseChange(m.Payload); ok && m.Channel == channel {
 				o.deliver(l, rev)
 			}
 		}
 	}
 	return confirmed
+}
+
+// known reports whether the server that the Client's calls to the election's slot go to has
+// this observer's subscription: whether it counts a subscriber of o.mark. A question that
+// fails tells nothing, and is taken for yes: a failure of the server is the subscription's
+// own concern (see listen).
+func (o *observer) known(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, observeIdle)
+	defer cancel()
+	var counts map[string]int64
+	var err error
+	if cc, ok := o.e.rt.Redis.(*redis.ClusterClient); ok {
+		node, nerr := cc.MasterForKey(ctx, o.mark)
+		if nerr != nil {
+			return true
+		}
+		counts, err = node.PubSubShardNumSub(ctx, o.mark).Result()
+	} else {
+		counts, err = o.e.rt.Redis.PubSubNumSub(ctx, o.mark).Result()
+	}
+	if err != nil {
+		return true
+	}
+	n, ok := counts[o.mark]
+	return !ok || n > 0
 }
 
 // reloadSlots has go-redis reload its Redis Cluster slot map, which a moved slot left stale:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/election"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/latch"
@@ -24,7 +25,8 @@ import (
 // The child of TestEveryPrimitiveServesAgainAfterAFailover, in roleServe (see
 // redistest.RegisterRole): one process of the load, with a Client of its own, whose workers
 // use every primitive until the parent sends a line, and print one line per call (see
-// call.line) between a first "READY" and a last "END".
+// call.line), and one per leader its election observer received (see observation.line),
+// between a first "READY" and a last "END".
 
 // roleServe is the role of a process of the load.
 var roleServe = redistest.RegisterRole("serve", serveChild)
@@ -54,6 +56,7 @@ const (
 	pLeased    = "leased"
 	pLatch     = "latch"
 	pCond      = "condition"
+	pElection  = "election"
 )
 
 // Error classes of a failed call.
@@ -65,19 +68,22 @@ const (
 )
 
 // call is one call of a worker: start, the acquisition (zero when it failed), and its end:
-// the start of the release, or the moment the holder learned of a loss, or the failure.
+// the start of the release, or the moment the holder learned of a loss, or the failure. For
+// the election, the acquisition is Campaign's return, and the end that of the leadership: the
+// start of Resign, or the moment the leading context ended with aqs.ErrLockLost.
 type call struct {
 	prim, worker string
 	start, acq   time.Time
 	end          time.Time
 	lost         bool   // the held context ended with aqs.ErrLockLost before the release
 	class        string // a failed call's error class
+	value        string // a campaign's value, unique to the call; "" for the other primitives
 	detail       string
 }
 
-// line is the call as the child prints it: "C prim worker start acq end class detail", times
-// in Unix nanoseconds (the processes share the machine's clock), acq 0 for a failure, class
-// "ok" or "lost" for an acquisition.
+// line is the call as the child prints it: "C prim worker start acq end class value detail",
+// times in Unix nanoseconds (the processes share the machine's clock), acq 0 for a failure,
+// class "ok" or "lost" for an acquisition, value "-" when there is none.
 func (c call) line() string {
 	acq := int64(0)
 	if !c.acq.IsZero() {
@@ -90,8 +96,24 @@ func (c call) line() string {
 			class = "lost"
 		}
 	}
-	return fmt.Sprintf("C %s %s %d %d %d %s %s", c.prim, c.worker, c.start.UnixNano(), acq, c.end.UnixNano(),
-		class, strings.ReplaceAll(c.detail, "\n", " "))
+	value := c.value
+	if value == "" {
+		value = "-"
+	}
+	return fmt.Sprintf("C %s %s %d %d %d %s %s %s", c.prim, c.worker, c.start.UnixNano(), acq, c.end.UnixNano(),
+		class, value, strings.ReplaceAll(c.detail, "\n", " "))
+}
+
+// observation is a leader an election observer received, and when.
+type observation struct {
+	at    time.Time
+	token int64
+	value string
+}
+
+// line is the observation as the child prints it: "O at token value", at in Unix nanoseconds.
+func (o observation) line() string {
+	return fmt.Sprintf("O %d %d %s", o.at.UnixNano(), o.token, o.value)
 }
 
 func classOf(err error) string {
@@ -153,11 +175,30 @@ func serveChild(env *redistest.ChildEnv, p serveParams) error {
 	if err != nil {
 		return err
 	}
+	// The election's observer, for the whole load: it must follow the new master.
+	el, err := election.New(c, p.Names[pElection])
+	if err != nil {
+		return err
+	}
+	octx, ocancel := context.WithCancel(context.Background())
+	observed := el.Observe(octx)
+	observing := make(chan struct{})
+	go func() {
+		defer close(observing)
+		for l := range observed {
+			o := observation{at: time.Now(), token: l.Token, value: l.Value}
+			outMu.Lock()
+			fmt.Fprintln(out, o.line())
+			outMu.Unlock()
+		}
+	}()
 	outMu.Lock()
 	fmt.Fprintln(out, "READY") // the load starts
 	_ = out.Flush()
 	outMu.Unlock()
 	w.run(stop)
+	ocancel()
+	<-observing // Observe closes its channel once its subscription is gone
 	_ = c.Close()
 	_ = rdb.Close()
 	outMu.Lock()
@@ -207,6 +248,10 @@ func newWorkers(c *aqs.Client, names map[string]string, id string, report func(c
 	if err != nil {
 		return nil, err
 	}
+	el, err := election.New(c, names[pElection])
+	if err != nil {
+		return nil, err
+	}
 	// A Lock value per call, as a service builds them per request, for the exclusive locks.
 	for i := range 3 {
 		w.loop(pReentrant, i, func(ctx context.Context) (context.Context, func() error, error) {
@@ -243,6 +288,16 @@ func newWorkers(c *aqs.Client, names map[string]string, id string, report func(c
 			return held, func() error { return rw.RUnlock(held) }, err
 		})
 	}
+	// Candidates: each campaign with a value of its own, lead for holdFor, resign.
+	for i := range 2 {
+		seq := 0
+		w.loopCall(pElection, i, func(ctx context.Context, c *call) (context.Context, func() error, error) {
+			seq++
+			c.value = fmt.Sprintf("%s-%d", c.worker, seq)
+			leading, err := el.Campaign(ctx, c.value)
+			return leading, func() error { return el.Resign(leading) }, err
+		})
+	}
 	w.latch(c, names[pLatch])
 	w.condition(cl, cv)
 	return w, nil
@@ -251,6 +306,11 @@ func newWorkers(c *aqs.Client, names map[string]string, id string, report func(c
 // loop adds a worker that takes and releases with take until stopped: one call each time,
 // with the load's deadline, holding for holdFor.
 func (w *workers) loop(prim string, i int, take func(ctx context.Context) (held context.Context, release func() error, err error)) {
+	w.loopCall(prim, i, func(ctx context.Context, _ *call) (context.Context, func() error, error) { return take(ctx) })
+}
+
+// loopCall is loop with a take that sees the call it makes, to set its value.
+func (w *workers) loopCall(prim string, i int, take func(ctx context.Context, c *call) (held context.Context, release func() error, err error)) {
 	worker := fmt.Sprintf("%s.%d", w.id, i)
 	w.jobs = append(w.jobs, func(stop <-chan struct{}) {
 		for {
@@ -261,7 +321,7 @@ func (w *workers) loop(prim string, i int, take func(ctx context.Context) (held 
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), serveDeadline)
 			c := call{prim: prim, worker: worker, start: time.Now()}
-			held, release, err := take(ctx)
+			held, release, err := take(ctx, &c)
 			cancel()
 			if err != nil {
 				c.end, c.class, c.detail = time.Now(), classOf(err), err.Error()
@@ -273,7 +333,9 @@ func (w *workers) loop(prim string, i int, take func(ctx context.Context) (held 
 			var lostAt time.Time
 			var lostMu sync.Mutex
 			if held != nil {
+				watched := make(chan struct{})
 				stopWatch := context.AfterFunc(held, func() {
+					defer close(watched)
 					if errors.Is(context.Cause(held), aqs.ErrLockLost) {
 						lostMu.Lock()
 						lostAt = time.Now()
@@ -281,7 +343,13 @@ func (w *workers) loop(prim string, i int, take func(ctx context.Context) (held 
 					}
 				})
 				time.Sleep(holdFor())
-				stopWatch()
+				// The holder looks at its hold before its work's end, as before any act under
+				// it: a lease no longer trusted ends the held context now (an election's
+				// leading context tells it before the watchdog runs).
+				_ = held.Err()
+				if !stopWatch() {
+					<-watched // it ran, or is running: its moment is the loss's
+				}
 			} else {
 				time.Sleep(holdFor())
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redaqs/aqs/election"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/reentrant"
@@ -34,9 +35,11 @@ import (
 // A run starts a Redis deployment of one kind and serveChildren processes,
 // each with its own Client, whose workers use every primitive on one name each (see
 // serve_child_test.go): reentrant and fair locks, both sides of a read-write lock, counting
-// and leased semaphores of servePermits permits, latches, and a fair lock's Condition, with a
-// watchdog timeout of serveWatchdog and a deadline of serveDeadline on every call, with or
-// without the replica-sync policy. After serveBefore of load the master is lost, and the load
+// and leased semaphores of servePermits permits, latches, a fair lock's Condition, and an
+// election, whose candidates campaign, lead briefly and resign, with a watchdog timeout of
+// serveWatchdog and a deadline of serveDeadline on every call (an election's campaign), with
+// or without the replica-sync policy. Each child also observes the election for the whole
+// run (Observe). After serveBefore of load the master is lost, and the load
 // goes on for serveAfter past the promotion (past the moment replicas can acknowledge again,
 // with the policy); then the children stop, each releasing what it holds.
 //
@@ -47,15 +50,30 @@ import (
 //     (serveWatchdog) and serveSlack;
 //   - every call returns by its deadline, give or take serveSlack, whatever the servers do;
 //   - with the policy, nothing overlaps (two holders of a lock, a writer beside anyone, more
-//     permits held than the semaphore has), and a call refused for want of acknowledgement is
-//     refused within about two replica-sync timeouts (it does not wait for its deadline);
-//   - afterwards nothing is held or queued, live, in Redis.
+//     permits held than the semaphore has, two leaders), and a call refused for want of
+//     acknowledgement is refused within about two replica-sync timeouts (it does not wait for
+//     its deadline);
+//   - afterwards nothing is held or queued, live, in Redis (nor does the election have a
+//     leader, or a leader record that does not expire).
+//
+// A leader's leadership lasts from its Campaign's return to its Resign, or to the moment its
+// leading context ended with aqs.ErrLockLost (each leader checks the context's Err before it
+// resigns, as before any act of leadership). Without the policy, a failover that loses the
+// leader's hold lets the next candidate lead while the former leader's context is still live,
+// until its renewal finds the hold gone: those overlaps are allowed, as for the locks, and only
+// the fencing token tells the two leaders apart. The election is also checked for its
+// observers: every child's observer received a leader whose Campaign returned after the
+// promotion (its subscription followed the new master), and each received strictly greater
+// tokens, one leader after the other (nobody proclaims).
 //
 // A counting semaphore is checked for late calls and, with the policy after a master's death,
 // overlaps only (see check).
 //
 // It logs per primitive the time from the promotion to the first acquisition, the longest
-// call refused for want of acknowledgement, the errors by kind and the overlaps.
+// call refused for want of acknowledgement, the errors by kind and the overlaps, and how far
+// the election's observers lag: the time from the first Campaign that returned after the
+// promotion until every child's observer had received a leader that campaigned after the
+// promotion (a little below zero when they heard of that leader before its Campaign returned).
 // AQS_FAILOVER_RUNS=n repeats each case n times and logs p50 and max over the runs (make
 // failover); AQS_SERVE_DETAILS=1 logs the first of each distinct error after the failover.
 
@@ -74,7 +92,7 @@ const (
 	serveRefused = serveDeadline - 250*time.Millisecond
 )
 
-var allPrims = []string{pReentrant, pFair, pWrite, pRead, pCounting, pLeased, pLatch, pCond}
+var allPrims = []string{pReentrant, pFair, pWrite, pRead, pCounting, pLeased, pLatch, pCond, pElection}
 
 // deployment is one Redis deployment under test, with its failover.
 type deployment struct {
@@ -150,7 +168,7 @@ func failoverKinds() []failoverKind {
 // primNames names each primitive after base; with on, only names that on accepts.
 func primNames(base string, on func(string) bool) map[string]string {
 	names := map[string]string{}
-	for _, p := range []string{pReentrant, pFair, "rwlock", pCounting, pLeased, pLatch, pCond} {
+	for _, p := range []string{pReentrant, pFair, "rwlock", pCounting, pLeased, pLatch, pCond, pElection} {
 		for i := 0; ; i++ {
 			n := base + "-" + p + "-" + strconv.Itoa(i)
 			if on == nil || on(n) {
@@ -205,20 +223,23 @@ type serveRun struct {
 	split              bool // see failoverKind.split
 	failedAt, promoted time.Time
 	acks               time.Time // with the policy: when a replica could acknowledge again
+	children           []string  // the children's labels
 	calls              []call
-	left               []string // what was found held or queued afterwards
+	observed           map[string][]observation // by child: what its election observer received
+	left               []string                 // what was found held or queued afterwards
 }
 
 func runServe(t *testing.T, k failoverKind, policy bool) *serveRun {
 	ctx := context.Background()
 	d := k.start(t)
-	r := &serveRun{policy: policy, split: k.split}
+	r := &serveRun{policy: policy, split: k.split, observed: map[string][]observation{}}
 	setPermits(t, d)
 
 	var children []*redistest.Child
 	for i := range serveChildren {
 		children = append(children, roleServe.Start(t, "load "+strconv.Itoa(i), d.target,
 			serveParams{ID: strconv.Itoa(i), Names: d.names, Sync: policy}))
+		r.children = append(r.children, children[i].Label())
 	}
 	lines := redistest.Merge(children...)
 	var mu sync.Mutex // r.calls, until read is closed
@@ -236,6 +257,17 @@ func runServe(t *testing.T, k failoverKind, policy bool) *serveRun {
 				continue
 			case "END": // a child's last line
 				ended++
+				continue
+			}
+			if strings.HasPrefix(l.Text, "O ") {
+				o, err := parseObservation(l.Text)
+				if err != nil {
+					t.Errorf("%s: %v", l.Child.Label(), err)
+					continue
+				}
+				mu.Lock()
+				r.observed[l.Child.Label()] = append(r.observed[l.Child.Label()], o)
+				mu.Unlock()
 				continue
 			}
 			c, err := parseCall(l.Text)
@@ -323,7 +355,7 @@ func leftBehind(t *testing.T, ctx context.Context, d *deployment) []string {
 				left = append(left, what)
 			}
 		}
-		for _, p := range []string{pReentrant, pFair, pCond} {
+		for _, p := range []string{pReentrant, pFair, pCond, pElection} {
 			var locked bool
 			var err error
 			if p == pReentrant {
@@ -332,12 +364,23 @@ func leftBehind(t *testing.T, ctx context.Context, d *deployment) []string {
 					locked, err = l.IsLocked(ctx)
 				}
 			} else {
+				// The election's candidates queue on the fair lock of its name.
 				var l *fair.Lock
 				if l, err = fair.New(c, d.names[p]); err == nil {
 					locked, err = l.IsLocked(ctx)
 				}
 			}
 			note(cond(locked, p+" locked"), err)
+		}
+		if e, err := election.New(c, d.names[pElection]); err == nil {
+			l, ok, err := e.Leader(ctx)
+			note(cond(ok, fmt.Sprintf("election: %+v leads", l)), err)
+			// The leader record outlives the last leadership until its lease's expiry.
+			record := e.Keys()[len(e.Keys())-1]
+			ttl, err := d.rdb.PTTL(ctx, record).Result()
+			note(cond(ttl == -1, "election: the leader record "+record+" does not expire"), err)
+		} else {
+			note("", err)
 		}
 		if rw, err := rwlock.New(c, d.names["rwlock"]); err == nil {
 			in, err := rw.Info(ctx)
@@ -383,8 +426,8 @@ func cond(b bool, s string) string {
 }
 
 func parseCall(s string) (call, error) {
-	f := strings.SplitN(s, " ", 8)
-	if len(f) < 7 || f[0] != "C" {
+	f := strings.SplitN(s, " ", 9)
+	if len(f) < 8 || f[0] != "C" {
 		return call{}, fmt.Errorf("unexpected line %q", s)
 	}
 	var ns [3]int64
@@ -400,10 +443,26 @@ func parseCall(s string) (call, error) {
 		c.acq = time.Unix(0, ns[1])
 	}
 	c.lost = c.class == "lost"
-	if len(f) == 8 {
-		c.detail = f[7]
+	if f[7] != "-" {
+		c.value = f[7]
+	}
+	if len(f) == 9 {
+		c.detail = f[8]
 	}
 	return c, nil
+}
+
+func parseObservation(s string) (observation, error) {
+	f := strings.SplitN(s, " ", 4)
+	if len(f) != 4 || f[0] != "O" {
+		return observation{}, fmt.Errorf("unexpected line %q", s)
+	}
+	at, err1 := strconv.ParseInt(f[1], 10, 64)
+	token, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return observation{}, fmt.Errorf("unexpected line %q", s)
+	}
+	return observation{at: time.Unix(0, at), token: token, value: f[3]}, nil
 }
 
 // primFigures are one primitive's in one run.
@@ -412,7 +471,7 @@ type primFigures struct {
 	served   bool
 	errs     map[string]int
 	overlaps int
-	late     int           // calls that returned later than their deadline and the slack
+	late     []call        // calls that returned later than their deadline and the slack
 	syncMax  time.Duration // the longest call refused for want of acknowledgement
 	acquired int
 }
@@ -426,7 +485,7 @@ func (r *serveRun) primFigures(prim string) primFigures {
 			continue
 		}
 		if c.end.Sub(c.start) > serveDeadline+serveSlack && (c.acq.IsZero() || c.acq.Sub(c.start) > serveDeadline+serveSlack) {
-			f.late++
+			f.late = append(f.late, c)
 		}
 		if c.acq.IsZero() {
 			if !c.end.Before(r.failedAt) {
@@ -518,10 +577,71 @@ func overlaps(prim string, held []call, all []call) int {
 	return n
 }
 
+// observers returns, per child, when its election observer first received a leader whose
+// Campaign returned after the promotion (the zero time when it never did), and the
+// observations that did not bring a strictly greater token than the one before.
+func (r *serveRun) observers() (followed map[string]time.Time, unordered []string) {
+	acquired := map[string]time.Time{} // a campaign's value: its Campaign's return
+	for _, c := range r.calls {
+		if c.prim == pElection && !c.acq.IsZero() {
+			acquired[c.value] = c.acq
+		}
+	}
+	followed = map[string]time.Time{}
+	for _, child := range r.children {
+		followed[child] = time.Time{}
+		var last int64
+		for i, o := range r.observed[child] {
+			if i > 0 && o.token <= last {
+				unordered = append(unordered, fmt.Sprintf("%s: token %d (%s) after %d", child, o.token, o.value, last))
+			}
+			last = o.token
+			if acq, ok := acquired[o.value]; ok && acq.After(r.promoted) && followed[child].IsZero() {
+				followed[child] = o.at
+			}
+		}
+	}
+	return followed, unordered
+}
+
+// observedAgain returns the time from the first Campaign that returned after the promotion
+// until the last child's observer received a leader that campaigned after the promotion;
+// false when one never did.
+func (r *serveRun) observedAgain() (time.Duration, bool) {
+	followed, _ := r.observers()
+	var last time.Time
+	for _, at := range followed {
+		if at.IsZero() {
+			return 0, false
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	var first time.Time
+	for _, c := range r.calls {
+		if c.prim == pElection && c.acq.After(r.promoted) && (first.IsZero() || c.acq.Before(first)) {
+			first = c.acq
+		}
+	}
+	return last.Sub(first), true
+}
+
 func (r *serveRun) check(t *testing.T) {
+	followed, unordered := r.observers()
+	for _, child := range r.children {
+		assert.False(t, followed[child].IsZero(),
+			"election: the observer of %s received no leader that campaigned after the promotion", child)
+	}
+	assert.Empty(t, unordered, "election: observers received a token not greater than the one before")
 	for _, p := range allPrims {
 		f := r.primFigures(p)
-		assert.Zero(t, f.late, "%s: calls that returned after their deadline", p)
+		if !assert.Empty(t, f.late, "%s: calls that returned after their deadline", p) {
+			for _, c := range f.late {
+				t.Logf("%s: %s started %v after the promotion, returned %v later: %s %s", p, c.worker,
+					c.start.Sub(r.promoted).Round(time.Millisecond), c.end.Sub(c.start).Round(time.Millisecond), c.class, c.detail)
+			}
+		}
 		if r.policy {
 			assert.LessOrEqual(t, f.syncMax, serveRefused, "%s: a call refused for want of acknowledgement", p)
 		}
@@ -577,6 +697,11 @@ func (r *serveRun) table() string {
 		fmt.Fprintf(&b, "%-14s %10s %9d %9d %12s %s\n", p, first, f.acquired, f.overlaps,
 			f.syncMax.Round(time.Millisecond), errsString(f.errs))
 	}
+	again := "never, by one of them"
+	if d, ok := r.observedAgain(); ok {
+		again = d.Round(time.Millisecond).String()
+	}
+	fmt.Fprintf(&b, "the election's observers lag the first leader after the promotion by %s\n", again)
 	if os.Getenv("AQS_SERVE_DETAILS") != "" {
 		seen := map[string]bool{}
 		for _, c := range r.calls {
@@ -641,5 +766,23 @@ func summary(runs []*serveRun) string {
 		}
 		fmt.Fprintf(&b, "%-14s %10s %10s %9d %s\n", p, p50, mx, ov, errsString(errs))
 	}
+	var agains []time.Duration
+	never := 0
+	for _, r := range runs {
+		if d, ok := r.observedAgain(); ok {
+			agains = append(agains, d)
+		} else {
+			never++
+		}
+	}
+	slices.Sort(agains)
+	if len(agains) > 0 {
+		fmt.Fprintf(&b, "the election's observers lag the first leader after the promotion by p50 %v, max %v",
+			agains[len(agains)/2].Round(time.Millisecond), agains[len(agains)-1].Round(time.Millisecond))
+	}
+	if never > 0 {
+		fmt.Fprintf(&b, " (never %d)", never)
+	}
+	b.WriteString("\n")
 	return b.String()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redaqs/aqs"
+	"github.com/redaqs/aqs/election"
 	"github.com/redaqs/aqs/fair"
 	"github.com/redaqs/aqs/internal/testkit/redistest"
 	"github.com/redaqs/aqs/multilock"
@@ -83,8 +84,8 @@ func TestReplicaSyncFailsOnAServerThatRefusesWait(t *testing.T) {
 	require.NoError(t, c.Close())
 }
 
-// Without replicas nothing is ever acknowledged: every kind of acquisition fails with a
-// *ReplicaSyncError saying 0 of 1, and is undone. On Redis Cluster this also shows that WAIT
+// Without replicas nothing is ever acknowledged: every kind of acquisition, and an election's
+// campaign, fails with a *ReplicaSyncError saying 0 of 1, and is undone. On Redis Cluster this also shows that WAIT
 // reaches the master of the key's slot (the shared cluster has no replicas).
 func TestReplicaSyncWithoutReplicasUndoesEveryAcquisition(t *testing.T) {
 	t.Parallel()
@@ -175,6 +176,21 @@ func TestReplicaSyncWithoutReplicasUndoesEveryAcquisition(t *testing.T) {
 			n, err = ls.Available(ctx)
 			require.NoError(t, err)
 			assert.Equal(t, 2, n, "leased permits not given back")
+
+			// An election: the campaign's hold is refused, so nobody leads, and nothing of the
+			// election is left in Redis, its leader record included.
+			el, err := election.New(c, name+"-e")
+			require.NoError(t, err)
+			_, err = el.Campaign(ctx, "unacknowledged")
+			unacked(t, err)
+			l, leads, err := el.Leader(ctx)
+			require.NoError(t, err)
+			assert.False(t, leads, "%+v leads", l)
+			for _, k := range el.Keys() {
+				n, err := topo.rdb(t).Exists(ctx, k).Result()
+				require.NoError(t, err)
+				assert.Zero(t, n, "election key %s left behind", k)
+			}
 		})
 	}
 }
@@ -295,6 +311,41 @@ func TestReplicaSyncWithAReplicaAcquiresAndConfirmsGrants(t *testing.T) {
 	p = <-granted
 	require.NotNil(t, p)
 	require.NoError(t, ls.Release(ctx, p))
+
+	// An election: a campaign's hold and its leader record are acknowledged, by a WAIT each,
+	// before Campaign returns, so the replica has the record then; so it has the record of a
+	// candidate that a resignation made leader.
+	el, err := election.New(c, name+"-e")
+	require.NoError(t, err)
+	replica := redis.NewClient(&redis.Options{Addr: g.ReplicaAddr()})
+	defer replica.Close()
+	record := el.Keys()[len(el.Keys())-1]
+	onReplica := func(value string) {
+		t.Helper()
+		v, err := replica.HGet(ctx, record, "v").Result()
+		require.NoError(t, err, "the leader record on the replica")
+		assert.Equal(t, value, v, "the leader's value on the replica")
+	}
+	before = waits()
+	lead, err := el.Campaign(ctx, "first")
+	require.NoError(t, err)
+	assert.Equal(t, before+2, waits(), "a WAIT for the hold, one for the record")
+	onReplica("first")
+	next := make(chan context.Context, 1)
+	go func() {
+		lead, err := el.Campaign(ctx, "second")
+		assert.NoError(t, err)
+		next <- lead
+	}()
+	require.Eventually(t, func() bool { return queued(t, g, el.Keys()[0]+":q") == 1 },
+		10*time.Second, 5*time.Millisecond, "the candidate never queued")
+	before = waits()
+	require.NoError(t, el.Resign(lead))
+	lead = <-next
+	require.NotNil(t, lead)
+	assert.GreaterOrEqual(t, waits(), before+2, "the granted candidate's hold and record each had a WAIT")
+	onReplica("second")
+	require.NoError(t, el.Resign(lead))
 
 	// The cost, logged for the README: uncontended Lock+Unlock of a reentrant lock with and
 	// without the policy, on loopback with a direct replication link.
