@@ -34,8 +34,9 @@ import (
 // roleCandidate is the role of a candidate process: one goroutine that campaigns, leads for
 // the job's time (a tick every leaderTick through the witness), and resigns.
 //
-// Events: "candidate <client id>" first; "lead <token>" when it leads; "resign <ticks>" as it
-// resigns; then "done".
+// Events: "candidate <client id>" first; "lead <token> <unix ns>" when it leads; "resign
+// <ticks> <unix ns>" as it resigns ("lost" or "refused <ticks>" when it stopped leading
+// otherwise); then "done".
 const roleCandidate = "candidate"
 
 const (
@@ -195,15 +196,16 @@ type leaderWatch struct {
 	lk      leaderKeys
 	clients map[string]*workerProc // by aqs Client id
 
-	leads      []leadRecord // in the order they led
-	queued     []string     // the standbys' Client ids, in the order they queued
-	killedAt   time.Time
-	victim     *workerProc
-	resignedAt time.Time
-	takeover   time.Duration // from the kill to the next lead
-	handOffs   []time.Duration
-	lost       int // leaderships that ended without Resign, but for the kill
-	observed   []election.Leadership
+	leads    []leadRecord // in the order they led
+	queued   []string     // the standbys' Client ids, in the order they queued
+	killedAt time.Time
+	victim   *workerProc
+	// The workers' clocks (unix ns; one host) at each lead and each resignation, in the order
+	// the lines were read: lines of two processes may be read out of their order.
+	leadTimes, resignTimes []int64
+	takeover               time.Duration // from the kill to the next lead
+	lost                   int           // leaderships that ended without Resign, but for the kill
+	observed               []election.Leadership
 }
 
 type leadRecord struct {
@@ -247,12 +249,14 @@ func (lw *leaderWatch) take(ctx context.Context, ev workerEvent) (start bool, er
 		return false, lw.f.exited(ev.p)
 	case w[0] == "candidate" && len(w) == 2:
 		lw.clients[w[1]] = ev.p
-	case w[0] == "lead" && len(w) == 2:
+	case w[0] == "lead" && len(w) == 3:
 		token, err := strconv.ParseInt(w[1], 10, 64)
 		if err != nil {
 			return false, fmt.Errorf("worker %s printed %q", ev.p, strings.Join(w, " "))
 		}
+		at, _ := strconv.ParseInt(w[2], 10, 64)
 		lw.leads = append(lw.leads, leadRecord{ev.p, token})
+		lw.leadTimes = append(lw.leadTimes, at)
 		switch {
 		case len(lw.leads) == 1:
 			lw.d.progress("%s leads (token %d)", ev.p, token)
@@ -264,10 +268,6 @@ func (lw *leaderWatch) take(ctx context.Context, ev workerEvent) (start bool, er
 		case !lw.killedAt.IsZero() && lw.takeover == 0:
 			lw.takeover = time.Since(lw.killedAt)
 			lw.d.progress("%s leads (token %d), %v after the kill", ev.p, token, lw.takeover.Round(time.Millisecond))
-		case !lw.resignedAt.IsZero():
-			h := time.Since(lw.resignedAt)
-			lw.handOffs = append(lw.handOffs, h)
-			lw.d.progress("%s leads (token %d), %v after the resignation", ev.p, token, h.Round(10*time.Microsecond))
 		default:
 			lw.d.progress("%s leads (token %d)", ev.p, token)
 		}
@@ -275,8 +275,9 @@ func (lw *leaderWatch) take(ctx context.Context, ev workerEvent) (start bool, er
 		lw.lost++
 		lw.d.progress("%s stopped leading after %s ticks: its leadership was %s", ev.p, w[1],
 			map[string]string{"lost": "lost (its lease no longer trusted)", "refused": "overtaken (a tick refused)"}[w[0]])
-	case w[0] == "resign" && len(w) == 2:
-		lw.resignedAt = time.Now()
+	case w[0] == "resign" && len(w) == 3:
+		at, _ := strconv.ParseInt(w[2], 10, 64)
+		lw.resignTimes = append(lw.resignTimes, at)
 		lw.d.progress("%s resigns after %s ticks", ev.p, w[1])
 	case w[0] == lineDone && len(w) == 1:
 		ev.p.done = true
@@ -394,8 +395,13 @@ func (lw *leaderWatch) verdict(ctx context.Context) ([]summaryRow, error) {
 	}
 	limit := 2*cfg.lease + 3*time.Second
 	var handOff time.Duration
-	if len(lw.handOffs) > 0 {
-		handOff = slices.Max(lw.handOffs)
+	// Every leader after the one that took over from the killed one followed a resignation.
+	var handOffs []time.Duration
+	for i := 2; i < len(lw.leadTimes) && i-2 < len(lw.resignTimes); i++ {
+		handOffs = append(handOffs, time.Duration(lw.leadTimes[i]-lw.resignTimes[i-2]))
+	}
+	if len(handOffs) > 0 {
+		handOff = slices.Max(handOffs)
 	}
 	return []summaryRow{
 		figureRow("leaders", "%d in turn: %s (the first killed, %s)", len(lw.leads), strings.Join(order, ", "), endings(lw.lost)),
@@ -408,7 +414,8 @@ func (lw *leaderWatch) verdict(ctx context.Context) ([]summaryRow, error) {
 			lw.takeover.Round(time.Millisecond), cfg.lease).
 			withNote("from the SIGKILL of the leader to the standby's Campaign returning: the dead leader's lease runs " +
 				"out (at most the watchdog timeout), then the first standby in the queue leads."),
-		figureRow("hand-off on Resign", "%v at most, over %s", handOff.Round(10*time.Microsecond), plural(len(lw.handOffs), "resignation")),
+		figureRow("hand-off on Resign", "%v at most, over %s", handOff.Round(10*time.Microsecond), plural(len(handOffs), "resignation")).
+			withNote("from a leader's Resign to its successor's Campaign returning, by the clocks of their processes."),
 		checkedRow("standbys in arrival order", inOrder, "%s", strings.Join(queued, ", ")),
 		checkedRow("observed", slices.Equal(seen, led), "%d leaders, in the order they led, by an observer", len(seen)),
 	}, nil
@@ -430,7 +437,7 @@ func runCandidate(ctx context.Context, w *worker) error {
 	if err != nil {
 		return err
 	}
-	w.out.println("lead", token)
+	w.out.println("lead", token, time.Now().UnixNano())
 	tok := strconv.FormatInt(token, 10)
 	tick := time.NewTicker(leaderTick)
 	defer tick.Stop()
@@ -465,7 +472,7 @@ func runCandidate(ctx context.Context, w *worker) error {
 		}
 		break
 	}
-	w.out.println("resign", ticks)
+	w.out.println("resign", ticks, time.Now().UnixNano())
 	if err := e.Resign(leading); err != nil {
 		return err
 	}
