@@ -34,8 +34,9 @@ type base struct {
 	key           string // s, the hash (see internal/scripts/_sem.lua)
 	grants        string // this Client's grant channel
 	waiterTimeout time.Duration
-	size          int  // WithSize's
-	sized         bool // WithSize was given
+	size          int           // WithSize's
+	sized         bool          // WithSize was given
+	expiry        time.Duration // WithExpiry's; 0: none
 	q             *acquire.Queue
 }
 
@@ -73,6 +74,62 @@ func WithSize(n int) Option {
 	})}
 }
 
+// minExpiry is the shortest expiry WithExpiry accepts.
+const minExpiry = time.Second
+
+// WithExpiry makes the semaphore expire: d after its last call, every one of its keys is
+// deleted, its permits included, unless permits are leased or waiters queued then (see below).
+// Every call on it extends its life to d from then: the acquisitions (TryAcquire that gets
+// nothing included), the releases (of Leased: Release, ReleasePart, ReleaseID, ReleasePartID,
+// SetLease), TrySetPermits, AddPermits, Drain and ForceRelease; so do the heartbeats of its
+// queued waiters and the give-ups of waiters that stop waiting. Available only reads, and
+// extends nothing. Without WithExpiry a semaphore's keys are kept until deleted (see "Permits
+// in Redis" in the package's doc), for semaphores whose names are few; WithExpiry is for those
+// made by the thousand under generated names (a semaphore per tenant or per job), which would
+// otherwise pile up in Redis. d must be at least 1s.
+//
+// What is in use does not expire under its users. A leased semaphore lives at least a second
+// past the end of the latest lease of its permits, which the watchdog's renewals push on while
+// their holders live; and while waiters are queued their heartbeats keep it. A counting
+// semaphore's permits have no owner and no lease, so taken permits do not keep it: its expiry
+// counts from its last call of any kind. A counting semaphore whose permits stay taken longer
+// than d with no call in between expires with them, and its next use finds it as if never set.
+//
+// An expired semaphore is one whose permits were never set: a semaphore made WithSize sets its
+// size again at its next use, all of it available, and without WithSize the calls fail with
+// ErrNotSet (Available reports 0) until TrySetPermits or AddPermits sets the permits again. So
+// permits held when it expired are forgotten, as WithSize says for a restart that lost the
+// key: a counting semaphore's late Release of them is absorbed while the semaphore is still
+// expired (it sets the size again, made WithSize) or fails with ErrNotSet (without it); once the
+// size is set again, it gives the permits back, up to the total (ErrOverRelease beyond it).
+// A leased permit cannot be held past the expiry: while it is held its renewals keep the
+// semaphore.
+//
+// Every value of a name must have the same expiry, on every Client: each call sets the TTLs of
+// its semaphore's keys to at least its own value's expiry (a value without one leaves them as
+// they are). On one Client, values of one name that differ in expiry keep a local queue each
+// and meet in Redis as two Clients would, as values that differ in waiter timeout do.
+func WithExpiry(d time.Duration) Option {
+	return Option{core.Set(func(b *base) error {
+		if d < minExpiry {
+			return core.Invalid("expiry %v is below %v", d, minExpiry)
+		}
+		b.expiry = d
+		return nil
+	})}
+}
+
+// args returns a script's arguments args followed, for a semaphore with an expiry, by the
+// expiry in ms, which the semaphore scripts take as their last argument (see keep_semaphore in
+// internal/scripts/_sem.lua). Without an expiry it adds nothing, so that the scripts run as
+// they did before there were expiries.
+func (b *base) args(args ...any) []any {
+	if b.expiry > 0 {
+		return append(args, b.expiry.Milliseconds())
+	}
+	return args
+}
+
 // seed sets the permits to the size given with WithSize if they are not set; kind is "c" or
 // "l" (see sem_set.lua).
 func (b *base) seed(ctx context.Context, keys []string, kind string) error {
@@ -102,7 +159,14 @@ func newBase(rt *core.Runtime, name string, opts []Option) (base, error) {
 // ("semaphore", "leased-semaphore") on the Client shares (see internal/acquire/shared.go),
 // made with the kind's give-back of a grant to a hold id the Client no longer uses (see
 // internal/core/orphan.go) when there is none.
+//
+// A semaphore with an expiry is a kind of its own (its scripts keep its keys alive, the
+// give-backs of orphaned grants included), so that values of one name that differ in expiry
+// never share a queue.
 func (b *base) queue(kind string, orphans *core.Orphans) {
+	if b.expiry > 0 {
+		kind += " expiring " + b.expiry.String()
+	}
 	b.q = acquire.Shared(b.rt, kind, acquire.Config{Grants: b.grants, WaiterTimeout: b.waiterTimeout, Name: b.name, Key: b.key,
 		Orphans: orphans})
 }

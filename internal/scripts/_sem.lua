@@ -5,7 +5,8 @@
 --                    (counting semaphore) or u the permits leased out (leased semaphore), and
 --                    q "1" while the wait queue may hold entries (so the uncontended path reads
 --                    one hash and never looks at the queue). s has no TTL: like Redisson's, a
---                    semaphore's permits are configuration, kept until deleted.
+--                    semaphore's permits are configuration, kept until deleted; unless the
+--                    semaphore has an expiry (see keep_semaphore)
 --   q  "aqs:{n}:q"   the wait queue, a list of members "<hold id> <n>" (counting) or
 --                    "<hold id> <n> <lease ms>" (leased) in arrival order
 --   d  "aqs:{n}:d"   a zset of the same members scored by their liveness deadline (server ms),
@@ -87,3 +88,27 @@ local function keep_until(k, ms)
   end
 end
 
+
+-- keep_semaphore keeps a semaphore with an expiry: e is the expiry in ms, an argument of the
+-- script (nil or "0": none, and nothing is done); KEYS[1..n] are the semaphore's keys, s first.
+-- Each of them is made to live at least e ms more, and at least as long as the longest-lived
+-- of them, extending TTLs, never shortening them: the queue's keys live past the deadlines of
+-- its waiters, p past the end of the leases, g past the deadlines of its grants, so that s,
+-- which counts them, outlives them all, and a semaphore with live permits or live waiters does
+-- not expire. Every script that changes a semaphore with an expiry runs it last (the leased
+-- permits' renewal keeps s itself: see lsem_renew.lua), so an idle semaphore's keys all go e
+-- ms after its last call, or after its last lease or waiter deadline if later.
+--@block keep_semaphore(e, n)
+if e and e ~= '0' then
+  local ms = tonumber(e)
+  for i = 2, n do
+    local t = redis.call('PTTL', KEYS[i])
+    if t > ms then
+      ms = t
+    end
+  end
+  for i = 1, n do
+    --@inline extend_ttl(KEYS[i], ms)
+  end
+end
+--@end
