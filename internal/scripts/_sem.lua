@@ -6,7 +6,7 @@
 --                    q "1" while the wait queue may hold entries (so the uncontended path reads
 --                    one hash and never looks at the queue). s has no TTL: like Redisson's, a
 --                    semaphore's permits are configuration, kept until deleted; unless the
---                    semaphore has an expiry (see keep_semaphore)
+--                    semaphore has an expiry (see keep_counting)
 --   q  "aqs:{n}:q"   the wait queue, a list of members "<hold id> <n>" (counting) or
 --                    "<hold id> <n> <lease ms>" (leased) in arrival order
 --   d  "aqs:{n}:d"   a zset of the same members scored by their liveness deadline (server ms),
@@ -89,26 +89,48 @@ local function keep_until(k, ms)
 end
 
 
--- keep_semaphore keeps a semaphore with an expiry: e is the expiry in ms, an argument of the
--- script (nil or "0": none, and nothing is done); KEYS[1..n] are the semaphore's keys, s first.
--- Each of them is made to live at least e ms more, and at least as long as the longest-lived
--- of them, extending TTLs, never shortening them: the queue's keys live past the deadlines of
--- its waiters, p past the end of the leases, g past the deadlines of its grants, so that s,
--- which counts them, outlives them all, and a semaphore with live permits or live waiters does
--- not expire. Every script that changes a semaphore with an expiry runs it last (the leased
--- permits' renewal keeps s itself: see lsem_renew.lua), so an idle semaphore's keys all go e
--- ms after its last call, or after its last lease or waiter deadline if later.
---@block keep_semaphore(e, n)
+-- keep_counting keeps a counting semaphore with an expiry (KEYS[1..4]: s, q, d, g): e is the
+-- expiry in ms, an argument of the script (nil or "0": none, and nothing is done). s is made
+-- to live e ms from now, or as long as the longest-lived of the other keys if longer, so that
+-- s, which counts what they hold, outlives them, and a semaphore with queued waiters or grants
+-- not yet collected does not expire: the queue's keys live past the deadlines of its waiters
+-- (see keep_queue), g past the deadlines of its grants. The other keys keep their TTLs, all
+-- shorter than s's but the calls' keys of their own (10s). Every script that changes a
+-- semaphore with an expiry runs it (or keep_leased) last; those that are given s alone
+-- (sem_try.lua, sem_drain.lua) extend s by keep_hash instead. So an idle semaphore's keys all
+-- go e ms after its last call, or once its last waiter or grant ended if later.
+--@block keep_counting(e)
 if e and e ~= '0' then
-  local ms = tonumber(e)
-  for i = 2, n do
-    local t = redis.call('PTTL', KEYS[i])
-    if t > ms then
-      ms = t
-    end
+  redis.call('PEXPIRE', KEYS[1], math.max(tonumber(e), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]),
+    redis.call('PTTL', KEYS[4])))
+end
+--@end
+
+-- keep_leased is keep_counting for a leased semaphore (KEYS[1..5]: s, q, d, p, pn): p and pn
+-- are made to live exactly a second past the latest lease end in p (their TTLs only grow
+-- otherwise: see keep_permits), so that a lease given back keeps nothing, and s at least as
+-- long, so that live leases keep the semaphore (as do their renewals: see lsem_renew.lua). pr
+-- keeps its TTL, which may outlive s: its marks outlive their semaphore harmlessly.
+--@block keep_leased(e)
+if e and e ~= '0' then
+  local ms = math.max(tonumber(e), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]))
+  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  if last[2] then
+    --@inline local now = server_ms()
+    local life = math.max(1, tonumber(last[2]) - now + 1000)
+    redis.call('PEXPIRE', KEYS[4], life)
+    redis.call('PEXPIRE', KEYS[5], life)
+    ms = math.max(ms, life)
   end
-  for i = 1, n do
-    --@inline extend_ttl(KEYS[i], ms)
-  end
+  redis.call('PEXPIRE', KEYS[1], ms)
+end
+--@end
+
+-- keep_hash is keep_counting for the scripts that are given s alone: it makes s live at least
+-- e ms more, never shortening its TTL, which another script made as long as the other keys
+-- need.
+--@block keep_hash(e)
+if e and e ~= '0' then
+  --@inline extend_ttl(KEYS[1], tonumber(e))
 end
 --@end

@@ -6,7 +6,7 @@
 -- ARGV[2]  n, the permits it asked for
 -- ARGV[3]  the lease it asked for, in ms
 -- ARGV[4]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
--- ARGV[5]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_semaphore in
+-- ARGV[5]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_leased in
 --          _sem.lua
 --
 -- Replies (DecodeSem): {0, permits given back, hold ids granted to waiters of the caller's
@@ -37,7 +37,7 @@ if v[1] and v[2] then
     ARGV[4], string.sub(hold, 1, 36)))
 end
 if v[1] then
-  keep_semaphore(ARGV[5], 5)
+  keep_leased(ARGV[5])
 end
 table.insert(mine, 1, 0)
 table.insert(mine, 2, back)

@@ -8,7 +8,7 @@
 -- ARGV[3]  the lease it asked for, in ms
 -- ARGV[4]  waiter timeout in ms
 -- ARGV[5]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
--- ARGV[6]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_semaphore in
+-- ARGV[6]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_leased in
 --          _sem.lua
 --
 -- Replies: 2 its permit was granted (the heartbeat doubles as the fallback for a lost grant
@@ -39,6 +39,6 @@ else
   end
 end
 if v[1] then
-  keep_semaphore(ARGV[6], 5)
+  keep_leased(ARGV[6])
 end
 return r

@@ -2,7 +2,7 @@
 --
 -- KEYS[1] p, KEYS[2] pn (see _lsem.lua)
 -- KEYS[3] optional: pr (see _lsem.lua), the marks of permits released by their id
--- KEYS[4] optional, for a semaphore with an expiry (see keep_semaphore in _sem.lua): s, kept
+-- KEYS[4] optional, for a semaphore with an expiry (see keep_leased in _sem.lua): s, kept
 --         at least as long as the permit's new lease (and p), so that a permit its holder
 --         renews keeps the semaphore
 -- ARGV[1]  permit id

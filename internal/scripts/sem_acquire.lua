@@ -14,7 +14,7 @@
 -- ARGV[5]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[6]  "1" when the hold attempted before (it may have been granted permits), "0" for its
 --          first attempt, which takes the uncontended path while nobody is queued
--- ARGV[7]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_semaphore in
+-- ARGV[7]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_counting in
 --          _sem.lua
 --
 -- Waiters are served in arrival order: while a live waiter is queued, nobody takes permits
@@ -40,7 +40,7 @@ if v[3] == false and ARGV[6] == '0' and v[2] and n <= tonumber(v[2]) then
   -- Nobody queued and the permits are there: the uncontended acquisition, before any
   -- definition is made (each one costs the server a closure on every run).
   redis.call('HINCRBY', s, 'a', -n)
-  --@inline keep_semaphore(ARGV[7], 4)
+  --@inline keep_counting(ARGV[7])
   return {1, 0}
 end
 if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
@@ -54,7 +54,7 @@ if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
   if once then
     redis.call('SET', once, '3', 'PX', 10000) -- see the end
   end
-  --@inline keep_semaphore(ARGV[7], 4)
+  --@inline keep_counting(ARGV[7])
   return {3, 0}
 end
 --@include _csem
@@ -116,7 +116,7 @@ if once and status ~= 1 then
   -- connection cuts).
   redis.call('SET', once, string.format('%d', status), 'PX', 10000)
 end
---@inline keep_semaphore(ARGV[7], 4)
+--@inline keep_counting(ARGV[7])
 table.insert(mine, 1, status)
 table.insert(mine, 2, 0)
 return mine

@@ -1,7 +1,7 @@
 -- sem_drain: take every permit available now from a counting semaphore.
 --
 -- KEYS[1] s (see _sem.lua and _csem.lua)
--- ARGV[1] optional: the semaphore's expiry in ms (absent or "0": none), see keep_semaphore in
+-- ARGV[1] optional: the semaphore's expiry in ms (absent or "0": none), see keep_hash in
 --         _sem.lua
 --
 -- Replies: the permits taken (0 when never set).
@@ -16,5 +16,5 @@ if c.avail > 0 then
   c.avail = 0
   save(KEYS[1], c)
 end
-keep_semaphore(ARGV[1], 1)
+keep_hash(ARGV[1])
 return taken

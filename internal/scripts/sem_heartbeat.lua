@@ -11,7 +11,7 @@
 -- ARGV[2]  n, the permits it asked for
 -- ARGV[3]  waiter timeout in ms
 -- ARGV[4]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
--- ARGV[5]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_semaphore in
+-- ARGV[5]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_counting in
 --          _sem.lua
 --
 -- Replies: 2 the permits were granted to it (the heartbeat doubles as the fallback for a lost
@@ -45,6 +45,6 @@ else
   end
 end
 if c.total then
-  keep_semaphore(ARGV[5], 4)
+  keep_counting(ARGV[5])
 end
 return r
