@@ -77,38 +77,45 @@ func WithSize(n int) Option {
 // minExpiry is the shortest expiry WithExpiry accepts.
 const minExpiry = time.Second
 
-// WithExpiry makes the semaphore expire: d after its last call, every one of its keys is
-// deleted, its permits included, unless permits are leased or waiters queued then (see below).
-// Every call on it extends its life to d from then: the acquisitions (TryAcquire that gets
-// nothing included), the releases (of Leased: Release, ReleasePart, ReleaseID, ReleasePartID,
-// SetLease), TrySetPermits, AddPermits, Drain and ForceRelease; so do the heartbeats of its
-// queued waiters and the give-ups of waiters that stop waiting. Available only reads, and
-// extends nothing. Without WithExpiry a semaphore's keys are kept until deleted (see "Permits
-// in Redis" in the package's doc), for semaphores whose names are few; WithExpiry is for those
-// made by the thousand under generated names (a semaphore per tenant or per job), which would
-// otherwise pile up in Redis. d must be at least 1s.
+// WithExpiry makes the semaphore expire once idle: d after its last call, or after its last
+// lease, waiter or grant ended if that is later, every key of the semaphore is gone, its
+// permits included. Every call on it extends its life to d from then: the acquisitions
+// (TryAcquire that gets nothing included), the releases (and, for Leased, ReleasePart,
+// ReleaseID, ReleasePartID and SetLease), TrySetPermits, AddPermits, Drain and ForceRelease,
+// whether they succeed or fail once they reach permits that are set; so do the heartbeats of
+// its queued waiters and the give-ups of waiters that stop waiting. Available only reads, and
+// extends nothing. d must be at least 1s.
+//
+// Without WithExpiry a semaphore's permits are kept until deleted (see "Permits in Redis" in
+// the package's doc), which suits semaphores of a few known names; WithExpiry suits those
+// made under generated names (one per tenant, one per job), which would otherwise pile up.
 //
 // What is in use does not expire under its users. A leased semaphore lives at least a second
-// past the end of the latest lease of its permits, which the watchdog's renewals push on while
-// their holders live; and while waiters are queued their heartbeats keep it. A counting
-// semaphore's permits have no owner and no lease, so taken permits do not keep it: its expiry
-// counts from its last call of any kind. A counting semaphore whose permits stay taken longer
-// than d with no call in between expires with them, and its next use finds it as if never set.
+// past the end of the latest lease of its live permits, which the watchdog's renewals push on
+// while their holders live, and a fixed lease holds it to its end; a permit given back keeps
+// nothing. Queued waiters keep it with their heartbeats, as long as they live. A counting
+// semaphore's permits have no owner and no lease, so permits taken do not keep it: its expiry
+// counts from its last call. A counting semaphore whose permits stay taken longer than d with
+// no call in between (nobody waiting for them) expires, and its next use finds it as if never
+// set.
 //
 // An expired semaphore is one whose permits were never set: a semaphore made WithSize sets its
-// size again at its next use, all of it available, and without WithSize the calls fail with
-// ErrNotSet (Available reports 0) until TrySetPermits or AddPermits sets the permits again. So
-// permits held when it expired are forgotten, as WithSize says for a restart that lost the
-// key: a counting semaphore's late Release of them is absorbed while the semaphore is still
-// expired (it sets the size again, made WithSize) or fails with ErrNotSet (without it); once the
-// size is set again, it gives the permits back, up to the total (ErrOverRelease beyond it).
-// A leased permit cannot be held past the expiry: while it is held its renewals keep the
-// semaphore.
+// size again at its next use, all of it available, and without WithSize its calls fail with
+// ErrNotSet (Available reports 0, Drain takes 0) until TrySetPermits or AddPermits sets the
+// permits again; those failed calls create no key. Counting permits taken before the expiry
+// are forgotten with it, as WithSize says of a restart that lost the key: a late Release of
+// them is absorbed while the semaphore is still expired (it sets the size again, made
+// WithSize) or fails with ErrNotSet (without WithSize); once the permits are set again, it
+// gives them back, up to the total (ErrOverRelease beyond it), one holder too many for each.
+// Leased permits are never forgotten this way: while one is held, the semaphore lives.
 //
-// Every value of a name must have the same expiry, on every Client: each call sets the TTLs of
-// its semaphore's keys to at least its own value's expiry (a value without one leaves them as
-// they are). On one Client, values of one name that differ in expiry keep a local queue each
-// and meet in Redis as two Clients would, as values that differ in waiter timeout do.
+// Every value of a name, on every Client, should have the same expiry: each call makes the
+// semaphore live at least its own value's expiry, and a value without one leaves the keys'
+// TTLs as they are (it gives none, and removes none), so that a semaphore used through both
+// may expire under the permits or the waiters of the one without. Values of one name on one
+// Client that
+// differ in expiry keep a local queue each, and meet in Redis as the values of two Clients
+// would, as values that differ in waiter timeout do.
 func WithExpiry(d time.Duration) Option {
 	return Option{core.Set(func(b *base) error {
 		if d < minExpiry {
