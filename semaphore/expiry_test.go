@@ -97,6 +97,7 @@ func exKept(t testing.TB, rdb redis.UniversalClient, keys []string, min time.Dur
 }
 
 func TestExpiryAnIdleSemaphoreLeavesNoKey(t *testing.T) {
+	t.Parallel() // it waits for expiries: alongside the package's other waits
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		t.Run("counting", func(t *testing.T) {
@@ -368,25 +369,27 @@ func TestExpiryEveryCallExtendsIt(t *testing.T) {
 // longer than the expiry, and queued waiters keep it past its expiry; a counting semaphore's
 // taken permits alone do not.
 func TestExpiryWaitsForLeasesAndWaiters(t *testing.T) {
+	t.Parallel() // it waits for expiries: alongside the package's other waits
 	// past is how far past the expiry the tests look: leases and deadlines of several
 	// renewals and heartbeats, each of which would have let the semaphore go if it did not
 	// keep it.
-	const past = 2 * exShort
+	const past = exShort
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		t.Run("renewed lease", func(t *testing.T) {
 			t.Parallel()
-			// Leases of 1s, renewed every third of it: without the renewals' keeping it, the
-			// semaphore would go 2s after the acquisition (its lease end, and a second).
-			c := newClient(t, rdb, aqs.WithWatchdogTimeout(time.Second))
+			// Leases of 600ms, renewed every third of it: without the renewals' keeping it,
+			// the semaphore would go 1.6s after the acquisition (its lease end, and a second).
+			const watchdog = 600 * time.Millisecond
+			c := newClient(t, rdb, aqs.WithWatchdogTimeout(watchdog))
 			l := newLeased(t, c, 2, semaphore.WithExpiry(exShort))
+			start := exServerTime(t, rdb)
 			p, err := l.Acquire(ctx, 1)
 			require.NoError(t, err)
-			start := exServerTime(t, rdb)
-			// Until a renewal set the lease's end past start + expiry + past.
+			// Until a renewal made past that set the lease's end.
 			require.Eventually(t, func() bool {
 				end, err := rdb.ZScore(ctx, l.Keys()[3], p.ID()).Result()
-				return err == nil && int64(end) > start.Add(exShort+past).UnixMilli()
+				return err == nil && int64(end) > start.Add(watchdog+time.Second+watchdog).UnixMilli()
 			}, exGone, 10*time.Millisecond, "the watchdog did not renew the permit (its context: %v; keys left: %v)",
 				context.Cause(p.Context()), exLeft(t, rdb, l.Keys()))
 			assert.Equal(t, 1, inAvail(t, l), "the semaphore was kept")
@@ -440,6 +443,7 @@ func TestExpiryWaitsForLeasesAndWaiters(t *testing.T) {
 // next use; without it the calls fail with ErrNotSet, and leave no key, until the permits are
 // set again.
 func TestExpiryThenWithSizeOrErrNotSet(t *testing.T) {
+	t.Parallel() // it waits for expiries: alongside the package's other waits
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		t.Run("counting with size", func(t *testing.T) {
