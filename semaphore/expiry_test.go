@@ -367,167 +367,150 @@ func TestExpiryEveryCallExtendsIt(t *testing.T) {
 
 // A semaphore in use does not expire: leased permits renewed by the watchdog, a fixed lease
 // longer than the expiry, and queued waiters keep it past its expiry; a counting semaphore's
-// taken permits alone do not.
+// taken permits alone do not. The four run side by side, so that their waits overlap.
 func TestExpiryWaitsForLeasesAndWaiters(t *testing.T) {
 	t.Parallel() // it waits for expiries: alongside the package's other waits
-	// past is how far past the expiry the tests look: leases and deadlines of several
-	// renewals and heartbeats, each of which would have let the semaphore go if it did not
-	// keep it.
-	const past = exShort
+	// Leases of 1s, renewed every third of it: without the renewals' keeping it, the
+	// semaphore would go 2s after the acquisition (its lease end, and a second).
+	const watchdog = time.Second
+	// A waiter timeout of 1s: its join keeps the queue, and so the semaphore, 2s; its
+	// heartbeats, a third of a second apart, keep them past that. (A waiter unheard of for its
+	// timeout is dead, and once its queue's keys are gone the semaphore may go: the timeout is
+	// long enough for a loaded machine's heartbeats.)
+	const timeout = time.Second
+	// look is when the semaphores are looked at: past the expiry of their last call, past the
+	// first lease and its second, past the life the waiter's join gave the queue.
+	const look = 2*timeout + exShort
+	// lease is the fixed lease, which ends after look.
+	const lease = look + exShort
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		t.Run("renewed lease", func(t *testing.T) {
-			t.Parallel()
-			// Leases of 600ms, renewed every third of it: without the renewals' keeping it,
-			// the semaphore would go 1.6s after the acquisition (its lease end, and a second).
-			const watchdog = 600 * time.Millisecond
-			c := newClient(t, rdb, aqs.WithWatchdogTimeout(watchdog))
-			l := newLeased(t, c, 2, semaphore.WithExpiry(exShort))
-			start := exServerTime(t, rdb)
-			p, err := l.Acquire(ctx, 1)
-			require.NoError(t, err)
-			// Until a renewal made past that set the lease's end.
-			require.Eventually(t, func() bool {
-				end, err := rdb.ZScore(ctx, l.Keys()[3], p.ID()).Result()
-				return err == nil && int64(end) > start.Add(watchdog+time.Second+watchdog).UnixMilli()
-			}, exGone, 10*time.Millisecond, "the watchdog did not renew the permit (its context: %v; keys left: %v)",
-				context.Cause(p.Context()), exLeft(t, rdb, l.Keys()))
-			assert.Equal(t, 1, inAvail(t, l), "the semaphore was kept")
-			require.NoError(t, p.Context().Err())
-			require.NoError(t, l.Release(ctx, p))
-			exWaitGone(t, rdb, l.Name(), l.Key(), l.Keys())
-		})
-		t.Run("fixed lease", func(t *testing.T) {
-			t.Parallel()
-			l := newLeased(t, newClient(t, rdb), 2, semaphore.WithExpiry(exShort))
-			lease := exShort + past
-			start := exServerTime(t, rdb)
-			p, err := l.Acquire(ctx, 1, aqs.WithLease(lease))
-			require.NoError(t, err)
-			exWaitServerTime(t, rdb, start.Add(exShort+past/2))
-			assert.Equal(t, 1, inAvail(t, l), "the semaphore was kept for the lease")
-			require.NoError(t, p.Context().Err())
-			// The permit is never released: the semaphore goes after its lease ends.
-			exWaitGone(t, rdb, l.Name(), l.Key(), l.Keys())
-			assert.Error(t, p.Context().Err(), "the lease ended")
-		})
-		t.Run("queued waiter", func(t *testing.T) {
-			t.Parallel()
-			a := newSem(t, newClient(t, rdb), 1, semaphore.WithExpiry(exShort), exWaiter)
-			b, err := semaphore.New(newClient(t, rdb), a.Name(), semaphore.WithExpiry(exShort), exWaiter)
-			require.NoError(t, err)
-			require.NoError(t, a.Acquire(ctx, 1))
-			done := make(chan error, 1)
-			go func() { done <- b.Acquire(ctx, 1) }()
-			inWaitQueued(t, rdb, a.Keys()[1], 1)
-			// Past the expiry of the last call, and many times the waiter timeout: only the
-			// waiter's heartbeats kept the semaphore.
-			exWaitServerTime(t, rdb, exServerTime(t, rdb).Add(exShort+past))
-			require.Contains(t, exLeft(t, rdb, a.Keys()), a.Key(), "the semaphore expired under its waiter")
-			require.NoError(t, a.Release(ctx, 1))
-			require.NoError(t, <-done, "the waiter got the permit")
-			require.NoError(t, b.Release(ctx, 1))
-			exWaitGone(t, rdb, a.Name(), a.Key(), a.Keys())
-		})
-		t.Run("taken counting permits", func(t *testing.T) {
-			t.Parallel()
-			s := newSem(t, newClient(t, rdb), 2, semaphore.WithExpiry(exShort))
-			require.NoError(t, s.Acquire(ctx, 1))
-			// Taken, never given back, no other call: the semaphore expires with them.
-			exWaitGone(t, rdb, s.Name(), s.Key(), s.Keys())
-		})
+		start := exServerTime(t, rdb)
+
+		renewed := newLeased(t, newClient(t, rdb, aqs.WithWatchdogTimeout(watchdog)), 2, semaphore.WithExpiry(exShort))
+		rp, err := renewed.Acquire(ctx, 1)
+		require.NoError(t, err)
+
+		fixed := newLeased(t, newClient(t, rdb), 2, semaphore.WithExpiry(exShort))
+		fp, err := fixed.Acquire(ctx, 1, aqs.WithLease(lease))
+		require.NoError(t, err)
+
+		opts := []semaphore.Option{semaphore.WithExpiry(exShort), semaphore.WithWaiterTimeout(timeout)}
+		held := newSem(t, newClient(t, rdb), 1, opts...)
+		waiter, err := semaphore.New(newClient(t, rdb), held.Name(), opts...)
+		require.NoError(t, err)
+		require.NoError(t, held.Acquire(ctx, 1))
+		done := make(chan error, 1)
+		go func() { done <- waiter.Acquire(ctx, 1) }()
+		inWaitQueued(t, rdb, held.Keys()[1], 1)
+
+		taken := newSem(t, newClient(t, rdb), 2, semaphore.WithExpiry(exShort))
+		require.NoError(t, taken.Acquire(ctx, 1)) // never given back, and no other call
+
+		exWaitServerTime(t, rdb, start.Add(look))
+		end, err := rdb.ZScore(ctx, renewed.Keys()[3], rp.ID()).Result()
+		require.NoError(t, err, "the renewed permit is gone")
+		assert.Greater(t, int64(end), start.Add(look).UnixMilli(), "the watchdog renewed the permit")
+		assert.Equal(t, 1, inAvail(t, renewed), "the renewals kept the semaphore")
+		require.NoError(t, rp.Context().Err())
+		assert.Equal(t, 1, inAvail(t, fixed), "the fixed lease kept the semaphore")
+		require.NoError(t, fp.Context().Err())
+		require.Contains(t, exLeft(t, rdb, held.Keys()), held.Key(), "the semaphore expired under its waiter")
+		exWaitGone(t, rdb, taken.Name(), taken.Key(), taken.Keys()) // gone already
+
+		require.NoError(t, renewed.Release(ctx, rp))
+		require.NoError(t, held.Release(ctx, 1))
+		require.NoError(t, <-done, "the waiter got the permit")
+		require.NoError(t, waiter.Release(ctx, 1))
+		// The fixed lease is never released: its semaphore goes after the lease ends.
+		exWaitGone(t, rdb, renewed.Name(), renewed.Key(), inAll(renewed.Keys(), fixed.Keys(), held.Keys()))
+		redistest.AssertNoKeyWithoutTTL(t, rdb, fixed.Name(), fixed.Key())
+		redistest.AssertNoKeyWithoutTTL(t, rdb, held.Name(), held.Key())
+		assert.Error(t, fp.Context().Err(), "the fixed lease ended")
 	})
 }
 
 // An expired semaphore is one whose permits were never set: WithSize sets them again at its
 // next use; without it the calls fail with ErrNotSet, and leave no key, until the permits are
-// set again.
+// set again. The four semaphores expire side by side.
 func TestExpiryThenWithSizeOrErrNotSet(t *testing.T) {
 	t.Parallel() // it waits for expiries: alongside the package's other waits
 	topologies(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		t.Run("counting with size", func(t *testing.T) {
-			t.Parallel()
-			s, err := semaphore.New(newClient(t, rdb), redistest.Name(t), semaphore.WithSize(2), semaphore.WithExpiry(exShort))
-			require.NoError(t, err)
-			require.NoError(t, s.Acquire(ctx, 1), "set by WithSize")
-			exWaitGone(t, rdb, s.Name(), s.Key(), s.Keys())
+		c := newClient(t, rdb)
+		cs, err := semaphore.New(c, redistest.Name(t)+"-cs", semaphore.WithSize(2), semaphore.WithExpiry(exShort))
+		require.NoError(t, err)
+		cn := newSem(t, c, 2, semaphore.WithExpiry(exShort))
+		ls, err := semaphore.NewLeased(c, redistest.Name(t)+"-ls", semaphore.WithSize(2), semaphore.WithExpiry(exShort))
+		require.NoError(t, err)
+		ln := newLeased(t, c, 2, semaphore.WithExpiry(exShort))
+		all := inAll(cs.Keys(), cn.Keys(), ls.Keys(), ln.Keys())
 
+		require.NoError(t, cs.Acquire(ctx, 1), "set by WithSize")
+		require.NoError(t, cn.Acquire(ctx, 1))
+		for _, l := range []*semaphore.Leased{ls, ln} {
+			p, err := l.Acquire(ctx, 1)
+			require.NoError(t, err)
+			require.NoError(t, l.Release(ctx, p))
+		}
+		exWaitGone(t, rdb, cn.Name(), cn.Key(), all)
+
+		t.Run("counting with size", func(t *testing.T) {
 			// The late release of a permit taken before the expiry is absorbed: it sets the
 			// size again.
-			require.NoError(t, s.Release(ctx, 1))
-			assert.Equal(t, 2, inAvail(t, s))
-			require.NoError(t, s.Acquire(ctx, 1))
-			exWaitGone(t, rdb, s.Name(), s.Key(), s.Keys())
+			require.NoError(t, cs.Release(ctx, 1))
+			assert.Equal(t, 2, inAvail(t, cs))
+			require.NoError(t, cs.Acquire(ctx, 1))
+			exWaitGone(t, rdb, cs.Name(), cs.Key(), cs.Keys())
 
 			// Once the size is set again, a late release gives its permits back, up to the
 			// total.
-			require.NoError(t, s.Acquire(ctx, 2), "set by WithSize, all available")
-			require.NoError(t, s.Release(ctx, 1), "the late release")
-			assert.Equal(t, 1, inAvail(t, s))
-			assert.ErrorIs(t, s.Release(ctx, 2), semaphore.ErrOverRelease)
-			require.NoError(t, s.Release(ctx, 1))
-			assert.Equal(t, 2, inAvail(t, s))
+			require.NoError(t, cs.Acquire(ctx, 2), "set by WithSize, all available")
+			require.NoError(t, cs.Release(ctx, 1), "the late release")
+			assert.Equal(t, 1, inAvail(t, cs))
+			assert.ErrorIs(t, cs.Release(ctx, 2), semaphore.ErrOverRelease)
+			require.NoError(t, cs.Release(ctx, 1))
+			assert.Equal(t, 2, inAvail(t, cs))
 		})
 		t.Run("counting without size", func(t *testing.T) {
-			t.Parallel()
-			s := newSem(t, newClient(t, rdb), 2, semaphore.WithExpiry(exShort))
-			require.NoError(t, s.Acquire(ctx, 1))
-			exWaitGone(t, rdb, s.Name(), s.Key(), s.Keys())
-
-			assert.ErrorIs(t, s.Acquire(ctx, 1), semaphore.ErrNotSet)
-			_, err := s.TryAcquire(ctx, 1)
+			assert.ErrorIs(t, cn.Acquire(ctx, 1), semaphore.ErrNotSet)
+			_, err := cn.TryAcquire(ctx, 1)
 			assert.ErrorIs(t, err, semaphore.ErrNotSet)
-			assert.ErrorIs(t, s.Release(ctx, 1), semaphore.ErrNotSet, "the late release")
-			_, err = s.ForceRelease(ctx)
+			assert.ErrorIs(t, cn.Release(ctx, 1), semaphore.ErrNotSet, "the late release")
+			_, err = cn.ForceRelease(ctx)
 			assert.ErrorIs(t, err, semaphore.ErrNotSet)
-			n, err := s.Drain(ctx)
+			n, err := cn.Drain(ctx)
 			require.NoError(t, err)
 			assert.Zero(t, n)
-			assert.Zero(t, inAvail(t, s))
-			assert.Empty(t, exLeft(t, rdb, s.Keys()), "the failed calls wrote keys")
+			assert.Zero(t, inAvail(t, cn))
+			assert.Empty(t, exLeft(t, rdb, cn.Keys()), "the failed calls wrote keys")
 
-			ok, err := s.TrySetPermits(ctx, 2)
+			ok, err := cn.TrySetPermits(ctx, 2)
 			require.NoError(t, err)
 			require.True(t, ok)
-			require.NoError(t, s.Acquire(ctx, 2))
-			require.NoError(t, s.Release(ctx, 2))
+			require.NoError(t, cn.Acquire(ctx, 2))
+			require.NoError(t, cn.Release(ctx, 2))
 		})
 		t.Run("leased with size", func(t *testing.T) {
-			t.Parallel()
-			l, err := semaphore.NewLeased(newClient(t, rdb), redistest.Name(t), semaphore.WithSize(2), semaphore.WithExpiry(exShort))
-			require.NoError(t, err)
-			p, err := l.Acquire(ctx, 1)
-			require.NoError(t, err)
-			require.NoError(t, l.Release(ctx, p))
-			exWaitGone(t, rdb, l.Name(), l.Key(), l.Keys())
-
-			p, err = l.Acquire(ctx, 2)
+			p, err := ls.Acquire(ctx, 2)
 			require.NoError(t, err, "set by WithSize")
-			require.NoError(t, l.Release(ctx, p))
-			assert.Equal(t, 2, inAvail(t, l))
+			require.NoError(t, ls.Release(ctx, p))
+			assert.Equal(t, 2, inAvail(t, ls))
 		})
 		t.Run("leased without size", func(t *testing.T) {
-			t.Parallel()
-			l := newLeased(t, newClient(t, rdb), 2, semaphore.WithExpiry(exShort))
-			p, err := l.Acquire(ctx, 1)
-			require.NoError(t, err)
-			require.NoError(t, l.Release(ctx, p))
-			exWaitGone(t, rdb, l.Name(), l.Key(), l.Keys())
+			_, err := ln.Acquire(ctx, 1)
+			assert.ErrorIs(t, err, semaphore.ErrNotSet)
+			_, _, err = ln.TryAcquire(ctx, 1)
+			assert.ErrorIs(t, err, semaphore.ErrNotSet)
+			_, err = ln.ForceRelease(ctx)
+			assert.ErrorIs(t, err, semaphore.ErrNotSet)
+			assert.Zero(t, inAvail(t, ln))
+			assert.Empty(t, exLeft(t, rdb, ln.Keys()), "the failed calls wrote keys")
 
-			_, err = l.Acquire(ctx, 1)
-			assert.ErrorIs(t, err, semaphore.ErrNotSet)
-			_, _, err = l.TryAcquire(ctx, 1)
-			assert.ErrorIs(t, err, semaphore.ErrNotSet)
-			_, err = l.ForceRelease(ctx)
-			assert.ErrorIs(t, err, semaphore.ErrNotSet)
-			assert.Zero(t, inAvail(t, l))
-			assert.Empty(t, exLeft(t, rdb, l.Keys()), "the failed calls wrote keys")
-
-			require.NoError(t, l.AddPermits(ctx, 2), "sets the permits")
-			p, err = l.Acquire(ctx, 2)
+			require.NoError(t, ln.AddPermits(ctx, 2), "sets the permits")
+			p, err := ln.Acquire(ctx, 2)
 			require.NoError(t, err)
-			require.NoError(t, l.Release(ctx, p))
+			require.NoError(t, ln.Release(ctx, p))
 		})
 	})
 }
