@@ -56,7 +56,7 @@ func (s *Semaphore) holders(ctx context.Context) ([]string, error) {
 // giveBack gives back the permits granted to hold, a hold id this Client no longer uses (see
 // internal/core/orphan.go): sem_give_up with no count finds the grant by the hold id.
 func (s *Semaphore) giveBack(ctx context.Context, hold string) error {
-	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Pipe, s.keys, hold, 0, s.rt.PublishCommand()).Result()
+	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Pipe, s.keys, s.args(hold, 0, s.rt.PublishCommand())...).Result()
 	if err != nil {
 		return core.RedisError(s.key, err)
 	}
@@ -170,7 +170,7 @@ func (s *Semaphore) release(ctx context.Context, n int, id string) error {
 	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		var cmd *redis.Cmd
 		cmd, durable = s.rt.RunReplicated(context.WithoutCancel(ctx), scripts.SemRelease, keys,
-			[]any{n, s.rt.PublishCommand(), s.rt.ID})
+			s.args(n, s.rt.PublishCommand(), s.rt.ID))
 		v, err = cmd.Result()
 		var replied redis.Error
 		window := releaseWindow
@@ -226,7 +226,7 @@ func (s *Semaphore) Drain(ctx context.Context) (int, error) {
 	if err := s.rt.Check(); err != nil {
 		return 0, err
 	}
-	n, err := scripts.SemDrain.RunInt(ctx, s.rt.Pipe, s.keys[:1])
+	n, err := scripts.SemDrain.RunInt(ctx, s.rt.Pipe, s.keys[:1], s.args()...)
 	if err != nil {
 		return 0, core.RedisError(s.key, err)
 	}
@@ -269,7 +269,7 @@ type counting struct {
 func (c *counting) Fast(ctx context.Context, _ string) (bool, error) {
 	s := c.s
 	c.last = s.key + layout.AttemptSuffix + s.rt.NewHoldID()
-	ok, err := s.rt.RunAcquire(ctx, scripts.SemTry, []string{s.key, c.last}, []any{c.n},
+	ok, err := s.rt.RunAcquire(ctx, scripts.SemTry, []string{s.key, c.last}, s.args(c.n),
 		func(v any) bool { return v == int64(1) }, c.undoOf(c.last)).Int()
 	if err != nil {
 		return false, core.RedisError(s.key, err)
@@ -293,8 +293,8 @@ func (c *counting) attempt(ctx context.Context, hold string, t acquire.Try) (scr
 	s := c.s
 	c.last = s.key + layout.AttemptSuffix + s.rt.NewHoldID()
 	v, err := s.rt.RunAcquire(ctx, scripts.SemAcquire,
-		append(s.keys[:4:4], c.last, s.key+layout.WaiterSuffix+hold), []any{hold, c.n, s.waiterTimeout.Milliseconds(), flag(t.Join),
-			s.rt.PublishCommand(), flag(!t.First)}, tookPermits, c.undoOf(c.last)).Result()
+		append(s.keys[:4:4], c.last, s.key+layout.WaiterSuffix+hold), s.args(hold, c.n, s.waiterTimeout.Milliseconds(), flag(t.Join),
+			s.rt.PublishCommand(), flag(!t.First)), tookPermits, c.undoOf(c.last)).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(s.key, err)
 	}
@@ -303,7 +303,7 @@ func (c *counting) attempt(ctx context.Context, hold string, t acquire.Try) (scr
 
 func (c *counting) GiveUp(ctx context.Context, hold string) error {
 	s := c.s
-	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Pipe, s.keys, hold, c.n, s.rt.PublishCommand()).Result()
+	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Pipe, s.keys, s.args(hold, c.n, s.rt.PublishCommand())...).Result()
 	if err != nil {
 		return core.RedisError(s.key, err)
 	}
@@ -345,7 +345,7 @@ func (c *counting) giveBackGrant(ctx context.Context, hold string) error {
 		}
 	}
 	s := c.s
-	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Pipe, s.keys, hold, c.n, s.rt.PublishCommand()).Result()
+	v, err := scripts.SemGiveUp.Run(ctx, s.rt.Pipe, s.keys, s.args(hold, c.n, s.rt.PublishCommand())...).Result()
 	if err != nil {
 		return core.RedisError(s.key, err)
 	}
@@ -381,8 +381,8 @@ func (c *counting) Undo(ctx context.Context, hold string) error {
 // Confirm confirms permits granted to the waiter under the replica-sync policy. Counting
 // permits leave no record of their holder to renew, so the waiter's write is HINCRBY of the
 // available permits by 0: it changes no value, but it is a write, replicated after the grant,
-// which is all WAIT needs. The permits' hash exists: it has no TTL and the grant was just made
-// from it.
+// which is all WAIT needs. The permits' hash exists: the grant was just made from it, and it
+// has no TTL, or (WithExpiry) one that the grant extended past the grant record's deadline.
 func (c *counting) Confirm(ctx context.Context, hold string) error {
 	s := c.s
 	var cmd *redis.IntCmd
@@ -402,7 +402,7 @@ func (c *counting) Beat(hold string) *core.Beat {
 	// The fifth key lets a heartbeat that collected the grant answer so again if it runs
 	// twice (see sem_heartbeat.lua).
 	return &core.Beat{Keys: append(s.keys[:4:4], s.key+layout.WaiterSuffix+hold), Script: scripts.SemHeartbeat,
-		Args: []any{hold, c.n, s.waiterTimeout.Milliseconds(), s.rt.PublishCommand()}}
+		Args: s.args(hold, c.n, s.waiterTimeout.Milliseconds(), s.rt.PublishCommand())}
 }
 
 // Clear settles the call's latest attempt by its key (see settle), then gives the hold up: it
@@ -431,7 +431,7 @@ func trySet(ctx context.Context, b *base, keys []string, k int, kind string) (bo
 	if err := b.rt.Check(); err != nil {
 		return false, err
 	}
-	v, err := scripts.SemSet.Run(ctx, b.rt.Pipe, keys, "set", k, b.rt.PublishCommand(), b.rt.ID, kind).Result()
+	v, err := scripts.SemSet.Run(ctx, b.rt.Pipe, keys, b.args("set", k, b.rt.PublishCommand(), b.rt.ID, kind)...).Result()
 	if err != nil {
 		return false, core.RedisError(b.key, err)
 	}
@@ -444,8 +444,8 @@ func add(ctx context.Context, b *base, keys []string, delta int, kind string) er
 	if err := b.rt.Check(); err != nil {
 		return err
 	}
-	v, err := scripts.SemSet.Run(context.WithoutCancel(ctx), b.rt.Pipe, keys, "add", delta,
-		b.rt.PublishCommand(), b.rt.ID, kind).Result()
+	v, err := scripts.SemSet.Run(context.WithoutCancel(ctx), b.rt.Pipe, keys, b.args("add", delta,
+		b.rt.PublishCommand(), b.rt.ID, kind)...).Result()
 	if err != nil {
 		return core.RedisError(b.key, err)
 	}
@@ -469,7 +469,7 @@ func (c *counting) settle(ctx context.Context, once string) error {
 		return err // it took nothing, and now never will
 	}
 	release := append(s.keys[:4:4], s.key+layout.ReleaseSuffix+strings.TrimPrefix(once, s.key+layout.AttemptSuffix))
-	v, err := scripts.SemRelease.Run(ctx, s.rt.Pipe, release, c.n, s.rt.PublishCommand(), s.rt.ID).Result()
+	v, err := scripts.SemRelease.Run(ctx, s.rt.Pipe, release, s.args(c.n, s.rt.PublishCommand(), s.rt.ID)...).Result()
 	if err == nil {
 		_, err = s.reply(v)
 	}

@@ -25,6 +25,9 @@
 // The total and the available (or leased) permits live in one hash with no TTL: like
 // Redisson's, a semaphore's permits are configuration, kept until the key is deleted. Set them
 // once with TrySetPermits, change them with AddPermits, or let WithSize set them on first use.
+// A semaphore made WithExpiry is deleted instead once idle for its expiry, every key of it,
+// which suits semaphores made under generated names (one per tenant, one per job): every call
+// extends its life, and live leases and queued waiters keep it (see WithExpiry).
 // A semaphore named name keeps that hash in "aqs:{name}" (Key), its queue in "aqs:{name}:q"
 // (a list, arrival order) and "aqs:{name}:d" (liveness deadlines), as the locks do. A
 // counting semaphore keeps the grants its waiters have not collected yet in a zset,
@@ -32,7 +35,8 @@
 // permit's lease end, with their counts in a hash, "aqs:{name}:pn", and the permits released
 // by their id in a zset, "aqs:{name}:pr", scored by the lease end each had (until then its
 // holder learns that it was released, not lost). Those keys expire a second after the latest
-// deadline or lease end they record, so an abandoned semaphore leaves only its hash.
+// deadline or lease end they record, so an abandoned semaphore leaves only its hash (and, made
+// WithExpiry, nothing).
 //
 // # Crashes and lost replies
 //

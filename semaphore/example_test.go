@@ -152,3 +152,47 @@ func ExampleSemaphore() {
 	// after waiting: true
 	// true
 }
+
+// A limit per tenant: each tenant's semaphore is made on first use (WithSize) under a name of
+// its own, and goes once it is idle for an hour (WithExpiry), so that Redis does not keep the
+// semaphores of tenants long gone. Should a tenant come back after that, its semaphore is made
+// again, all of its permits available.
+func ExampleWithExpiry() {
+	// The example runs on the test binary's redis-server; an application uses its own address.
+	addr, err := redistest.SingleAddr()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	client, err := aqs.New(ctx, rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	tenant := "tenant-42"
+	limit, err := semaphore.NewLeased(client, "exports:"+tenant, semaphore.WithSize(3), semaphore.WithExpiry(time.Hour))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Del(ctx, limit.Keys()...)
+	permit, err := limit.Acquire(ctx, 1) // at most 3 exports of the tenant at once
+	if err != nil {
+		log.Fatal(err)
+	}
+	available, err := limit.Available(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("available:", available)
+	ttl := rdb.TTL(ctx, limit.Key()).Val()
+	fmt.Println("expires within the hour:", ttl > 0 && ttl <= time.Hour)
+	if err := limit.Release(ctx, permit); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// available: 2
+	// expires within the hour: true
+}

@@ -41,7 +41,7 @@ func forceRelease(ctx context.Context, b *base, keys []string, kind string) (int
 	if err := b.rt.Check(); err != nil {
 		return 0, err
 	}
-	v, err := scripts.SemForce.Run(ctx, b.rt.Pipe, keys, b.rt.PublishCommand(), b.rt.ID, kind).Result()
+	v, err := scripts.SemForce.Run(ctx, b.rt.Pipe, keys, b.args(b.rt.PublishCommand(), b.rt.ID, kind)...).Result()
 	if err != nil {
 		return 0, core.RedisError(b.key, err)
 	}

@@ -629,8 +629,16 @@ func TestInputBadOptions(t *testing.T) {
 					cases = append(cases, inCase{fmt.Sprintf("%s/WithWaiterTimeout(%v)", k.kind, d),
 						func(context.Context) error { return newF(c, name, semaphore.WithWaiterTimeout(d)) }, invalid})
 				}
+				for _, d := range []time.Duration{0, -time.Second, time.Millisecond, time.Second - 1} {
+					cases = append(cases, inCase{fmt.Sprintf("%s/WithExpiry(%v)", k.kind, d),
+						func(context.Context) error { return newF(c, name, semaphore.WithExpiry(d)) }, invalid})
+				}
+				cases = append(cases, inCase{k.kind + "/zero option after WithExpiry", func(context.Context) error {
+					return newF(c, name, semaphore.WithExpiry(time.Second), semaphore.Option{})
+				}, invalid})
 				inRun(t, rdb, nil, cases, nil)
 				assert.NoError(t, newF(c, name, semaphore.WithWaiterTimeout(30*time.Millisecond)), "30ms is allowed")
+				assert.NoError(t, newF(c, name, semaphore.WithExpiry(time.Second)), "1s is allowed")
 			}
 			s, err := semaphore.New(c, name)
 			require.NoError(t, err)

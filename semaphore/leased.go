@@ -33,6 +33,9 @@ type Leased struct {
 	kpr  string   // the permits released by their id
 	keys []string // s, q, d, p, pn (see internal/scripts/_lsem.lua)
 	all  []string // keys and kpr
+	// renewKeys are the keys of a permit's renewal after p (see lsem_renew.lua): pn, pr, and s
+	// for a semaphore with an expiry, which its permits' renewals keep.
+	renewKeys []string
 }
 
 // NewLeased returns the leased-permit semaphore of the given name. Any bytes make a valid
@@ -45,7 +48,11 @@ func NewLeased(c *aqs.Client, name string, opts ...Option) (*Leased, error) {
 	k := b.key
 	keys := layout.LeasedKeys(k)
 	kpr := k + layout.ReleasedPermitsSuffix
-	l := &Leased{base: b, kp: keys[3], kpn: keys[4], kpr: kpr, keys: keys, all: append(keys[:5:5], kpr)}
+	l := &Leased{base: b, kp: keys[3], kpn: keys[4], kpr: kpr, keys: keys, all: append(keys[:5:5], kpr),
+		renewKeys: []string{keys[4], kpr}}
+	if b.expiry > 0 {
+		l.renewKeys = append(l.renewKeys, k)
+	}
 	l.queue("leased-semaphore", &core.Orphans{GiveBack: l.returnGrant, Holders: l.holders})
 	return l, nil
 }
@@ -63,7 +70,7 @@ func (l *Leased) holders(ctx context.Context) ([]string, error) {
 // (see internal/core/orphan.go): lsem_give_up finds them by the hold id; the queue member it
 // names ("<hold> 0 0") is nobody's.
 func (l *Leased) returnGrant(ctx context.Context, hold string) error {
-	v, err := scripts.LSemGiveUp.Run(ctx, l.rt.Pipe, l.keys, hold, 0, 0, l.rt.PublishCommand()).Result()
+	v, err := scripts.LSemGiveUp.Run(ctx, l.rt.Pipe, l.keys, l.args(hold, 0, 0, l.rt.PublishCommand())...).Result()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
@@ -224,7 +231,7 @@ func (l *Leased) take(ctx context.Context, n int, cfg core.LockConfig, block boo
 		Primitive: "leased-semaphore",
 		Hold: &acquire.HoldSpec{
 			Key: l.kp, Lease: lease, Watchdog: cfg.Lease == 0, Renew: scripts.LSemRenew,
-			RenewKeys: []string{l.kpn, l.kpr}, FetchToken: noToken, Release: l.releaseHeld,
+			RenewKeys: l.renewKeys, FetchToken: noToken, Release: l.releaseHeld,
 		},
 	})
 	if !ok || err != nil {
@@ -347,8 +354,8 @@ func (l *Leased) giveBack(ctx context.Context, p *Permit, h *core.Hold, k int, t
 		keys = append(l.keys[:5:5], l.key+layout.OnceSuffix+l.rt.NewHoldID())
 	}
 	r, err := acquire.End(l.q, ctx, h, k == 0, true, trusted, func(ctx context.Context, _ acquire.Ending) (scripts.Sem, error) {
-		v, err := scripts.LSemRelease.RunOnce(ctx, l.rt.Pipe, keys, p.id, k,
-			l.rt.PublishCommand(), l.rt.ID, flag(one)).Result()
+		v, err := scripts.LSemRelease.RunOnce(ctx, l.rt.Pipe, keys, l.args(p.id, k,
+			l.rt.PublishCommand(), l.rt.ID, flag(one))...).Result()
 		if err != nil {
 			return scripts.Sem{}, core.RedisError(l.key, err)
 		}
@@ -405,7 +412,7 @@ func (l *Leased) SetLease(ctx context.Context, p *Permit, d time.Duration) error
 		lease = l.rt.Cfg.WatchdogTimeout
 	}
 	sentAt := time.Now()
-	ok, err := scripts.LSemRenew.RunInt(ctx, l.rt.Pipe, []string{l.kp, l.kpn, l.kpr}, p.id, lease.Milliseconds())
+	ok, err := scripts.LSemRenew.RunInt(ctx, l.rt.Pipe, append([]string{l.kp}, l.renewKeys...), l.args(p.id, lease.Milliseconds())...)
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
@@ -443,8 +450,8 @@ func (c *leasing) Attempt(ctx context.Context, hold string, t acquire.Try) (scri
 // attempt makes one run of lsem_acquire.lua.
 func (c *leasing) attempt(ctx context.Context, hold string, t acquire.Try) (scripts.Attempt, error) {
 	l := c.l
-	v, err := l.rt.RunAcquire(ctx, scripts.LSemAcquire, l.keys, []any{hold, c.n, c.lease.Milliseconds(),
-		l.waiterTimeout.Milliseconds(), flag(t.Join), l.rt.PublishCommand(), flag(!t.First)},
+	v, err := l.rt.RunAcquire(ctx, scripts.LSemAcquire, l.keys, l.args(hold, c.n, c.lease.Milliseconds(),
+		l.waiterTimeout.Milliseconds(), flag(t.Join), l.rt.PublishCommand(), flag(!t.First)),
 		tookPermits, func(ctx context.Context) error { return l.undo(ctx, hold) }).Result()
 	if err != nil {
 		return scripts.Attempt{}, core.RedisError(l.key, err)
@@ -454,8 +461,8 @@ func (c *leasing) attempt(ctx context.Context, hold string, t acquire.Try) (scri
 
 func (c *leasing) GiveUp(ctx context.Context, hold string) error {
 	l := c.l
-	v, err := scripts.LSemGiveUp.Run(ctx, l.rt.Pipe, l.keys, hold, c.n, c.lease.Milliseconds(),
-		l.rt.PublishCommand()).Result()
+	v, err := scripts.LSemGiveUp.Run(ctx, l.rt.Pipe, l.keys, l.args(hold, c.n, c.lease.Milliseconds(),
+		l.rt.PublishCommand())...).Result()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
@@ -463,11 +470,20 @@ func (c *leasing) GiveUp(ctx context.Context, hold string) error {
 	return err
 }
 
+// confirmKeys are the keys of Confirm's renewal: p and pn, and for a semaphore with an expiry
+// pr and s, which the renewal keeps as long as the lease (see lsem_renew.lua).
+func (l *Leased) confirmKeys() []string {
+	if l.expiry > 0 {
+		return append([]string{l.kp}, l.renewKeys...)
+	}
+	return []string{l.kp, l.kpn}
+}
+
 // Confirm confirms a permit granted to the waiter under the replica-sync policy: the
 // waiter's write is the renewal of the permit to its full lease.
 func (c *leasing) Confirm(ctx context.Context, hold string) error {
 	l := c.l
-	r, err := l.rt.ConfirmGrant(ctx, scripts.LSemRenew, []string{l.kp, l.kpn}, []any{hold, c.lease.Milliseconds()},
+	r, err := l.rt.ConfirmGrant(ctx, scripts.LSemRenew, l.confirmKeys(), l.args(hold, c.lease.Milliseconds()),
 		func(reply any) bool { return reply == int64(1) },
 		func(ctx context.Context) error { return l.undo(ctx, hold) })
 	if err != nil {
@@ -484,13 +500,13 @@ func (c *leasing) Undo(ctx context.Context, hold string) error { return c.l.undo
 func (c *leasing) Beat(hold string) *core.Beat {
 	l := c.l
 	return &core.Beat{Keys: l.keys, Script: scripts.LSemHeartbeat,
-		Args: []any{hold, c.n, c.lease.Milliseconds(), l.waiterTimeout.Milliseconds(), l.rt.PublishCommand()}}
+		Args: l.args(hold, c.n, c.lease.Milliseconds(), l.waiterTimeout.Milliseconds(), l.rt.PublishCommand())}
 }
 
 // undo gives back every permit of an acquisition the replicas did not acknowledge (see
 // internal/core/sync.go).
 func (l *Leased) undo(ctx context.Context, hold string) error {
-	v, err := scripts.LSemRelease.Run(ctx, l.rt.Pipe, l.keys, hold, 0, l.rt.PublishCommand(), l.rt.ID).Result()
+	v, err := scripts.LSemRelease.Run(ctx, l.rt.Pipe, l.keys, l.args(hold, 0, l.rt.PublishCommand(), l.rt.ID, "0")...).Result()
 	if err != nil {
 		return core.RedisError(l.key, err)
 	}
@@ -557,7 +573,7 @@ func (l *Leased) releaseID(ctx context.Context, id string, k int) error {
 	}
 	keys := append(l.all[:6:6], l.key+layout.OnceSuffix+l.rt.NewHoldID())
 	v, err := acquire.Resend(l.q, ctx, func(ctx context.Context) (any, error) {
-		return scripts.LSemReleaseID.RunOnce(ctx, l.rt.Pipe, keys, id, k, l.rt.PublishCommand(), l.rt.ID).Result()
+		return scripts.LSemReleaseID.RunOnce(ctx, l.rt.Pipe, keys, l.args(id, k, l.rt.PublishCommand(), l.rt.ID)...).Result()
 	})
 	if err != nil {
 		return core.RedisError(l.key, err)

@@ -34,8 +34,9 @@ type base struct {
 	key           string // s, the hash (see internal/scripts/_sem.lua)
 	grants        string // this Client's grant channel
 	waiterTimeout time.Duration
-	size          int  // WithSize's
-	sized         bool // WithSize was given
+	size          int           // WithSize's
+	sized         bool          // WithSize was given
+	expiry        time.Duration // WithExpiry's; 0: none
 	q             *acquire.Queue
 }
 
@@ -73,6 +74,69 @@ func WithSize(n int) Option {
 	})}
 }
 
+// minExpiry is the shortest expiry WithExpiry accepts.
+const minExpiry = time.Second
+
+// WithExpiry makes the semaphore expire once idle: d after its last call, or after its last
+// lease, waiter or grant ended if that is later, every key of the semaphore is gone, its
+// permits included. Every call on it extends its life to d from then: the acquisitions
+// (TryAcquire that gets nothing included), the releases (and, for Leased, ReleasePart,
+// ReleaseID, ReleasePartID and SetLease), TrySetPermits, AddPermits, Drain and ForceRelease,
+// whether they succeed or fail once they reach permits that are set; so do the heartbeats of
+// its queued waiters and the give-ups of waiters that stop waiting. Available only reads, and
+// extends nothing. d must be at least 1s.
+//
+// Without WithExpiry a semaphore's permits are kept until deleted (see "Permits in Redis" in
+// the package's doc), which suits semaphores of a few known names; WithExpiry suits those
+// made under generated names (one per tenant, one per job), which would otherwise pile up.
+//
+// What is in use does not expire under its users. A leased semaphore lives at least a second
+// past the end of the latest lease of its live permits, which the watchdog's renewals push on
+// while their holders live, and a fixed lease holds it to its end; a permit given back keeps
+// nothing. Queued waiters keep it with their heartbeats, as long as they live. A counting
+// semaphore's permits have no owner and no lease, so permits taken do not keep it: its expiry
+// counts from its last call. A counting semaphore whose permits stay taken longer than d with
+// no call in between (nobody waiting for them) expires, and its next use finds it as if never
+// set.
+//
+// An expired semaphore is one whose permits were never set: a semaphore made WithSize sets its
+// size again at its next use, all of it available, and without WithSize its calls fail with
+// ErrNotSet (Available reports 0, Drain takes 0) until TrySetPermits or AddPermits sets the
+// permits again; those failed calls create no key. Counting permits taken before the expiry
+// are forgotten with it, as WithSize says of a restart that lost the key: a late Release of
+// them is absorbed while the semaphore is still expired (it sets the size again, made
+// WithSize) or fails with ErrNotSet (without WithSize); once the permits are set again, it
+// gives them back, up to the total (ErrOverRelease beyond it), one holder too many for each.
+// Leased permits are never forgotten this way: while one is held, the semaphore lives.
+//
+// Every value of a name, on every Client, should have the same expiry: each call makes the
+// semaphore live at least its own value's expiry, and a value without one leaves the keys'
+// TTLs as they are (it gives none, and removes none), so that a semaphore used through both
+// may expire under the permits or the waiters of the one without. Values of one name on one
+// Client that
+// differ in expiry keep a local queue each, and meet in Redis as the values of two Clients
+// would, as values that differ in waiter timeout do.
+func WithExpiry(d time.Duration) Option {
+	return Option{core.Set(func(b *base) error {
+		if d < minExpiry {
+			return core.Invalid("expiry %v is below %v", d, minExpiry)
+		}
+		b.expiry = d
+		return nil
+	})}
+}
+
+// args returns a script's arguments args followed, for a semaphore with an expiry, by the
+// expiry in ms, which the semaphore scripts take as their last argument (see keep_semaphore in
+// internal/scripts/_sem.lua). Without an expiry it adds nothing, so that the scripts run as
+// they did before there were expiries.
+func (b *base) args(args ...any) []any {
+	if b.expiry > 0 {
+		return append(args, b.expiry.Milliseconds())
+	}
+	return args
+}
+
 // seed sets the permits to the size given with WithSize if they are not set; kind is "c" or
 // "l" (see sem_set.lua).
 func (b *base) seed(ctx context.Context, keys []string, kind string) error {
@@ -102,7 +166,14 @@ func newBase(rt *core.Runtime, name string, opts []Option) (base, error) {
 // ("semaphore", "leased-semaphore") on the Client shares (see internal/acquire/shared.go),
 // made with the kind's give-back of a grant to a hold id the Client no longer uses (see
 // internal/core/orphan.go) when there is none.
+//
+// A semaphore with an expiry is a kind of its own (its scripts keep its keys alive, the
+// give-backs of orphaned grants included), so that values of one name that differ in expiry
+// never share a queue.
 func (b *base) queue(kind string, orphans *core.Orphans) {
+	if b.expiry > 0 {
+		kind += " expiring " + b.expiry.String()
+	}
 	b.q = acquire.Shared(b.rt, kind, acquire.Config{Grants: b.grants, WaiterTimeout: b.waiterTimeout, Name: b.name, Key: b.key,
 		Orphans: orphans})
 }

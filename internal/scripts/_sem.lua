@@ -5,7 +5,8 @@
 --                    (counting semaphore) or u the permits leased out (leased semaphore), and
 --                    q "1" while the wait queue may hold entries (so the uncontended path reads
 --                    one hash and never looks at the queue). s has no TTL: like Redisson's, a
---                    semaphore's permits are configuration, kept until deleted.
+--                    semaphore's permits are configuration, kept until deleted; unless the
+--                    semaphore has an expiry (see keep_counting)
 --   q  "aqs:{n}:q"   the wait queue, a list of members "<hold id> <n>" (counting) or
 --                    "<hold id> <n> <lease ms>" (leased) in arrival order
 --   d  "aqs:{n}:d"   a zset of the same members scored by their liveness deadline (server ms),
@@ -87,3 +88,49 @@ local function keep_until(k, ms)
   end
 end
 
+
+-- keep_counting keeps a counting semaphore with an expiry (KEYS[1..4]: s, q, d, g): e is the
+-- expiry in ms, an argument of the script (nil or "0": none, and nothing is done). s is made
+-- to live e ms from now, or as long as the longest-lived of the other keys if longer, so that
+-- s, which counts what they hold, outlives them, and a semaphore with queued waiters or grants
+-- not yet collected does not expire: the queue's keys live past the deadlines of its waiters
+-- (see keep_queue), g past the deadlines of its grants. The other keys keep their TTLs, all
+-- shorter than s's but the calls' keys of their own (10s). Every script that changes a
+-- semaphore with an expiry runs it (or keep_leased) last; those that are given s alone
+-- (sem_try.lua, sem_drain.lua) extend s by keep_hash instead. So an idle semaphore's keys all
+-- go e ms after its last call, or once its last waiter or grant ended if later.
+--@block keep_counting(e)
+if e and e ~= '0' then
+  redis.call('PEXPIRE', KEYS[1], math.max(tonumber(e), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]),
+    redis.call('PTTL', KEYS[4])))
+end
+--@end
+
+-- keep_leased is keep_counting for a leased semaphore (KEYS[1..5]: s, q, d, p, pn): p and pn
+-- are made to live exactly a second past the latest lease end in p (their TTLs only grow
+-- otherwise: see keep_permits), so that a lease given back keeps nothing, and s at least as
+-- long, so that live leases keep the semaphore (as do their renewals: see lsem_renew.lua). pr
+-- keeps its TTL, which may outlive s: its marks outlive their semaphore harmlessly.
+--@block keep_leased(e)
+if e and e ~= '0' then
+  local ms = math.max(tonumber(e), redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]))
+  local last = redis.call('ZRANGE', KEYS[4], -1, -1, 'WITHSCORES')
+  if last[2] then
+    --@inline local now = server_ms()
+    local life = math.max(1, tonumber(last[2]) - now + 1000)
+    redis.call('PEXPIRE', KEYS[4], life)
+    redis.call('PEXPIRE', KEYS[5], life)
+    ms = math.max(ms, life)
+  end
+  redis.call('PEXPIRE', KEYS[1], ms)
+end
+--@end
+
+-- keep_hash is keep_counting for the scripts that are given s alone: it makes s live at least
+-- e ms more, never shortening its TTL, which another script made as long as the other keys
+-- need.
+--@block keep_hash(e)
+if e and e ~= '0' then
+  --@inline extend_ttl(KEYS[1], tonumber(e))
+end
+--@end

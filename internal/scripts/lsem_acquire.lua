@@ -9,6 +9,8 @@
 -- ARGV[6]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[7]  "1" when the hold attempted before (it may have been granted its permit), "0" for
 --          its first attempt
+-- ARGV[8]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_leased in
+--          _sem.lua
 --
 -- Waiters are served in arrival order, as by sem_acquire.lua; permits whose lease ran out
 -- count as available.
@@ -39,10 +41,12 @@ if first and v[3] and ARGV[5] == '1' and n <= total and total - (tonumber(v[2]) 
   -- run queued for: queued a second time, the hold would be granted again once the call is
   -- over, and those permits would stay leased, unused, to the end of their lease.
   if redis.call('ZSCORE', p, hold) then
+    --@inline keep_leased(ARGV[8])
     return {2, 0}
   end
   local timeout = tonumber(ARGV[4])
   --@inline join_fresh(q, d, hold .. ' ' .. n .. ' ' .. lease, string.format('%d', now + timeout), timeout)
+  --@inline keep_leased(ARGV[8])
   if nearest_end then
     return {3, math.max(1, nearest_end - now)}
   end
@@ -54,6 +58,7 @@ if first and not v[3] then
   if (not nearest_end or nearest_end > now) and total - (tonumber(v[2]) or 0) >= n then
     -- A hold leased already (this attempt run again by go-redis's retry) is not counted twice.
     --@inline add_permit(s, p, pn, hold, n, lease, now)
+    --@inline keep_leased(ARGV[8])
     return {1, 0}
   end
 end
@@ -93,6 +98,7 @@ local hint = 0
 if status == 3 or status == 4 then
   hint = nearest(p, now)
 end
+keep_leased(ARGV[8])
 table.insert(mine, 1, status)
 table.insert(mine, 2, hint)
 return mine

@@ -6,6 +6,8 @@
 -- ARGV[2]  n, the permits it asked for
 -- ARGV[3]  the lease it asked for, in ms
 -- ARGV[4]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[5]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_leased in
+--          _sem.lua
 --
 -- Replies (DecodeSem): {0, permits given back, hold ids granted to waiters of the caller's
 -- Client (not published)...}.
@@ -33,6 +35,9 @@ if v[1] and v[2] then
   local total = tonumber(v[1])
   mine = select(2, dispatch(s, q, d, now, total, total - in_use(s, p, pn, now), permits_in(s, p, pn, now),
     ARGV[4], string.sub(hold, 1, 36)))
+end
+if v[1] then
+  keep_leased(ARGV[5])
 end
 table.insert(mine, 1, 0)
 table.insert(mine, 2, back)

@@ -8,6 +8,8 @@
 -- ARGV[3]  the lease it asked for, in ms
 -- ARGV[4]  waiter timeout in ms
 -- ARGV[5]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[6]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_leased in
+--          _sem.lua
 --
 -- Replies: 2 its permit was granted (the heartbeat doubles as the fallback for a lost grant
 -- message); 1 still queued (live until now + timeout); 0 no longer queued (a waiter whose
@@ -23,14 +25,20 @@ if v[1] and v[2] then
   local total = tonumber(v[1])
   dispatch(s, q, d, now, total, total - in_use(s, p, pn, now), permits_in(s, p, pn, now), ARGV[5], nil)
 end
+local r = 1
 local e = redis.call('ZSCORE', p, hold)
 if e and tonumber(e) > now then
-  return 2
+  r = 2
+else
+  local sc = redis.call('ZSCORE', d, member)
+  if not sc or tonumber(sc) <= now then
+    r = 0 -- a dead entry stays in d until it reaches the head, so that it never revives
+  else
+    redis.call('ZADD', d, string.format('%d', now + timeout), member)
+    keep_queue(q, d, timeout)
+  end
 end
-local sc = redis.call('ZSCORE', d, member)
-if not sc or tonumber(sc) <= now then
-  return 0 -- a dead entry stays in d until it reaches the head, so that it never revives
+if v[1] then
+  keep_leased(ARGV[6])
 end
-redis.call('ZADD', d, string.format('%d', now + timeout), member)
-keep_queue(q, d, timeout)
-return 1
+return r

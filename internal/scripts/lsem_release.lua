@@ -11,6 +11,8 @@
 --          call (after a lost reply) answers the same and gives back nothing more (see
 --          _once.lua)
 -- ARGV[5]  optional: "1" when the caller knows the permit holds one permit (no need to look)
+-- ARGV[6]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_leased in
+--          _sem.lua
 --
 -- Replies (DecodeSem): {status, n, hold ids granted to the caller's Client's waiters (not
 -- published)...}. status: 0 released, and the permit still holds n permits; 8 k is above the
@@ -27,6 +29,7 @@ end
 local sc = redis.call('ZSCORE', p, id)
 --@inline local now = server_ms()
 if not sc or tonumber(sc) <= now then
+  --@inline keep_leased(ARGV[6])
   return {9, 0}
 end
 local n = 1
@@ -37,6 +40,7 @@ if k == 0 then
   k = n
 end
 if k > n then
+  --@inline keep_leased(ARGV[6])
   return {8, 0}
 end
 local v = redis.call('HMGET', s, 't', 'u', 'q')
@@ -65,6 +69,7 @@ if k == n and v[3] and tonumber(v[1]) - tonumber(v[2]) == 0 then
         redis.call('HSET', pn, hold, n)
       end
       --@inline keep_permits(p, pn, lease, n > 1)
+      --@inline keep_leased(ARGV[6])
       local client = string.sub(hold, 1, 36)
       local reply = {0, 0}
       if client == ARGV[4] then
@@ -90,6 +95,7 @@ end
 redis.call('HINCRBY', s, 'u', -k)
 if not (v[1] and v[3]) then
   -- Nobody waits: done before any definition is made.
+  --@inline keep_leased(ARGV[6])
   local reply = {0, n - k}
   --@inline keep_reply(once, reply)
   return reply
@@ -99,6 +105,7 @@ end
 local total = tonumber(v[1])
 local mine = select(2, dispatch(s, q, d, now, total, total - in_use(s, p, pn, now),
   permits_in(s, p, pn, now), ARGV[3], ARGV[4]))
+keep_leased(ARGV[6])
 table.insert(mine, 1, 0)
 table.insert(mine, 2, n - k)
 return remember(once, mine)

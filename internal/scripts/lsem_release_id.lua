@@ -11,6 +11,8 @@
 --          rest
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  the caller's Client id: grants to its own waiters are returned, not published
+-- ARGV[5]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_leased in
+--          _sem.lua
 --
 -- A release that ends the permit leaves its mark in pr, scored by the lease end the permit
 -- had: until then the holder's renewal (lsem_renew.lua) and its own release (which looks at
@@ -33,6 +35,7 @@ local now = server_ms()
 local sc = redis.call('ZSCORE', p, id)
 if not sc or tonumber(sc) <= now then
   local mark = redis.call('ZSCORE', pr, id)
+  keep_leased(ARGV[5])
   if mark and tonumber(mark) > now then
     return {11, 0}
   end
@@ -43,6 +46,7 @@ if k == 0 then
   k = n
 end
 if k > n then
+  keep_leased(ARGV[5])
   return {8, 0}
 end
 if k == n then
@@ -65,6 +69,7 @@ if v[1] and v[2] then
   mine = select(2, dispatch(s, q, d, now, total, total - in_use(s, p, pn, now),
     permits_in(s, p, pn, now), ARGV[3], ARGV[4]))
 end
+keep_leased(ARGV[5])
 table.insert(mine, 1, 0)
 table.insert(mine, 2, n - k)
 return remember(once, mine)

@@ -14,6 +14,8 @@
 -- ARGV[5]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[6]  "1" when the hold attempted before (it may have been granted permits), "0" for its
 --          first attempt, which takes the uncontended path while nobody is queued
+-- ARGV[7]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_counting in
+--          _sem.lua
 --
 -- Waiters are served in arrival order: while a live waiter is queued, nobody takes permits
 -- past it, and a release grants them to the waiters in order (see dispatch in _sem.lua).
@@ -38,6 +40,7 @@ if v[3] == false and ARGV[6] == '0' and v[2] and n <= tonumber(v[2]) then
   -- Nobody queued and the permits are there: the uncontended acquisition, before any
   -- definition is made (each one costs the server a closure on every run).
   redis.call('HINCRBY', s, 'a', -n)
+  --@inline keep_counting(ARGV[7])
   return {1, 0}
 end
 if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
@@ -51,6 +54,7 @@ if v[1] and v[3] and ARGV[6] == '0' and ARGV[4] == '1' and n <= tonumber(v[1])
   if once then
     redis.call('SET', once, '3', 'PX', 10000) -- see the end
   end
+  --@inline keep_counting(ARGV[7])
   return {3, 0}
 end
 --@include _csem
@@ -112,6 +116,7 @@ if once and status ~= 1 then
   -- connection cuts).
   redis.call('SET', once, string.format('%d', status), 'PX', 10000)
 end
+--@inline keep_counting(ARGV[7])
 table.insert(mine, 1, status)
 table.insert(mine, 2, 0)
 return mine

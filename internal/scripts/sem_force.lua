@@ -6,6 +6,8 @@
 -- ARGV[1]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[2]  the caller's Client id: grants to its own waiters are returned, not published
 -- ARGV[3]  "c" counting, "l" leased
+-- ARGV[4]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_counting and
+--          keep_leased in _sem.lua
 --
 -- Counting: every permit is available again (available = total). The grant records (g) go
 -- too: a waiter granted permits before this call whose message was lost must not collect them
@@ -48,6 +50,11 @@ else
     mine = serve(s, q, d, x, c, now, pub, from)
   end
   save(s, c)
+end
+if ARGV[3] == 'l' then
+  keep_leased(ARGV[4])
+else
+  keep_counting(ARGV[4])
 end
 table.insert(mine, 1, 0)
 table.insert(mine, 2, released)

@@ -7,6 +7,8 @@
 --          uses the hold id (see internal/core/orphan.go), whose count the Client does not
 --          know: the grant is found by the hold id among the grants not collected (g is short)
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[4]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_counting in
+--          _sem.lua
 --
 -- Replies (DecodeSem): {0, permits given back, hold ids granted to waiters of the caller's
 -- Client (not published)...}.
@@ -39,6 +41,7 @@ if c.gated then
   mine = serve(s, q, d, g, c, now, ARGV[3], string.sub(hold, 1, 36))
 end
 save(s, c)
+--@inline keep_counting(ARGV[4])
 table.insert(mine, 1, 0)
 table.insert(mine, 2, back)
 return mine

@@ -11,6 +11,8 @@
 -- ARGV[2]  n, the permits it asked for
 -- ARGV[3]  waiter timeout in ms
 -- ARGV[4]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[5]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_counting in
+--          _sem.lua
 --
 -- Replies: 2 the permits were granted to it (the heartbeat doubles as the fallback for a lost
 -- grant message); 1 still queued (live until now + timeout); 0 no longer queued (a waiter
@@ -25,19 +27,24 @@ if c.total and c.gated then
   serve(s, q, d, g, c, now, ARGV[4], nil)
   save(s, c)
 end
+local r = 1
 if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
-  return 2
-end
-if take_grant(g, member, now) then
+  r = 2
+elseif take_grant(g, member, now) then
   if KEYS[5] then
     redis.call('SET', KEYS[5], '1', 'PX', 10000)
   end
-  return 2
+  r = 2
+else
+  local sc = redis.call('ZSCORE', d, member)
+  if not sc or tonumber(sc) <= now then
+    r = 0 -- a dead entry stays in d until it reaches the head, so that it never revives
+  else
+    redis.call('ZADD', d, string.format('%d', now + timeout), member)
+    keep_queue(q, d, timeout)
+  end
 end
-local sc = redis.call('ZSCORE', d, member)
-if not sc or tonumber(sc) <= now then
-  return 0 -- a dead entry stays in d until it reaches the head, so that it never revives
+if c.total then
+  keep_counting(ARGV[5])
 end
-redis.call('ZADD', d, string.format('%d', now + timeout), member)
-keep_queue(q, d, timeout)
-return 1
+return r

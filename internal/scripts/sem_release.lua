@@ -5,6 +5,8 @@
 -- ARGV[1]  n (> 0)
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the caller's Client id: grants to its own waiters are returned, not published
+-- ARGV[4]  optional: the semaphore's expiry in ms (absent or "0": none), see keep_counting in
+--          _sem.lua
 --
 -- Permits are not owned: any caller may release. The available permits never exceed the total.
 --
@@ -27,12 +29,14 @@ if v[1] and not v[3] then
   -- Nobody waits: the common release, before any definition is made (each one costs the
   -- server a closure on every run).
   if redis.call('HINCRBY', s, 'a', n) <= tonumber(v[1]) then
+    --@inline keep_counting(ARGV[4])
     return {0, 0}
   end
   redis.call('HINCRBY', s, 'a', -n)
   if once then
     redis.call('SET', once, '8', 'PX', 10000)
   end
+  --@inline keep_counting(ARGV[4])
   return {8, 0}
 end
 if v[1] and tonumber(v[2]) + 1125899906842624 == 0 then
@@ -51,6 +55,7 @@ if v[1] and tonumber(v[2]) + 1125899906842624 == 0 then
       redis.call('ZREM', d, m)
       local hold = string.sub(m, 1, sp - 1)
       --@inline record_grant(g, m, hold, deadline, now)
+      --@inline keep_counting(ARGV[4])
       local client = string.sub(hold, 1, 36)
       if client == ARGV[3] then
         return {0, 0, hold}
@@ -72,6 +77,7 @@ if c.avail + n > c.total then
   if once then
     redis.call('SET', once, '8', 'PX', 10000)
   end
+  keep_counting(ARGV[4])
   return {8, 0}
 end
 c.avail = c.avail + n
@@ -80,6 +86,7 @@ if c.gated then
   mine = serve(s, q, d, g, c, server_ms(), ARGV[2], ARGV[3])
 end
 save(s, c)
+keep_counting(ARGV[4])
 table.insert(mine, 1, 0)
 table.insert(mine, 2, 0)
 return mine

@@ -7,8 +7,11 @@
 --         for 10s to what the run did: a run that finds it is the same call again, and answers
 --         that ("x" or "r": the caller gave up on it, see sem_unsure.lua: it takes nothing)
 -- ARGV[1] n (> 0)
+-- ARGV[2] optional: the semaphore's expiry in ms (absent or "0": none), see keep_hash in
+--         _sem.lua
 --
 -- Replies: 1 acquired; 0 not (nothing changed).
+--@include _sem
 local once = KEYS[2]
 if once then
   local prev = redis.call('SET', once, '1', 'NX', 'GET', 'PX', 10000)
@@ -20,6 +23,7 @@ local v = redis.call('HMGET', KEYS[1], 'a', 'q')
 local n = tonumber(ARGV[1])
 if v[2] == false and v[1] and tonumber(v[1]) >= n then
   redis.call('HINCRBY', KEYS[1], 'a', -n)
+  --@inline keep_hash(ARGV[2])
   return 1
 end
 if once then
