@@ -19,6 +19,12 @@ type Client struct {
 // pub/sub is then used) or a *redis.FailoverClient (Sentinel). It loads every script on every
 // master, so an unreachable server or a bad option is reported here, with nothing left
 // running. The Client does not close rdb.
+//
+// New also reads each master's maxmemory and maxmemory-policy (INFO memory, else CONFIG GET),
+// and logs a warning when the server may evict keys (a limit, and a policy other than
+// noeviction): an evicted lock key lets a second holder in. The warning goes to the logger of
+// WithLogger, or to slog.Default() when none is given; a server that answers neither is not
+// reported (Verify says what it could not check).
 func New(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	cfg := core.DefaultConfig()
 	for _, o := range opts {
@@ -89,14 +95,15 @@ func WithKeyPrefix(prefix string) Option {
 	})
 }
 
-// WithLogger sets where the Client reports lost leases and failed renewals. The default
-// discards everything.
+// WithLogger sets where the Client reports lost leases and failed renewals, and where New
+// warns about a server that may evict keys. The default discards the reports and sends New's
+// warning to slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return option(func(c *core.Config) error {
 		if l == nil {
 			return core.Invalid("nil logger")
 		}
-		c.Logger = l
+		c.Logger, c.LoggerSet = l, true
 		return nil
 	})
 }

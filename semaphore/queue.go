@@ -113,8 +113,7 @@ const minExpiry = time.Second
 // semaphore live at least its own value's expiry, and a value without one leaves the keys'
 // TTLs as they are (it gives none, and removes none), so that a semaphore used through both
 // may expire under the permits or the waiters of the one without. Values of one name on one
-// Client that
-// differ in expiry keep a local queue each, and meet in Redis as the values of two Clients
+// Client that differ in expiry keep a local queue each, and meet in Redis as the values of two Clients
 // would, as values that differ in waiter timeout do.
 func WithExpiry(d time.Duration) Option {
 	return Option{core.Set(func(b *base) error {

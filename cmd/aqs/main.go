@@ -101,6 +101,7 @@ var commands = []command{
 	{name: "demo", summary: "run ticket sales, a shared config, a worker pool and inventory reservation across processes", run: runDemo},
 	{name: "inspect", summary: "show what is at a name: holders, leases, tokens, queue, permits", run: runInspect},
 	{name: "top", summary: "a live view of every name: kinds, holders, queues, leases, Clients gone stale", run: runTop},
+	{name: "verify", summary: "check a deployment as the library relies on it (eviction, ACL, persistence, replicas...), then drill it", run: runVerify},
 	{name: "unlock", summary: "force the release of a name whoever holds it (--force), waking its waiters", run: runUnlock},
 	{name: "run", summary: "run a command while holding a name: a fair lock, a permit (--permits), a leadership (--elect)", run: runRun,
 		ownSignals: true, usageStatus: exitRunFailed},

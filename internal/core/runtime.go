@@ -25,6 +25,10 @@ type Config struct {
 	WatchdogTimeout time.Duration
 	Prefix          string
 	Logger          *slog.Logger
+	// LoggerSet tells whether the user gave Logger (aqs.WithLogger). New's warning about an
+	// evicting server goes to slog.Default() otherwise, since a warning that nobody reads
+	// would not be one.
+	LoggerSet bool
 	// Linger is how long the hub stays subscribed to a channel after its last local waiter
 	// left, so that a lock contended in bursts does not subscribe and unsubscribe every cycle.
 	Linger time.Duration
@@ -146,6 +150,11 @@ func NewRuntime(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Ru
 	if err := checkSync(ctx, rdb, cfg); err != nil {
 		return nil, err
 	}
+	warn := cfg.Logger
+	if !cfg.LoggerSet {
+		warn = slog.Default()
+	}
+	warnEviction(ctx, rdb, warn)
 	_, sharded := rdb.(*redis.ClusterClient)
 	rctx, cancel := context.WithCancel(context.Background())
 	rt := &Runtime{

@@ -243,22 +243,24 @@ func IsNoScript(err error) bool {
 // *redis.ClusterClient, or the one server of any other client. It checks that the server
 // computes the same SHA1 as the loader.
 func Load(ctx context.Context, c redis.UniversalClient) error {
-	load := func(ctx context.Context, node redis.Scripter) error {
-		for _, s := range all {
-			sha, err := node.ScriptLoad(ctx, s.src).Result()
-			if err != nil {
-				return fmt.Errorf("load script %s: %w", s.name, err)
-			}
-			if sha != s.sha {
-				return fmt.Errorf("load script %s: server computed SHA %s, expected %s", s.name, sha, s.sha)
-			}
-		}
-		return nil
-	}
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			return load(ctx, node)
+			return LoadNode(ctx, node)
 		})
 	}
-	return load(ctx, c)
+	return LoadNode(ctx, c)
+}
+
+// LoadNode loads every script on one server, stopping at the first that fails.
+func LoadNode(ctx context.Context, node redis.Scripter) error {
+	for _, s := range all {
+		sha, err := node.ScriptLoad(ctx, s.src).Result()
+		if err != nil {
+			return fmt.Errorf("load script %s: %w", s.name, err)
+		}
+		if sha != s.sha {
+			return fmt.Errorf("load script %s: server computed SHA %s, expected %s", s.name, sha, s.sha)
+		}
+	}
+	return nil
 }
