@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/redaqs/aqs"
-	_ "github.com/redaqs/aqs/fair"      // registers the fair lock's drill
-	_ "github.com/redaqs/aqs/semaphore" // registers the semaphore's drill
+	_ "github.com/redaqs/aqs/fair" // registers the fair lock's drill
 	"github.com/redaqs/aqs/internal/testkit/redistest"
+	_ "github.com/redaqs/aqs/semaphore" // registers the semaphore's drill
 )
 
 // findings returns the report's findings of check.
