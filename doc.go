@@ -174,10 +174,22 @@
 // AddPermits repair it). Under the policy its releases wait for the replicas too (for up to
 // 3s), which narrows that but does not close it: a counting semaphore may come out of a
 // failover with more or fewer permits, with the policy or without it. Use a Leased semaphore
-// where permits must survive failovers: its permits come back when their lease ends. An undo that cannot reach
-// the master is sent again for a few seconds, and otherwise leaves the acquisition to end with
-// its lease. Keys must not be evicted: run Redis with maxmemory-policy noeviction (its
-// default).
+// where permits must survive failovers: its permits come back when their lease ends. An undo
+// that cannot reach the master is sent again for a few seconds, and otherwise leaves the
+// acquisition to end with its lease. Keys must not be evicted: run Redis with
+// maxmemory-policy noeviction (its default).
+//
+// # Verifying a deployment
+//
+// The guarantees assume a server set up as the library expects: one that never evicts keys,
+// whose ACL lets the user run the scripts on the prefix's keys and channels, and whose
+// persistence and replicas are what the user thinks. Verify (on a Client) and VerifyServer (on
+// a go-redis client, before any Client exists) check that, and return a Report of findings,
+// each Pass, Warn, Fail or Skip with what it means and its fix; Report.Failed tells whether a
+// guarantee does not hold. They end with a drill of two Clients of their own on scratch
+// names, and leave nothing behind. The aqs command's verify runs the same checks from a shell
+// (exit status 0, 1 when a finding fails, 2 when it could not run). New warns, through the
+// logger of WithLogger or else slog.Default(), when a master may evict keys.
 //
 // # Keys, Redis Cluster and Sentinel
 //
@@ -187,7 +199,8 @@
 // cannot break out of its hash tag or reach another primitive's keys. A name should hold one
 // kind of primitive: a reentrant or fair lock and a read-write lock of the same name would
 // share a key. Each primitive's package lists its keys, and every key expires on its own once
-// abandoned, except a semaphore's permits, which are configuration.
+// abandoned, except a semaphore's permits, which are configuration (unless the semaphore is
+// made WithExpiry).
 //
 // New takes a *redis.Client, a *redis.ClusterClient or a *redis.FailoverClient (Sentinel). On
 // Redis Cluster the Client uses sharded pub/sub (SSUBSCRIBE and SPUBLISH, Redis 7 or later);

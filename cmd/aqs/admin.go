@@ -92,7 +92,7 @@ func openAdmin(ctx context.Context, e *env, f *adminFlags) (*admin, error) {
 	}
 	if addr == "" {
 		return nil, usagef("no Redis address: give --redis host:port or set %s "+
-			"(inspect, unlock and run use an existing Redis; they start none)", redisURLEnv)
+			"(inspect, top, unlock, run and verify use an existing Redis; they start none)", redisURLEnv)
 	}
 	rdb, single, err := newUniversalClient(addr)
 	if err != nil {

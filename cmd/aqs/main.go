@@ -13,16 +13,19 @@
 //	inspect show what is at a name: aqs inspect NAME [--json]
 //	top     a live view of every name under the prefix: aqs top [--once [--json]]
 //	unlock  force the release of a name: aqs unlock --force NAME [--yes]
+//	verify  check a deployment as the library relies on it, then drill it: aqs verify [--json]
 //	run     run a command while holding a name: aqs run [flags] NAME -- command args...
 //
 // Every command reaches Redis at the address of its --redis flag (host:port, or a redis://,
 // rediss:// or unix:// URL), else at $REDIS_URL. With neither, demo starts a throwaway
 // redis-server from PATH (or the binary $REDIS_SERVER names, valkey-server for one) on a free
 // loopback port and stops it when it exits.
-// inspect, top, unlock and run start none: they use an existing Redis, and also take a Redis
+// inspect, top, unlock, run and verify start none: they use an existing Redis, and also take a Redis
 // Cluster (any node, or host:port,host:port,...) or Sentinel (redis://...?master_name=NAME).
 //
-// Exit status: 0 on success, 1 on failure, 2 on a usage error, 130 when interrupted. aqs run
+// Exit status: 0 on success, 1 on failure, 2 on a usage error, 130 when interrupted. aqs
+// verify exits with 1 when a finding fails (a guarantee does not hold on the deployment) and
+// with 2 when it could not run (an unreachable server among them). aqs run
 // exits with its command's status instead, and keeps its own statuses out of the range
 // commands commonly use, as timeout(1) and env(1) do: 75 when NAME was not acquired within
 // --wait, 76 when the hold was lost and the command stopped, 125 when aqs run itself failed
@@ -38,6 +41,7 @@
 //	aqs top --redis localhost:6379             # every name, longest queues first; Ctrl-C ends it
 //	aqs unlock --force --yes --redis localhost:6379 orders
 //	aqs run --redis localhost:6379 nightly-report -- ./report.sh --since yesterday
+//	aqs verify --redis redis://app:secret@redis.internal:6379 --prefix app
 //
 // demo runs each scenario across several OS processes (it runs itself again as workers) and
 // ends with a table of its checks: every ticket sold once and buyers served in arrival order,
@@ -55,7 +59,10 @@
 // with --permits K, one of K permits of the leased semaphore NAME; with --elect, the
 // leadership of the election NAME) while its command runs, gives the command the hold's
 // fencing token in $AQS_FENCING_TOKEN, and stops the command before another holder can start
-// should the hold be lost. Run aqs <command> -h for every flag.
+// should the hold be lost. verify checks the server's eviction policy, persistence, replicas
+// and WAIT, topology, script and ACL permissions on the prefix, round trip and clock, then has
+// two Clients contend on a scratch fair lock and semaphore, and explains each finding with its
+// fix. Run aqs <command> -h for every flag.
 package main
 
 import (
