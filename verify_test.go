@@ -367,3 +367,19 @@ func TestSeverityText(t *testing.T) {
 	_, err := aqs.Severity(9).MarshalText()
 	assert.Error(t, err)
 }
+
+func TestVerifyThroughSentinel(t *testing.T) {
+	g := redistest.NewSentinel(t)
+	rdb := g.Client(t)
+	r, err := aqs.VerifyServer(context.Background(), rdb)
+	require.NoError(t, err)
+	assert.False(t, r.Failed(), "%+v", r.Findings)
+	assert.Regexp(t, `^a master with \d+ replicas$`, r.Topology)
+	assert.Equal(t, aqs.Pass, only(t, r, aqs.CheckTopology).Severity)
+	f := only(t, r, aqs.CheckReplication)
+	assert.Equal(t, aqs.Warn, f.Severity, "replicated asynchronously: %s", f.Summary)
+	for _, d := range findings(r, aqs.CheckDrill) {
+		assert.Equal(t, aqs.Pass, d.Severity, d.Summary)
+	}
+	noScratchKeys(t, rdb)
+}
