@@ -240,7 +240,7 @@ func (v *verifier) serverFinding(f *nodeFacts) Finding {
 		return Finding{Severity: Fail, Summary: name + ": aqs needs Redis 7.0 or later, or Valkey 7.2 or later (sharded pub/sub, scripts' commands)",
 			Fix: "upgrade the server"}
 	}
-	return Finding{Severity: Pass, Summary: name + ", scripting on"}
+	return Finding{Severity: Pass, Summary: name + " (aqs needs Redis 7.0 or Valkey 7.2, or later)"}
 }
 
 // topologyFindings checks that each server is a master and, on Redis Cluster, that every

@@ -74,7 +74,7 @@ func parseWithName(fs *flag.FlagSet, args []string) (string, error) {
 // admin is an open connection to the Redis that holds the primitives.
 type admin struct {
 	rdb    redis.UniversalClient
-	addr   string // as given
+	addr   string // as given, its password redacted: for messages
 	prefix string
 }
 
@@ -100,7 +100,7 @@ func openAdmin(ctx context.Context, e *env, f *adminFlags) (*admin, error) {
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
-		return nil, unreachable(addr, err)
+		return nil, unreachable(redactAddr(addr), err)
 	}
 	if single {
 		// A node of a Redis Cluster serves only its own slots: talk to the whole cluster. A
@@ -111,12 +111,12 @@ func openAdmin(ctx context.Context, e *env, f *adminFlags) (*admin, error) {
 			c.Close()
 			if err := cc.Ping(ctx).Err(); err != nil {
 				cc.Close()
-				return nil, unreachable(addr, err)
+				return nil, unreachable(redactAddr(addr), err)
 			}
 			rdb = cc
 		}
 	}
-	return &admin{rdb: rdb, addr: addr, prefix: f.prefix}, nil
+	return &admin{rdb: rdb, addr: redactAddr(addr), prefix: f.prefix}, nil
 }
 
 // Close closes the connection.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,18 @@ func parseRedisAddr(addr string) (*redis.Options, error) {
 		return nil, fmt.Errorf("bad Redis address %q: want host:port or a redis:// URL", addr)
 	}
 	return &redis.Options{Addr: addr}, nil
+}
+
+// redactAddr returns addr fit to print: a URL's password replaced by "xxxxx".
+func redactAddr(addr string) string {
+	if !strings.Contains(addr, "://") {
+		return addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return addr
+	}
+	return u.Redacted()
 }
 
 // redisConn is where a command's clients connect: the address the user gave, or a throwaway

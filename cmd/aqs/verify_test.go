@@ -87,3 +87,18 @@ func TestVerifyCannotRunExitsWith2(t *testing.T) {
 	code, _, _ = aqsRun(ctx, nil, "verify")
 	assert.Equal(t, 2, code, "no address")
 }
+
+func TestVerifyPrintsNoPassword(t *testing.T) {
+	srv := redistest.NewServer(t)
+	ctx := context.Background()
+	require.NoError(t, srv.Client(t).Do(ctx, "ACL", "SETUSER", "ops", "on", ">s3cret", "~*", "&*", "+@all").Err())
+	code, stdout, stderr := aqsRun(ctx, nil, "verify", "--redis", "redis://ops:s3cret@"+srv.Addr())
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "aqs verify: redis://ops:xxxxx@"+srv.Addr())
+	assert.NotContains(t, stdout+stderr, "s3cret")
+
+	code, _, stderr = aqsRun(ctx, nil, "verify", "--redis", "redis://ops:s3cret@127.0.0.1:1")
+	assert.Equal(t, 2, code)
+	assert.NotContains(t, stderr, "s3cret")
+	assert.Contains(t, stderr, "redis://ops:xxxxx@127.0.0.1:1")
+}
