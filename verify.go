@@ -159,9 +159,12 @@ func Verify(ctx context.Context, client *Client) (*Report, error) {
 // most its permits at once).
 //
 // It returns an error only when it could not run: a nil rdb or a bad option (ErrInvalidArgument),
-// a server that does not answer PING, or ctx done before the first check. Everything else is a
-// finding. It writes only under scratch names "aqs-verify-<random>…" of the prefix, and deletes
-// them before it returns; keys it could not delete (DEL refused) expire within a minute.
+// a server that does not answer PING, or ctx done before it finished (it returns by ctx's
+// deadline, even while the server stalls). Everything else is a finding; a server that stalls
+// or fails midway makes findings that say so. It writes only under scratch names
+// "aqs-verify-<random>…" of the prefix, and deletes them before it returns; keys it could not
+// delete (DEL refused, or ctx ended first) expire on their own, within a minute at the
+// default watchdog timeout.
 func VerifyServer(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Report, error) {
 	if rdb == nil {
 		return nil, core.Invalid("nil redis client")
@@ -200,10 +203,32 @@ func eachMaster(ctx context.Context, rdb redis.UniversalClient, f func(ctx conte
 // server makes findings rather than a hang.
 const verifyStepTimeout = 5 * time.Second
 
+// verify runs the checks in a goroutine of their own, so that it returns by ctx's deadline
+// even while a stalled server keeps a call of theirs waiting for its read timeout: that call
+// ends in the background, and the checks after it, their ctx done, send nothing. The drill's
+// Clients are closed there; the scratch keys it could not sweep then expire within a minute.
 func verify(ctx context.Context, rdb redis.UniversalClient, cfg core.Config) (*Report, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	type result struct {
+		r   *Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := verifyAll(ctx, rdb, cfg)
+		done <- result{r, err}
+	}()
+	select {
+	case res := <-done:
+		return res.r, res.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("aqs: verify: cut short: %w", context.Cause(ctx))
+	}
+}
+
+func verifyAll(ctx context.Context, rdb redis.UniversalClient, cfg core.Config) (*Report, error) {
 	pctx, cancel := context.WithTimeout(ctx, verifyStepTimeout)
 	err := rdb.Ping(pctx).Err()
 	cancel()
@@ -236,6 +261,10 @@ func verify(ctx context.Context, rdb redis.UniversalClient, cfg core.Config) (*R
 	add(CheckLatency, v.latencyFinding)
 	add(CheckClock, v.clockFinding)
 	r.Findings = append(r.Findings, v.drill(ctx, scriptsOK)...)
+	if err := ctx.Err(); err != nil {
+		// Findings made after ctx ended would blame the server for the caller's deadline.
+		return nil, fmt.Errorf("aqs: verify: cut short: %w", context.Cause(ctx))
+	}
 	return r, nil
 }
 

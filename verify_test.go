@@ -383,3 +383,32 @@ func TestVerifyThroughSentinel(t *testing.T) {
 	}
 	noScratchKeys(t, rdb)
 }
+
+func TestVerifyReturnsByItsDeadlineWhenRedisStalls(t *testing.T) {
+	s := redistest.NewServer(t)
+	rdb := s.Client(t)
+	require.NoError(t, rdb.Ping(context.Background()).Err())
+	// The server stops answering once Verify has begun (after its first PING).
+	paused := make(chan struct{})
+	go func() {
+		defer close(paused)
+		for i := 0; ; i++ {
+			n, err := rdb.Do(context.Background(), "INFO", "commandstats").Text()
+			if err != nil || strings.Contains(n, "cmdstat_ping:calls=2") || i > 5000 {
+				break
+			}
+		}
+		assert.NoError(t, s.Pause())
+	}()
+	t.Cleanup(func() { <-paused; _ = s.Resume() })
+
+	const deadline = time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	r, err := aqs.VerifyServer(ctx, rdb)
+	took := time.Since(start)
+	assert.Nil(t, r, "no report of findings the deadline made")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, took, deadline+250*time.Millisecond, "Verify returned %v after its deadline", took-deadline)
+}
