@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +40,19 @@ import (
 // CLUSTER SLOTS only once it has synchronised, and can be promoted only once
 // its link is up, so startCluster also waits for every replica's
 // master_link_status:up.
+//
+// Valkey (like Redis from 7.2) also gives each shard an id, which a node
+// writes in its nodes.conf for every node it knows; a replica takes its
+// master's id, and the other nodes learn that by gossip, some time after
+// CLUSTER REPLICATE. Until a node has learnt it, its nodes.conf gives a
+// replica an id of its own beside the master's, and Valkey 8.0 refuses to
+// start from such a file ("corrupted cluster config file"): a node killed
+// then would never come back. So startCluster also waits until every node's
+// CLUSTER SHARDS lists each master with its replica, and nothing else, in one
+// shard of its own. A node rewrites its nodes.conf when it learns an id,
+// before it replies to the next command, so from then every node can be
+// restarted from its file. Redis 7.0, which has no shard ids, lists a
+// replica in its master's shard as soon as it knows whose replica it is.
 //
 // How a shard fails over. A shard is a master and its replica; the harness
 // records which of the two is the master, since every failover swaps them.
@@ -208,7 +223,73 @@ func (c *RedisCluster) form() error {
 			links[c.replicas[i]] = m
 		}
 	}
-	return c.await(want, links)
+	if err := c.await(want, links); err != nil {
+		return err
+	}
+	groups := make([][]*Server, clusterSize)
+	for i, m := range c.nodes {
+		groups[i] = []*Server{m}
+		if c.replicas != nil {
+			groups[i] = append(groups[i], c.replicas[i])
+		}
+	}
+	return c.awaitShards(groups)
+}
+
+// awaitShards waits up to clusterTimeout until every node lists in CLUSTER
+// SHARDS exactly the shards of groups, each shard with exactly the nodes of
+// one group.
+func (c *RedisCluster) awaitShards(groups [][]*Server) error {
+	want := make([]string, len(groups))
+	for i, g := range groups {
+		want[i] = shardKey(g)
+	}
+	slices.Sort(want)
+	all := c.all()
+	clients := make(map[*Server]*redis.Client, len(all))
+	for _, s := range all {
+		clients[s] = redis.NewClient(s.Options())
+		defer clients[s].Close()
+	}
+	return waitFor(clusterTimeout, nil, func(ctx context.Context) error {
+		for _, s := range all {
+			shards, err := clients[s].ClusterShards(ctx).Result()
+			if err != nil {
+				return fmt.Errorf("node %s: CLUSTER SHARDS: %w", s.Addr(), err)
+			}
+			got := make([]string, len(shards))
+			for i, sh := range shards {
+				addrs := make([]string, len(sh.Nodes))
+				for j, n := range sh.Nodes {
+					addrs[j] = net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+				}
+				got[i] = addrKey(addrs)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("node %s: CLUSTER SHARDS has the shards %v, want %v", s.Addr(), got, want)
+			}
+		}
+		return nil
+	})
+}
+
+// shardKey names the shard of the servers in group by their addresses (see
+// addrKey).
+func shardKey(group []*Server) string {
+	addrs := make([]string, len(group))
+	for i, s := range group {
+		addrs[i] = s.Addr()
+	}
+	return addrKey(addrs)
+}
+
+// addrKey names a shard by the addresses of its nodes, in any order: the
+// addresses sorted, joined by "+".
+func addrKey(addrs []string) string {
+	addrs = slices.Clone(addrs)
+	slices.Sort(addrs)
+	return strings.Join(addrs, "+")
 }
 
 // expect is what a node must show in CLUSTER SLOTS for the slots of one
@@ -423,9 +504,11 @@ func NewCluster(t testing.TB) *RedisCluster {
 // replica, for the calling test alone, for tests that kill or switch over
 // masters; it is stopped in t.Cleanup. When it returns, every node reports
 // cluster_state:ok, every node's CLUSTER SLOTS lists, for each third of the
-// slots, its master then that master's replica, and every replica's
-// replication link is up. If the start fails, NewClusterWithReplicas calls
-// t.Fatal.
+// slots, its master then that master's replica, every replica's
+// replication link is up, and every node's CLUSTER SHARDS lists each master
+// with its replica in a shard of their own, so that any node killed from
+// then on can start again from its nodes.conf. If the start fails,
+// NewClusterWithReplicas calls t.Fatal.
 func NewClusterWithReplicas(t testing.TB) *RedisCluster {
 	t.Helper()
 	c, err := startShards(true)

@@ -102,6 +102,51 @@ func TestClusterWithReplicasListsEachMasterThenItsReplica(t *testing.T) {
 	}
 }
 
+// Every node of a new cluster can be killed and started again from its nodes.conf, keeping
+// its identity: a node's file is never caught half-way through learning the shard ids (Valkey
+// refuses to start from one in which a replica's shard id is not its master's). The six are
+// killed together, so that every file is the one the node wrote before NewClusterWithReplicas
+// returned.
+func TestClusterWithReplicasRestartsFromItsNodesConf(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := NewClusterWithReplicas(t)
+	ids := map[*Server]string{}
+	for _, s := range c.all() {
+		id, err := s.Client(t).Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatalf("CLUSTER MYID on %s: %v", s.Addr(), err)
+		}
+		ids[s] = id
+	}
+	for _, s := range c.all() {
+		if err := s.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range c.all() {
+		if err := s.Restart(); err != nil {
+			t.Fatalf("restarting %s from its nodes.conf: %v", s.Addr(), err)
+		}
+		if id, err := s.Client(t).Do(ctx, "CLUSTER", "MYID").Text(); err != nil || id != ids[s] {
+			t.Fatalf("CLUSTER MYID on %s after the restart = %q, %v; want %q", s.Addr(), id, err, ids[s])
+		}
+	}
+	// Either node of a shard may lead it now: a replica may have been promoted meanwhile.
+	want := make([]expect, clusterSize)
+	groups := make([][]*Server, clusterSize)
+	for i := range want {
+		want[i] = expect{masters: []*Server{c.nodes[i], c.replicas[i]}}
+		groups[i] = []*Server{c.nodes[i], c.replicas[i]}
+	}
+	if err := c.await(want, nil); err != nil {
+		t.Fatalf("the restarted cluster: %v", err)
+	}
+	if err := c.awaitShards(groups); err != nil {
+		t.Fatalf("the restarted cluster: %v", err)
+	}
+}
+
 func TestClusterReplicaTakesOverAKilledMaster(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
