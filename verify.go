@@ -257,10 +257,11 @@ func verifyAll(ctx context.Context, rdb redis.UniversalClient, cfg core.Config) 
 	for _, f := range facts {
 		scriptsOK = scriptsOK && f.loadErr == nil
 	}
-	r.Findings = append(r.Findings, v.aclFinding(ctx))
+	acl := v.aclFinding(ctx)
+	r.Findings = append(r.Findings, acl)
 	add(CheckLatency, v.latencyFinding)
 	add(CheckClock, v.clockFinding)
-	r.Findings = append(r.Findings, v.drill(ctx, scriptsOK)...)
+	r.Findings = append(r.Findings, v.drill(ctx, scriptsOK, acl.Severity == Fail)...)
 	if err := ctx.Err(); err != nil {
 		// Findings made after ctx ended would blame the server for the caller's deadline.
 		return nil, fmt.Errorf("aqs: verify: cut short: %w", context.Cause(ctx))
@@ -304,7 +305,7 @@ func merge(check string, facts []*nodeFacts, per func(f *nodeFacts) Finding) []F
 
 // drill runs every registered drill with two Clients of Verify's own on scratch names, then
 // deletes whatever the drills left under them.
-func (v *verifier) drill(ctx context.Context, scriptsOK bool) []Finding {
+func (v *verifier) drill(ctx context.Context, scriptsOK, aclFailed bool) []Finding {
 	drills := core.Drills()
 	if len(drills) == 0 {
 		return []Finding{{Check: CheckDrill, Severity: Skip,
@@ -342,7 +343,7 @@ func (v *verifier) drill(ctx context.Context, scriptsOK bool) []Finding {
 		if err != nil {
 			f.Severity = Fail
 			f.Summary = fmt.Sprintf("%s: %v", d.Primitive, err)
-			f.Fix = drillFix(err)
+			f.Fix = drillFix(err, aclFailed)
 		}
 		out = append(out, f)
 	}
@@ -359,13 +360,18 @@ func (v *verifier) drill(ctx context.Context, scriptsOK bool) []Finding {
 	return out
 }
 
-// drillFix says what to do about a drill that failed.
-func drillFix(err error) string {
+// drillFix says what to do about a drill that failed, the ACL check having failed or not.
+func drillFix(err error, aclFailed bool) string {
 	var rs *ReplicaSyncError
+	msg := err.Error()
 	switch {
 	case errors.As(err, &rs):
 		return "the replicas did not acknowledge in time: see the " + CheckReplication + " finding"
-	case strings.Contains(err.Error(), "NOPERM"), strings.Contains(err.Error(), "can't run this command"):
+	// The servers word a refusal inside a script differently (Redis: "NOPERM …" or "… can't
+	// run this command …", Valkey: "ACL failure in script …"), hence the check's own verdict
+	// first.
+	case aclFailed, strings.Contains(msg, "NOPERM"), strings.Contains(msg, "can't run this command"),
+		strings.Contains(msg, "ACL failure"), strings.Contains(msg, "no permissions"):
 		return "the ACL refuses it: see the " + CheckACL + " finding"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "the server did not answer in time: see the " + CheckLatency + " finding, and verify again"
