@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -387,18 +389,34 @@ func TestVerifyThroughSentinel(t *testing.T) {
 func TestVerifyReturnsByItsDeadlineWhenRedisStalls(t *testing.T) {
 	s := redistest.NewServer(t)
 	rdb := s.Client(t)
-	require.NoError(t, rdb.Ping(context.Background()).Err())
-	// The server stops answering once Verify has begun (after its first PING).
-	paused := make(chan struct{})
+	pingRE := regexp.MustCompile(`cmdstat_ping:calls=(\d+)`)
+	pings := func() (int, error) {
+		info, err := rdb.Info(context.Background(), "commandstats").Result()
+		if m := pingRE.FindStringSubmatch(info); err == nil && m != nil {
+			return strconv.Atoi(m[1])
+		}
+		return 0, err
+	}
+	// The server stops answering once Verify has begun: after its first PING, with its checks
+	// (some 70 round trips and the clock's 300ms) still to come.
+	before, err := pings()
+	require.NoError(t, err)
+	paused, returned := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(paused)
-		for i := 0; ; i++ {
-			n, err := rdb.Do(context.Background(), "INFO", "commandstats").Text()
-			if err != nil || strings.Contains(n, "cmdstat_ping:calls=2") || i > 5000 {
-				break
+		for {
+			n, err := pings()
+			select {
+			case <-returned:
+				return
+			default:
 			}
+			if assert.NoError(t, err) && n == before {
+				continue
+			}
+			assert.NoError(t, s.Pause())
+			return
 		}
-		assert.NoError(t, s.Pause())
 	}()
 	t.Cleanup(func() { <-paused; _ = s.Resume() })
 
@@ -408,6 +426,7 @@ func TestVerifyReturnsByItsDeadlineWhenRedisStalls(t *testing.T) {
 	start := time.Now()
 	r, err := aqs.VerifyServer(ctx, rdb)
 	took := time.Since(start)
+	close(returned)
 	assert.Nil(t, r, "no report of findings the deadline made")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, took, deadline+250*time.Millisecond, "Verify returned %v after its deadline", took-deadline)
