@@ -384,7 +384,7 @@ func drillFix(err error, aclFailed bool) string {
 func (v *verifier) sweep(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, verifyStepTimeout)
 	defer cancel()
-	match := globEscape(v.cfg.Prefix+":{"+v.scratch) + "*"
+	match := core.GlobEscape(v.cfg.Prefix+":{"+v.scratch) + "*"
 	var mu sync.Mutex
 	deleted := 0
 	var firstErr error
@@ -412,19 +412,6 @@ func (v *verifier) sweep(ctx context.Context) (int, error) {
 		err = firstErr
 	}
 	return deleted, err
-}
-
-// globEscape escapes the glob metacharacters of s for SCAN's MATCH.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // byAddr orders the masters' facts by address, so that reports list them in a stable order.

@@ -436,7 +436,7 @@ func (c *clientLife) row() topClient {
 // scanNames returns the names under the prefix, sorted: it SCANs for the keys
 // "<prefix>:{..." on every master and decodes each key's name (nameOfKey).
 func scanNames(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]string, error) {
-	match := globEscape(prefix) + ":{*"
+	match := core.GlobEscape(prefix) + ":{*"
 	var mu sync.Mutex
 	names := map[string]bool{}
 	scan := func(ctx context.Context, c *redis.Client) error {
@@ -471,19 +471,6 @@ func scanNames(ctx context.Context, rdb redis.UniversalClient, prefix string) ([
 	}
 	slices.Sort(out)
 	return out, nil
-}
-
-// globEscape escapes the bytes that SCAN's MATCH pattern gives a meaning to.
-func globEscape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 var nameUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")

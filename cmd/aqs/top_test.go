@@ -39,7 +39,7 @@ func topPrefix(t *testing.T, rdb redis.UniversalClient) string {
 	t.Cleanup(func() {
 		ctx := context.Background()
 		del := func(ctx context.Context, node *redis.Client) error {
-			iter := node.Scan(ctx, 0, globEscape(prefix)+":*", 1000).Iterator()
+			iter := node.Scan(ctx, 0, core.GlobEscape(prefix)+":*", 1000).Iterator()
 			for iter.Next(ctx) {
 				if err := node.Del(ctx, iter.Val()).Err(); err != nil {
 					return err
@@ -663,7 +663,7 @@ func TestTopScanTakesThePrefixLiterally(t *testing.T) {
 	}
 	for p, name := range keys {
 		var matched []string
-		iter := rdb.Scan(t.Context(), 0, globEscape(p)+":{*", 1000).Iterator()
+		iter := rdb.Scan(t.Context(), 0, core.GlobEscape(p)+":{*", 1000).Iterator()
 		for iter.Next(t.Context()) {
 			matched = append(matched, iter.Val())
 		}

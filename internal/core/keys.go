@@ -56,3 +56,17 @@ func ValidPrefix(prefix string) error {
 	}
 	return nil
 }
+
+// GlobEscape escapes the glob metacharacters of s for SCAN's MATCH, so that a prefix or a
+// name matches only itself.
+func GlobEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
