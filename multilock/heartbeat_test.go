@@ -71,35 +71,42 @@ func TestAHeartbeatThatLandsAfterTheAcquisitionLeavesTheHoldAlone(t *testing.T) 
 	})
 }
 
-// Through the API: waiters with a short waiter timeout (30ms: heartbeats every 10ms) take
-// three names in turn and hold them 50ms each, longer than the waiter timeout. No two holders
-// may be inside at once, and every hold must end by its own Unlock, not lost.
+// Through the API: waiters with a short waiter timeout (100ms: heartbeats every 33ms) take
+// three names in turn and hold them 150ms each, longer than the waiter timeout. A granted
+// hold's first lease runs only to its waiter's liveness deadline, and the Client must renew it
+// to its own lease in time. No two holders may be inside at once while both held contexts are
+// live, and every hold must end by its own Unlock, not lost. (The waiter timeout leaves the
+// renewal tens of milliseconds, so that a loaded machine's scheduling does not lose holds:
+// a holder whose context ended may still be inside when the next one enters, which the
+// library allows, since the lost hold's context ended first.)
 func TestAHoldLongerThanTheWaiterTimeoutIsNeverLost(t *testing.T) {
 	rdb := redistestSingle(t)
 	pool := names(t, 3)
 	var inside atomic.Int32
 	var overlaps, lost, held atomic.Int32
+	var current atomic.Value // the held context of the latest holder to enter
 	var wg sync.WaitGroup
 	for range 3 {
 		c := newClient(t, rdb)
-		for range 4 {
+		for range 2 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				m, err := multilock.New(c, pool, multilock.WithWaiterTimeout(30*time.Millisecond))
+				m, err := multilock.New(c, pool, multilock.WithWaiterTimeout(100*time.Millisecond))
 				if !assert.NoError(t, err) {
 					return
 				}
-				for range 8 {
+				for range 4 {
 					h, err := m.Lock(context.Background())
 					if !assert.NoError(t, err) {
 						return
 					}
 					held.Add(1)
-					if inside.Add(1) != 1 {
+					prev, _ := current.Swap(h).(context.Context)
+					if inside.Add(1) != 1 && prev != nil && prev.Err() == nil {
 						overlaps.Add(1)
 					}
-					time.Sleep(50 * time.Millisecond) // the work done under the lock
+					time.Sleep(150 * time.Millisecond) // the work done under the lock
 					inside.Add(-1)
 					if err := m.Unlock(h); err != nil {
 						lost.Add(1)
@@ -111,6 +118,6 @@ func TestAHoldLongerThanTheWaiterTimeoutIsNeverLost(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d holds", held.Load())
-	assert.Zero(t, overlaps.Load(), "holds that found another holder inside")
+	assert.Zero(t, overlaps.Load(), "holds that found another holder inside, whose held context was live")
 	assert.Zero(t, lost.Load(), "holds lost before their Unlock")
 }
