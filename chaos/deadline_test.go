@@ -25,8 +25,10 @@ import (
 // are given up in the background, so that the primitive ends up free once the other Client
 // releases, with nobody left in its queue.
 
-// deadlineSlack is how late after its deadline a call may return.
-const deadlineSlack = 50 * time.Millisecond
+// deadlineSlack is how late after its deadline a call may return: the engine's patience and
+// grace (37.5ms), and the scheduling of a 2-core machine running the whole suite under -race
+// (a call once returned 58ms late there, with its give-up abandoned in time).
+const deadlineSlack = 100 * time.Millisecond
 
 // callDeadline is the deadline of the calls that meet a fault.
 const callDeadline = 600 * time.Millisecond
