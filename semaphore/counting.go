@@ -143,52 +143,42 @@ func (s *Semaphore) Release(ctx context.Context, n int) error {
 	if err := s.checkN("release", n); err != nil {
 		return err
 	}
-	return s.release(ctx, n, s.rt.NewHoldID())
+	return s.release(ctx, n, s.rt.NewHoldID(), false)
 }
 
 // release is Release of n permits, with the key of its own "<s>:r:<id>": a release of the same
-// id within 10s is the same release (see sem_release.lua).
-func (s *Semaphore) release(ctx context.Context, n int, id string) error {
+// id within 10s is the same release (see sem_release.lua). bounded says that the release is
+// an undo inside a call (a grant the call gives back, refused for want of acknowledgement or
+// ended as it won): under the replica-sync policy it runs once, without waiting for the
+// replicas, and the wait for them goes on in the background, because the call's refusal is
+// owed to its caller by its deadline, and the caller's waiting for the replicas would not
+// change what the call returns.
+func (s *Semaphore) release(ctx context.Context, n int, id string, bounded bool) error {
 	if err := s.rt.Check(); err != nil {
 		return err
 	}
-	// A key of this release's own makes a second run of it (go-redis's retry after a lost
-	// reply) change nothing: see sem_release.lua. So when its outcome is unknown (the reply
-	// lost, go-redis's retries spent), it is sent again, for up to releaseWindow, rather than
-	// leaving the caller to guess whether its permits came back: counting permits have no
-	// lease, and a release that never reaches Redis (a master that died, until its replica is
-	// promoted) keeps them taken for good. Under the replica-sync policy it is sent again, as
-	// well, until the replicas acknowledge it: a release that only the master had is lost at a
-	// failover (a master that died; the old master of a controlled failover, which its
-	// clients reach for a moment after the promotion), and a run again on the new master,
-	// where the key of its own is not, gives the permits back there.
 	keys := append(s.keys[:4:4], s.key+layout.ReleaseSuffix+id)
+	start := time.Now()
 	var v any
 	var err error
-	durable := false
-	start := time.Now()
-	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-		var cmd *redis.Cmd
-		cmd, durable = s.rt.RunReplicated(context.WithoutCancel(ctx), scripts.SemRelease, keys,
-			s.args(n, s.rt.PublishCommand(), s.rt.ID))
-		v, err = cmd.Result()
-		var replied redis.Error
-		window := releaseWindow
+	if bounded && s.rt.SyncOn() {
+		v, err = scripts.SemRelease.Run(ctx, s.rt.Pipe, keys, s.args(n, s.rt.PublishCommand(), s.rt.ID)...).Result()
 		if err == nil {
-			window = unackedWindow // it ran: what is left is the replicas' acknowledgement
+			s.rt.Go(func(rctx context.Context) {
+				if _, durable, _ := s.sendRelease(rctx, keys, n, start); !durable {
+					s.unacked(n)
+				}
+			})
 		}
-		if durable || errors.As(err, &replied) && !core.Transient(err) || time.Since(start)+delay > window ||
-			s.rt.Check() != nil {
-			break
+	} else {
+		var durable bool
+		v, durable, err = s.sendRelease(ctx, keys, n, start)
+		if err == nil && !durable {
+			s.unacked(n)
 		}
-		time.Sleep(delay) // a pause before sending again, not a wait for a condition
 	}
 	if err != nil {
 		return core.RedisError(s.key, err)
-	}
-	if !durable {
-		s.rt.Logger().Warn("aqs: the replicas did not acknowledge a counting semaphore's release: a failover may lose it",
-			"key", s.key, "permits", n)
 	}
 	r, err := s.reply(v)
 	switch {
@@ -202,6 +192,45 @@ func (s *Semaphore) release(ctx context.Context, n int, id string) error {
 		return fmt.Errorf("semaphore %q: release of %d: %w", s.name, n, ErrOverRelease)
 	}
 	return nil
+}
+
+// sendRelease sends the release of n permits with keys (the last, its key of its own) until
+// its outcome is known and, under the replica-sync policy, the replicas acknowledged it, and
+// returns the last reply and whether they did. A key of its own makes a second run change
+// nothing (see sem_release.lua), so when the outcome is unknown
+// (the reply lost, go-redis's retries spent) it is sent again, for up to releaseWindow from
+// start, rather than leaving the caller to guess whether its permits came back: counting
+// permits have no lease, and a release that never reaches Redis (a master that died, until its
+// replica is promoted) keeps them taken for good. Under the policy it is sent again as well
+// until the replicas acknowledge it: a release that only the master had is lost at a failover
+// (a master that died; the old master of a controlled failover, which its clients reach for a
+// moment after the promotion), and a run again on the new master, where the key of its own is
+// not, gives the permits back there; it is sent again until the next try could not be
+// acknowledged within unackedWindow from start.
+func (s *Semaphore) sendRelease(ctx context.Context, keys []string, n int, start time.Time) (any, bool, error) {
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		cmd, durable := s.rt.RunReplicated(context.WithoutCancel(ctx), scripts.SemRelease, keys,
+			s.args(n, s.rt.PublishCommand(), s.rt.ID))
+		v, err := cmd.Result()
+		var replied redis.Error
+		next := time.Now().Add(delay)
+		over := next.After(start.Add(releaseWindow))
+		if err == nil {
+			// It ran: what is left is the replicas' acknowledgement, which the next try
+			// gets within a replica-sync timeout, or not.
+			over = next.Add(s.rt.Cfg.SyncTimeout).After(start.Add(unackedWindow))
+		}
+		if durable || errors.As(err, &replied) && !core.Transient(err) || over || s.rt.Check() != nil {
+			return v, durable, err
+		}
+		time.Sleep(delay) // a pause before sending again, not a wait for a condition
+	}
+}
+
+// unacked logs a release of n permits that the replicas did not acknowledge.
+func (s *Semaphore) unacked(n int) {
+	s.rt.Logger().Warn("aqs: the replicas did not acknowledge a counting semaphore's release: a failover may lose it",
+		"key", s.key, "permits", n)
 }
 
 // Available returns the permits available now (0 when never set).
@@ -341,7 +370,7 @@ func (c *counting) giveBackGrant(ctx context.Context, hold string) error {
 			return ctx.Err()
 		}
 		if c.removed.Load() {
-			return c.s.release(ctx, c.n, hold) // one release, however often this runs
+			return c.s.release(ctx, c.n, hold, true) // one release, however often this runs
 		}
 	}
 	s := c.s
@@ -354,7 +383,7 @@ func (c *counting) giveBackGrant(ctx context.Context, hold string) error {
 		return err
 	}
 	// Granted, and collected by a heartbeat: the permits are the call's.
-	return c.s.release(ctx, c.n, hold)
+	return c.s.release(ctx, c.n, hold, true)
 }
 
 // undo gives back the permits of a call that won as its context ended: counting permits are

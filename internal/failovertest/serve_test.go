@@ -474,6 +474,7 @@ type primFigures struct {
 	overlaps int
 	late     []call        // calls that returned later than their deadline and the slack
 	syncMax  time.Duration // the longest call refused for want of acknowledgement
+	syncLong call          // that call
 	acquired int
 }
 
@@ -492,8 +493,8 @@ func (r *serveRun) primFigures(prim string) primFigures {
 			if !c.end.Before(r.failedAt) {
 				f.errs[c.class]++
 			}
-			if c.class == eSync {
-				f.syncMax = max(f.syncMax, c.end.Sub(c.start))
+			if c.class == eSync && c.end.Sub(c.start) > f.syncMax {
+				f.syncMax, f.syncLong = c.end.Sub(c.start), c
 			}
 			continue
 		}
@@ -644,7 +645,10 @@ func (r *serveRun) check(t *testing.T) {
 			}
 		}
 		if r.policy {
-			assert.LessOrEqual(t, f.syncMax, serveRefused, "%s: a call refused for want of acknowledgement", p)
+			if !assert.LessOrEqual(t, f.syncMax, serveRefused, "%s: a call refused for want of acknowledgement", p) {
+				c := f.syncLong
+				t.Logf("%s: %s started %v after the promotion: %s", p, c.worker, c.start.Sub(r.promoted).Round(time.Millisecond), c.detail)
+			}
 		}
 		if p == pCounting {
 			// Its permits are counts without owners or leases: a failover that loses an
@@ -716,6 +720,12 @@ func (r *serveRun) table() string {
 			if !seen[k] {
 				seen[k] = true
 				fmt.Fprintf(&b, "  %v after the promotion: %s\n", c.end.Sub(r.promoted).Round(time.Millisecond), k)
+			}
+		}
+		for _, p := range allPrims {
+			if c := r.primFigures(p).syncLong; c.detail != "" {
+				fmt.Fprintf(&b, "  %s: the longest refusal, %v from %v after the promotion: %s\n", p,
+					c.end.Sub(c.start).Round(time.Millisecond), c.start.Sub(r.promoted).Round(time.Millisecond), c.detail)
 			}
 		}
 	}

@@ -367,6 +367,50 @@ func TestReplicaSyncWithAReplicaAcquiresAndConfirmsGrants(t *testing.T) {
 	}
 }
 
+// A waiter granted permits of a counting semaphore that the replicas then fail to acknowledge
+// gives them back, and its call is refused by its deadline: the give-back does not wait for
+// the replicas (they do not answer), as a release by a caller does for up to 3s.
+func TestAGrantTheReplicasDoNotAcknowledgeIsRefusedByTheDeadline(t *testing.T) {
+	t.Parallel()
+	const syncTimeout = 300 * time.Millisecond
+	ctx := context.Background()
+	g := redistest.NewSentinel(t)
+	name := redistest.Name(t)
+	waiter, err := semaphore.New(newClient(t, g.Client(t), aqs.WithReplicaSync(1, syncTimeout)), name)
+	require.NoError(t, err)
+	// The releaser's Client has no policy: its release grants the permit at once.
+	releaser, err := semaphore.New(newClient(t, g.Client(t)), name)
+	require.NoError(t, err)
+	_, err = releaser.TrySetPermits(ctx, 1)
+	require.NoError(t, err)
+	require.NoError(t, releaser.Acquire(ctx, 1))
+
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		err := waiter.Acquire(ctx, 1)
+		if err == nil {
+			err = errors.New("acquired")
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool { return queued(t, g, waiter.Key()+":q") == 1 },
+		10*time.Second, 5*time.Millisecond, "the waiter never queued")
+	require.NoError(t, g.PauseReplicas())
+	t.Cleanup(func() { _ = g.ResumeReplicas() })
+	require.NoError(t, releaser.Release(ctx, 1))
+
+	err = <-got
+	var se *aqs.ReplicaSyncError
+	require.ErrorAs(t, err, &se, "the call ended by its deadline, not by its refusal")
+	assert.NoError(t, se.UndoErr)
+	n, err := releaser.Available(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "the permit granted to the refused waiter was not given back")
+	require.NoError(t, g.ResumeReplicas())
+}
+
 // queued returns the length of a wait queue list on the group's master.
 func queued(t *testing.T, g *redistest.RedisSentinel, key string) int64 {
 	c := redis.NewClient(&redis.Options{Addr: g.MasterAddr()})
