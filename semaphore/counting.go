@@ -197,16 +197,16 @@ func (s *Semaphore) release(ctx context.Context, n int, id string, bounded bool)
 // sendRelease sends the release of n permits with keys (the last, its key of its own) until
 // its outcome is known and, under the replica-sync policy, the replicas acknowledged it, and
 // returns the last reply and whether they did. A key of its own makes a second run change
-// nothing (see sem_release.lua), so when the outcome is unknown
-// (the reply lost, go-redis's retries spent) it is sent again, for up to releaseWindow from
-// start, rather than leaving the caller to guess whether its permits came back: counting
-// permits have no lease, and a release that never reaches Redis (a master that died, until its
-// replica is promoted) keeps them taken for good. Under the policy it is sent again as well
-// until the replicas acknowledge it: a release that only the master had is lost at a failover
-// (a master that died; the old master of a controlled failover, which its clients reach for a
-// moment after the promotion), and a run again on the new master, where the key of its own is
-// not, gives the permits back there; it is sent again until the next try could not be
-// acknowledged within unackedWindow from start.
+// nothing (see sem_release.lua), so when the outcome is unknown (the reply lost, go-redis's
+// retries spent) it is sent again, for up to releaseWindow from start, rather than leaving the
+// caller to guess whether its permits came back: counting permits have no lease, and a
+// release that never reaches Redis (a master that died, until its replica is promoted) keeps
+// them taken for good. Under the policy it is sent again as well until the replicas
+// acknowledge it, while the next try could still be acknowledged within unackedWindow from
+// start: a release that only the master had is lost at a failover (a master that died; the old
+// master of a controlled failover, which its clients reach for a moment after the promotion),
+// and a run again on the new master, where the key of its own is not, gives the permits back
+// there.
 func (s *Semaphore) sendRelease(ctx context.Context, keys []string, n int, start time.Time) (any, bool, error) {
 	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		cmd, durable := s.rt.RunReplicated(context.WithoutCancel(ctx), scripts.SemRelease, keys,
