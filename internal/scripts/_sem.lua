@@ -81,6 +81,20 @@ local function join_sem(s, q, d, member, now, timeout, fresh, gated)
   return true
 end
 
+-- beat renews a queued waiter's liveness deadline to timeout ms from now (a heartbeat of its
+-- Client) and keeps the queue alive (see keep_queue); it returns 1, or 0 when member is dead or
+-- gone. Unlike join, it leaves a dead entry in d until it reaches the head, so that it never
+-- revives.
+local function beat(q, d, member, now, timeout)
+  local sc = redis.call('ZSCORE', d, member)
+  if not sc or tonumber(sc) <= now then
+    return 0
+  end
+  redis.call('ZADD', d, string.format('%d', now + timeout), member)
+  keep_queue(q, d, timeout)
+  return 1
+end
+
 -- keep_until makes key k live at least until ms from now.
 local function keep_until(k, ms)
   if redis.call('PTTL', k) < ms then

@@ -25,18 +25,12 @@ if v[1] and v[2] then
   local total = tonumber(v[1])
   dispatch(s, q, d, now, total, total - in_use(s, p, pn, now), permits_in(s, p, pn, now), ARGV[5], nil)
 end
-local r = 1
+local r
 local e = redis.call('ZSCORE', p, hold)
 if e and tonumber(e) > now then
   r = 2
 else
-  local sc = redis.call('ZSCORE', d, member)
-  if not sc or tonumber(sc) <= now then
-    r = 0 -- a dead entry stays in d until it reaches the head, so that it never revives
-  else
-    redis.call('ZADD', d, string.format('%d', now + timeout), member)
-    keep_queue(q, d, timeout)
-  end
+  r = beat(q, d, member, now, timeout)
 end
 if v[1] then
   keep_leased(ARGV[6])

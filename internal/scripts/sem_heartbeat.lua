@@ -27,7 +27,7 @@ if c.total and c.gated then
   serve(s, q, d, g, c, now, ARGV[4], nil)
   save(s, c)
 end
-local r = 1
+local r
 if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
   r = 2
 elseif take_grant(g, member, now) then
@@ -36,13 +36,7 @@ elseif take_grant(g, member, now) then
   end
   r = 2
 else
-  local sc = redis.call('ZSCORE', d, member)
-  if not sc or tonumber(sc) <= now then
-    r = 0 -- a dead entry stays in d until it reaches the head, so that it never revives
-  else
-    redis.call('ZADD', d, string.format('%d', now + timeout), member)
-    keep_queue(q, d, timeout)
-  end
+  r = beat(q, d, member, now, timeout)
 end
 if c.total then
   keep_counting(ARGV[5])
