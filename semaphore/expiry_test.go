@@ -197,11 +197,16 @@ func TestExpiryEveryCallExtendsIt(t *testing.T) {
 				assert.LessOrEqual(t, pttl, aged, "%s extended key %s", what, k)
 			}
 		}
-		// heartbeatExtends checks that a queued waiter's heartbeats extend the semaphore: the
-		// keys are aged once it is queued, and a heartbeat (a third of the waiter timeout
-		// apart) must give them the expiry again.
-		heartbeatExtends := func(t *testing.T, keys []string) {
+		// waitersExtend checks that waiters extend the semaphore whose keys are keys, each
+		// made by acquire(ctx, its waiter timeout), which returns once the waiter is done: a
+		// queued waiter's heartbeats (the keys are aged once it is queued, and a heartbeat, a
+		// third of the waiter timeout apart, must give them the expiry again) and its give-up,
+		// then the give-up of a waiter whose heartbeats are seconds apart, so that only it runs.
+		waitersExtend := func(t *testing.T, keys []string, acquire func(ctx context.Context, waiterTimeout time.Duration) error) {
 			t.Helper()
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- acquire(wctx, 600*time.Millisecond) }()
 			exWaitLive(t, rdb, keys[2], 1)
 			age(t, keys)
 			require.Eventually(t, func() bool {
@@ -209,6 +214,20 @@ func TestExpiryEveryCallExtendsIt(t *testing.T) {
 				return err == nil && pttl > expiry-time.Minute
 			}, 5*time.Second, 5*time.Millisecond, "no heartbeat extended the semaphore")
 			exKept(t, rdb, keys, expiry-time.Minute, "heartbeat")
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+			exWaitLive(t, rdb, keys[2], 0) // its give-up ran
+
+			wctx, cancel = context.WithCancel(ctx)
+			go func() { done <- acquire(wctx, 30*time.Second) }()
+			exWaitLive(t, rdb, keys[2], 1)
+			age(t, keys)
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+			require.Eventually(t, func() bool {
+				pttl, err := rdb.PTTL(ctx, keys[0]).Result()
+				return err == nil && pttl > expiry-time.Minute
+			}, 5*time.Second, 5*time.Millisecond, "the give-up did not extend the semaphore")
 		}
 
 		t.Run("counting", func(t *testing.T) {
@@ -253,31 +272,13 @@ func TestExpiryEveryCallExtendsIt(t *testing.T) {
 			assert.Equal(t, 2, inAvail(t, s))
 			notAged(t, k, "Available")
 
-			// Waiters: their heartbeats, and a waiter that gives up.
+			// Waiters: their heartbeats, and waiters that give up.
 			require.NoError(t, s.Acquire(ctx, 2))
-			w, err := semaphore.New(c, s.Name(), semaphore.WithExpiry(expiry), semaphore.WithWaiterTimeout(600*time.Millisecond))
-			require.NoError(t, err)
-			wctx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- w.Acquire(wctx, 1) }()
-			heartbeatExtends(t, k)
-			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
-			exWaitLive(t, rdb, k[2], 0) // its give-up ran
-
-			// A waiter whose heartbeats are seconds apart, so that only its give-up runs.
-			slow, err := semaphore.New(c, s.Name(), semaphore.WithExpiry(expiry), semaphore.WithWaiterTimeout(30*time.Second))
-			require.NoError(t, err)
-			wctx, cancel = context.WithCancel(ctx)
-			go func() { done <- slow.Acquire(wctx, 1) }()
-			exWaitLive(t, rdb, k[2], 1)
-			age(t, k)
-			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
-			require.Eventually(t, func() bool {
-				pttl, err := rdb.PTTL(ctx, k[0]).Result()
-				return err == nil && pttl > expiry-time.Minute
-			}, 5*time.Second, 5*time.Millisecond, "the give-up did not extend the semaphore")
+			waitersExtend(t, k, func(ctx context.Context, waiterTimeout time.Duration) error {
+				w, err := semaphore.New(c, s.Name(), semaphore.WithExpiry(expiry), semaphore.WithWaiterTimeout(waiterTimeout))
+				require.NoError(t, err)
+				return w.Acquire(ctx, 1)
+			})
 			require.NoError(t, s.Release(ctx, 2))
 		})
 
@@ -329,37 +330,15 @@ func TestExpiryEveryCallExtendsIt(t *testing.T) {
 			notAged(t, k, "Available")
 			assert.Error(t, l.Release(ctx, q), "ForceRelease took q's permit")
 
-			// Waiters: their heartbeats, and a waiter that gives up.
+			// Waiters: their heartbeats, and waiters that give up.
 			p, err = l.Acquire(ctx, 3)
 			require.NoError(t, err)
-			w, err := semaphore.NewLeased(c, l.Name(), semaphore.WithExpiry(expiry), semaphore.WithWaiterTimeout(600*time.Millisecond))
-			require.NoError(t, err)
-			wctx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() {
-				_, err := w.Acquire(wctx, 1)
-				done <- err
-			}()
-			heartbeatExtends(t, k)
-			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
-			exWaitLive(t, rdb, k[2], 0) // its give-up ran
-
-			slow, err := semaphore.NewLeased(c, l.Name(), semaphore.WithExpiry(expiry), semaphore.WithWaiterTimeout(30*time.Second))
-			require.NoError(t, err)
-			wctx, cancel = context.WithCancel(ctx)
-			go func() {
-				_, err := slow.Acquire(wctx, 1)
-				done <- err
-			}()
-			exWaitLive(t, rdb, k[2], 1)
-			age(t, k)
-			cancel()
-			require.ErrorIs(t, <-done, context.Canceled)
-			require.Eventually(t, func() bool {
-				pttl, err := rdb.PTTL(ctx, k[0]).Result()
-				return err == nil && pttl > expiry-time.Minute
-			}, 5*time.Second, 5*time.Millisecond, "the give-up did not extend the semaphore")
+			waitersExtend(t, k, func(ctx context.Context, waiterTimeout time.Duration) error {
+				w, err := semaphore.NewLeased(c, l.Name(), semaphore.WithExpiry(expiry), semaphore.WithWaiterTimeout(waiterTimeout))
+				require.NoError(t, err)
+				_, err = w.Acquire(ctx, 1)
+				return err
+			})
 			require.NoError(t, l.Release(ctx, p))
 		})
 	})
