@@ -21,6 +21,8 @@ type proxy struct {
 	drop    atomic.Bool  // drop the next reply (see DropNextReply)
 	dropTo  atomic.Value // string: drop the reply to the next command that contains it (DropReplyTo)
 	dropped atomic.Int64 // replies dropped
+	held    atomic.Pointer[heldChunk]
+	stop    chan struct{} // closed when the proxy closes: chunks held back go nowhere
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -34,7 +36,7 @@ func newProxy(t *testing.T, target string) *proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -56,6 +58,24 @@ func (p *proxy) DropNextReply() { p.drop.Store(true) }
 // DropNextReply, no reply on another connection (a pub/sub message, a new connection's HELLO)
 // takes its place.
 func (p *proxy) DropReplyTo(text string) { p.dropTo.Store(text) }
+
+// heldChunk is a chunk to hold back (see HoldBack).
+type heldChunk struct {
+	text    []byte
+	caught  chan struct{}
+	release chan struct{}
+}
+
+// HoldBack makes the proxy hold back the next chunk a Client sends that contains text, and
+// every later chunk of that connection, until release is called: caught is closed once the
+// chunk is held. The command has not reached Redis while it is held; the Client waits for its
+// reply.
+func (p *proxy) HoldBack(text string) (caught <-chan struct{}, release func()) {
+	h := &heldChunk{text: []byte(text), caught: make(chan struct{}), release: make(chan struct{})}
+	p.held.Store(h)
+	var once sync.Once
+	return h.caught, func() { once.Do(func() { close(h.release) }) }
+}
 
 // Dropped returns how many replies the proxy dropped.
 func (p *proxy) Dropped() int { return int(p.dropped.Load()) }
@@ -128,6 +148,14 @@ func (p *proxy) pipe(src, dst net.Conn, replies bool, armed *atomic.Bool) {
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d) // the injected latency
 			}
+			if h := p.held.Load(); !replies && h != nil && bytes.Contains(buf[:n], h.text) && p.held.CompareAndSwap(h, nil) {
+				close(h.caught)
+				select {
+				case <-h.release:
+				case <-p.stop:
+					return
+				}
+			}
 			if text, _ := p.dropTo.Load().(string); !replies && text != "" &&
 				bytes.Contains(buf[:n], []byte(text)) && p.dropTo.CompareAndSwap(text, "") {
 				armed.Store(true)
@@ -148,6 +176,9 @@ func (p *proxy) pipe(src, dst net.Conn, replies bool, armed *atomic.Bool) {
 
 func (p *proxy) close() {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.stop)
+	}
 	p.closed = true
 	for c := range p.conns {
 		c.Close()
