@@ -56,6 +56,11 @@ import (
 //   - afterwards nothing is held or queued, live, in Redis (nor does the election have a
 //     leader, or a leader record that does not expire).
 //
+// The bounds on serving again (the first point, and the refusal's in the third) are for one
+// failover. When the sentinels fail over again, on their own, while the load goes on (their
+// configuration epoch at the end is above the one at the promotion), the run logs so and
+// checks only the rest (see check).
+//
 // A leader's leadership lasts from its Campaign's return to its Resign, or to the moment its
 // leading context ended with aqs.ErrLockLost (each leader checks the context's Err before it
 // resigns, as before any act of leadership). Without the policy, a failover that loses the
@@ -104,6 +109,9 @@ type deployment struct {
 	// acks returns when, after the promotion, a replica could acknowledge again (it waits
 	// for it).
 	acks func() (time.Time, error)
+	// epoch, when not nil, returns the deployment's failover count (Sentinel's configuration
+	// epoch): a run compares it after the promotion and at its end.
+	epoch func() (int64, error)
 }
 
 // failoverKind starts a deployment of one kind.
@@ -134,6 +142,7 @@ func failoverKinds() []failoverKind {
 			_, err := g.WaitReplicas(1)
 			return time.Now(), err
 		}
+		d.epoch = g.Epoch
 		return d
 	}
 	return []failoverKind{
@@ -228,6 +237,10 @@ type serveRun struct {
 	calls              []call
 	observed           map[string][]observation // by child: what its election observer received
 	left               []string                 // what was found held or queued afterwards
+	// again says that the sentinels failed over again, on their own, during the load after
+	// the promotion (their epoch went from epochs[0] to epochs[1]).
+	again  bool
+	epochs [2]int64
 }
 
 func runServe(t *testing.T, k failoverKind, policy bool) *serveRun {
@@ -292,6 +305,10 @@ func runServe(t *testing.T, k failoverKind, policy bool) *serveRun {
 	var err error
 	r.promoted, err = d.fail()
 	require.NoError(t, err)
+	if d.epoch != nil {
+		r.epochs[0], err = d.epoch()
+		require.NoError(t, err)
+	}
 	r.acks = r.promoted
 	whole := make(chan struct{})
 	if policy {
@@ -314,6 +331,11 @@ func runServe(t *testing.T, k failoverKind, policy bool) *serveRun {
 	}
 	for _, c := range children {
 		require.NoError(t, c.Wait(t, 30*time.Second), "%s", c.Label())
+	}
+	if d.epoch != nil {
+		r.epochs[1], err = d.epoch()
+		require.NoError(t, err)
+		r.again = r.epochs[1] > r.epochs[0]
 	}
 	select {
 	case <-read:
@@ -630,9 +652,21 @@ func (r *serveRun) observedAgain() (time.Duration, bool) {
 }
 
 func (r *serveRun) check(t *testing.T) {
+	// The bounds on serving again are for one failover. When the sentinels fail over again
+	// on their own during the load (a second promotion: with the policy, the new master may
+	// have no replica left, and nothing can be acquired), the calls follow the masters, and
+	// a call queued on one that became a replica waits for its deadline. Then only what holds
+	// through any number of failovers is checked: no call returns after its deadline, no
+	// overlap with the policy, the observers' order, nothing left behind. The table shows
+	// the rest.
+	live := !r.again
+	if r.again {
+		t.Logf("the sentinels failed over again during the load (configuration epoch %d after the promotion, %d at the end): the bounds on serving again are not checked",
+			r.epochs[0], r.epochs[1])
+	}
 	followed, unordered := r.observers()
 	for _, child := range r.children {
-		assert.False(t, followed[child].IsZero(),
+		assert.True(t, !live || !followed[child].IsZero(),
 			"election: the observer of %s received no leader that campaigned after the promotion", child)
 	}
 	assert.Empty(t, unordered, "election: observers received a token not greater than the one before")
@@ -644,7 +678,7 @@ func (r *serveRun) check(t *testing.T) {
 					c.start.Sub(r.promoted).Round(time.Millisecond), c.end.Sub(c.start).Round(time.Millisecond), c.class, c.detail)
 			}
 		}
-		if r.policy {
+		if r.policy && live {
 			if !assert.LessOrEqual(t, f.syncMax, serveRefused, "%s: a call refused for want of acknowledgement", p) {
 				c := f.syncLong
 				t.Logf("%s: %s started %v after the promotion: %s", p, c.worker, c.start.Sub(r.promoted).Round(time.Millisecond), c.detail)
@@ -662,8 +696,10 @@ func (r *serveRun) check(t *testing.T) {
 			}
 			continue
 		}
-		assert.True(t, f.served, "%s: no call after the promotion acquired", p)
-		if f.served {
+		if live {
+			assert.True(t, f.served, "%s: no call after the promotion acquired", p)
+		}
+		if f.served && live {
 			assert.LessOrEqual(t, f.first, serveWithin, "%s: the first acquisition after the promotion", p)
 			if !r.policy {
 				// What the failover left held is held by the old master's holds, whose
@@ -692,6 +728,10 @@ func (r *serveRun) table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "failover took %v; replicas acknowledge %v after the promotion\n",
 		r.promoted.Sub(r.failedAt).Round(time.Millisecond), r.acks.Sub(r.promoted).Round(time.Millisecond))
+	if r.again {
+		fmt.Fprintf(&b, "the sentinels failed over again during the load: configuration epoch %d after the promotion, %d at the end\n",
+			r.epochs[0], r.epochs[1])
+	}
 	fmt.Fprintf(&b, "%-14s %10s %9s %9s %12s %s\n", "primitive", "first acq", "acquired", "overlaps", "refused max", "errors after the failover")
 	for _, p := range allPrims {
 		f := r.primFigures(p)

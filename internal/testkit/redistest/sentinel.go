@@ -394,6 +394,29 @@ func (g *RedisSentinel) WaitPromoted() (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// Epoch returns the highest configuration epoch the sentinels give the master (SENTINEL MASTER's
+// config-epoch): each failover the sentinels carry out raises it by one, so that a test can
+// tell whether they failed over again, on their own, while it ran.
+func (g *RedisSentinel) Epoch() (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	var epoch int64
+	for _, s := range g.sentinels {
+		sc := redis.NewSentinelClient(s.Options())
+		m, err := sc.Master(ctx, SentinelMasterName).Result()
+		sc.Close()
+		if err != nil {
+			return 0, fmt.Errorf("redistest: SENTINEL MASTER on %s: %w", s.Addr(), err)
+		}
+		e, err := strconv.ParseInt(m["config-epoch"], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("redistest: SENTINEL MASTER on %s: config-epoch %q", s.Addr(), m["config-epoch"])
+		}
+		epoch = max(epoch, e)
+	}
+	return epoch, nil
+}
+
 // Failover kills the master and waits for the promotion of a replica (KillMaster, then
 // WaitPromoted).
 func (g *RedisSentinel) Failover() (time.Duration, error) {
