@@ -169,7 +169,8 @@ type Config struct {
 	// them, Orphans handling every one.
 	More []string
 	// Parts: a grant addressed to a waiter is one part of what it waits for (one name of a
-	// multi-name lock), so it attempts again instead of holding.
+	// multi-name lock). The waiter holds, without attempting again, once every part its last
+	// attempt found missing has been granted; until then it waits on (see attempt.wait).
 	Parts bool
 	// WaiterTimeout is how long a queued waiter may go unheard of before it is dropped.
 	WaiterTimeout time.Duration
