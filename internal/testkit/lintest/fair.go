@@ -36,7 +36,8 @@ import (
 // queues).
 //
 // What the timestamps allow. A waiter's join can be placed anywhere between its call and its
-// return: when its first attempt reached Redis is not observable. The end of a wait that
+// return: when its first attempt reached Redis is not observable (or later, for a call whose
+// context ended while that attempt was on its way: see wait.go). The end of a wait that
 // failed cannot come before its wait was over: the bound ran out (at least the wait after the
 // call: the bound's timer starts inside the call), or the context reached its deadline or was
 // cancelled (see wait.go). SplitWaits gives linEnd that later call time, so an invisible hold

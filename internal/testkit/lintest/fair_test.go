@@ -206,3 +206,24 @@ func TestFairLockModelLeavesTheEndOfAFailedWaitWithACleanUpLeftOpen(t *testing.T
 		t.Fatal("accepted a newcomer refused after a failed wait that left before it returned")
 	}
 }
+
+// A Lock whose context ended while its attempt was on its way, and whose Client left a clean-up
+// behind, may have its attempt reach Redis after it returned (see splitWait): that attempt
+// takes the lock, freed meanwhile by another holder, and a newcomer refused after that is
+// legal; without such a clean-up the join lands within the call, and the newcomer's refusal
+// is not.
+func TestFairLockModelLetsTheAttemptOfACallThatLeftACleanUpLandAfterItReturned(t *testing.T) {
+	history := func(deferred bool) []porcupine.Operation {
+		w := lockUntil(2, 5, 3, 2, false)
+		in := w.Input.(lockInput)
+		in.wait.deferred = deferred
+		w.Input = in
+		return []porcupine.Operation{w, try(6, 7, 3, true), unlock(8, 9, 3), try(10, 11, 4, false)}
+	}
+	if !fairLinearizable(history(true)...) {
+		t.Fatal("rejected a newcomer refused by the late attempt of a call that left a clean-up behind")
+	}
+	if fairLinearizable(history(false)...) {
+		t.Fatal("accepted a newcomer refused on a free lock after every call had returned")
+	}
+}

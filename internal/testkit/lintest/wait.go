@@ -40,6 +40,14 @@ import (
 // opens, and before the probes that end every run (settleAll) find the primitive free, which
 // they must within a bound. Check logs how many ends were left open.
 //
+// The join of such a call is left open too when the call ended by its context: its context
+// ended while its attempt was on its way, and the call stopped waiting for that reply (patience,
+// in internal/acquire/call.go), so the attempt may reach Redis after the call returned (it
+// waited for a connection, or ran again as EVAL after the script cache was flushed). It then
+// takes the lock or queues as any join does, and the clean-up that follows it is the end. A
+// call with only a wait bound never stops waiting for an attempt's reply (its context does not
+// end), so its join stays within the call.
+//
 // A blocking call whose context ends may have taken what it asked for in that instant (its
 // first attempt took a free lock as its context ended): it gives it back as it leaves and
 // reports the context's error. So the models let the join of a call ended by its context
@@ -164,7 +172,8 @@ const openEnd = math.MaxInt64
 // splitWait returns op, a call that waits as w says, as its two halves: its join over the call
 // with input join, and its end with input end, over the call too for a success; for a
 // failure, from the moment its wait was over, and up to the call's return unless its Client
-// left a clean-up behind meanwhile (see above).
+// left a clean-up behind meanwhile (see above): then the end is open, and so is the join of a
+// call that ended by its context.
 func splitWait(op porcupine.Operation, w Wait, ok bool, join, end any) (porcupine.Operation, porcupine.Operation) {
 	j, e := op, op
 	j.Input, e.Input = join, end
@@ -172,6 +181,9 @@ func splitWait(op porcupine.Operation, w Wait, ok bool, join, end any) (porcupin
 		e.Call = min(max(op.Call, w.endAfter), op.Return)
 		if w.deferred {
 			e.Return = openEnd
+			if w.byContext() {
+				j.Return = openEnd
+			}
 		}
 	}
 	return j, e
