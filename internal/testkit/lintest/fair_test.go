@@ -31,6 +31,15 @@ func lockUntil(call, ret, end int64, hold int, ok bool) porcupine.Operation {
 	return op(call, ret, lockInput{op: linTry, hold: hold, wait: w}, lockOutput{ok: ok})
 }
 
+// leftCleanUp is w, a call that waits, recorded as one during which its Client left a clean-up
+// behind when deferred is set (see splitWait).
+func leftCleanUp(w porcupine.Operation, deferred bool) porcupine.Operation {
+	in := w.Input.(lockInput)
+	in.wait.deferred = deferred
+	w.Input = in
+	return w
+}
+
 func unlock(call, ret int64, hold int) porcupine.Operation {
 	return op(call, ret, lockInput{op: linUnlock, hold: hold}, lockOutput{})
 }
@@ -193,10 +202,7 @@ func TestFairLockModelRejectsANewcomerPassingALockUntilItsContextEnded(t *testin
 // refused after it returned is legal; without such a clean-up, it is not.
 func TestFairLockModelLeavesTheEndOfAFailedWaitWithACleanUpLeftOpen(t *testing.T) {
 	history := func(deferred bool) []porcupine.Operation {
-		w := lockUntil(2, 30, 10, 2, false)
-		in := w.Input.(lockInput)
-		in.wait.deferred = deferred
-		w.Input = in
+		w := leftCleanUp(lockUntil(2, 30, 10, 2, false), deferred)
 		return []porcupine.Operation{try(0, 1, 1, true), w, unlock(3, 4, 1), try(31, 32, 4, false)}
 	}
 	if !fairLinearizable(history(true)...) {
@@ -214,10 +220,7 @@ func TestFairLockModelLeavesTheEndOfAFailedWaitWithACleanUpLeftOpen(t *testing.T
 // is not.
 func TestFairLockModelLetsTheAttemptOfACallThatLeftACleanUpLandAfterItReturned(t *testing.T) {
 	history := func(deferred bool) []porcupine.Operation {
-		w := lockUntil(2, 5, 3, 2, false)
-		in := w.Input.(lockInput)
-		in.wait.deferred = deferred
-		w.Input = in
+		w := leftCleanUp(lockUntil(2, 5, 3, 2, false), deferred)
 		return []porcupine.Operation{w, try(6, 7, 3, true), unlock(8, 9, 3), try(10, 11, 4, false)}
 	}
 	if !fairLinearizable(history(true)...) {
