@@ -17,12 +17,12 @@ import (
 type proxy struct {
 	ln      net.Listener
 	target  string
-	latency atomic.Int64 // nanoseconds
-	drop    atomic.Bool  // drop the next reply (see DropNextReply)
-	dropTo  atomic.Value // string: drop the reply to the next command that contains it (DropReplyTo)
-	dropped atomic.Int64 // replies dropped
-	held    atomic.Pointer[heldChunk]
-	stop    chan struct{} // closed when the proxy closes: chunks held back go nowhere
+	latency atomic.Int64              // nanoseconds
+	drop    atomic.Bool               // drop the next reply (see DropNextReply)
+	dropTo  atomic.Value              // string: drop the reply to the next command that contains it (DropReplyTo)
+	dropped atomic.Int64              // replies dropped
+	held    atomic.Pointer[heldChunk] // the next chunk to hold back (HoldBack)
+	stop    chan struct{}             // closed when the proxy closes: chunks held back go nowhere
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
